@@ -1,0 +1,200 @@
+"""The `pgkb` command line: a thin layer over harness modules."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import psycopg
+
+from . import cluster, loader, migrate, status
+from .config import load_settings
+from .db import connect
+
+
+def _print_json(data) -> None:
+    print(json.dumps(data, ensure_ascii=False, indent=2, default=str))
+
+
+def cmd_up(args) -> int:
+    settings = load_settings()
+    if settings.dsn_override:
+        print(
+            "PGKB_DSN is set: not starting the embedded cluster; migrating the configured database",
+            file=sys.stderr,
+        )
+    else:
+        created = cluster.init(settings)
+        started = cluster.start(settings)
+        cluster.ensure_database(settings)
+        print(
+            f"cluster {'created' if created else 'exists'} at {settings.data_dir}, "
+            f"{'started' if started else 'already running'} on port {settings.port}",
+            file=sys.stderr,
+        )
+    result = migrate.migrate(settings.dsn, settings)
+    print(
+        f"migrated: {len(result.applied)} applied, {len(result.already_applied)} already applied",
+        file=sys.stderr,
+    )
+    print(settings.dsn)
+    return 0
+
+
+def cmd_down(args) -> int:
+    settings = load_settings()
+    stopped = cluster.stop(settings)
+    print("stopped" if stopped else "not running", file=sys.stderr)
+    return 0
+
+
+def cmd_dsn(args) -> int:
+    print(load_settings().dsn)
+    return 0
+
+
+def cmd_migrate(args) -> int:
+    settings = load_settings()
+    result = migrate.migrate(args.dsn or settings.dsn, settings)
+    _print_json({"applied": result.applied, "already_applied": result.already_applied, "sql": result.sql_files})
+    return 0
+
+
+def cmd_status(args) -> int:
+    data = status.collect(load_settings().dsn)
+    if args.json:
+        _print_json(data)
+        return 0
+    print(f"PostgreSQL {data['server_version']}")
+    print("extensions: " + ", ".join(f"{k} {v}" for k, v in data["extensions"].items()))
+    print(f"migrations applied: {len(data['migrations'])}")
+    for m in data.get("models", []):
+        flag = "*" if m["active"] else " "
+        print(
+            f" {flag} {m['model']:<20} {m['provider']:<8} {m['dimensions']:>5}d  embedded {m['embedded']}  "
+            f"pending {m['pending']}  failed {m['failed']}  stale {m['stale']}"
+        )
+    for ns in data.get("namespaces", []):
+        print(
+            f"   {ns['namespace']:<20} documents {ns['documents']}  indexed {ns['indexed']}  pending {ns['pending']}"
+            f"  failed {ns['failed']}  removed {ns['removed']}"
+        )
+    return 0
+
+
+def cmd_ingest(args) -> int:
+    summary = loader.ingest(load_settings().dsn, args.paths, namespace=args.namespace, progress=not args.quiet)
+    _print_json(summary.as_dict())
+    return 1 if any(not f.get("stored") for f in summary.failed) else 0
+
+
+def cmd_backfill(args) -> int:
+    from . import backfill
+
+    outcome = backfill.run(load_settings().dsn, model=args.model, batch_size=args.batch_size, progress=not args.quiet)
+    _print_json(outcome)
+    return 0 if outcome["error"] is None else 1
+
+
+def cmd_query(args) -> int:
+    with connect(load_settings().dsn) as conn:
+        params = {
+            "q": args.text,
+            "k": args.k,
+            "ns": args.namespace,
+            "mode": args.mode,
+            "as_of": args.as_of,
+            "context": args.context or None,
+        }
+        rows = conn.execute(
+            """SELECT * FROM kb_retrieve(%(q)s, k => %(k)s, namespace => %(ns)s, mode => %(mode)s,
+                   as_of => coalesce(%(as_of)s::timestamptz, now()), context => %(context)s::text[])""",
+            params,
+        ).fetchall()
+        if args.json:
+            _print_json(rows)
+            return 0
+        if not rows:
+            print("no evidence found (no rows)")
+            return 0
+        for r in rows:
+            print(
+                f"{r['rank']:>2}. {r['score']:.3f}  {r['namespace']}/{r['source']}  [{r['match_type']}; "
+                f"dense #{r['dense_rank'] or '-'} lexical #{r['lexical_rank'] or '-'}]"
+            )
+            if r["section_path"]:
+                print(f"    § {r['section_path']}")
+            print(f"    {r['snippet']}")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from . import evaluate
+
+    return evaluate.main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pgkb", description="Retrieval for RAG inside PostgreSQL")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("up", help="create/start the embedded cluster and migrate (idempotent)").set_defaults(func=cmd_up)
+    sub.add_parser("down", help="stop the embedded cluster").set_defaults(func=cmd_down)
+    sub.add_parser("dsn", help="print the connection string").set_defaults(func=cmd_dsn)
+    p = sub.add_parser("migrate", help="apply migrations and re-create SQL objects")
+    p.add_argument("--dsn")
+    p.set_defaults(func=cmd_migrate)
+    p = sub.add_parser("status", help="server, extensions, migrations, models, ingest state")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_status)
+    p = sub.add_parser("ingest", help="load folders of Markdown/text files")
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--namespace")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_ingest)
+    p = sub.add_parser("backfill", help="embed queued chunks (pending or failed) of a model")
+    p.add_argument("--model", help="model name (default: the active model)")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_backfill)
+    p = sub.add_parser("query", help="ask kb_retrieve and print a table")
+    p.add_argument("text")
+    p.add_argument("--k", type=int, default=5)
+    p.add_argument("--namespace")
+    p.add_argument("--mode", default="auto", choices=["auto", "hybrid", "lexical", "dense"])
+    p.add_argument("--as-of")
+    p.add_argument("--context", action="append", help="an earlier question (repeatable)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_query)
+    p = sub.add_parser("eval", help="evaluate retrieval on golden cases or a BEIR folder")
+    p.add_argument("cases", nargs="?")
+    p.add_argument("--beir")
+    p.add_argument("--queries")
+    p.add_argument("--qrels")
+    p.add_argument("--mode", default="all")
+    p.add_argument("--k", type=int, default=100)
+    p.add_argument("--limit", type=int, help="evaluate only the first N queries (a fixed sample)")
+    p.add_argument("--namespace")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--plot")
+    p.set_defaults(func=cmd_eval)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (migrate.MigrationError, RuntimeError, FileNotFoundError) as exc:
+        print(f"pgkb {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except psycopg.OperationalError as exc:
+        print(f"pgkb {args.command}: cannot connect: {exc}", file=sys.stderr)
+        return 2
+    except psycopg.Error as exc:
+        print(f"pgkb {args.command}: {exc.diag.message_primary or exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

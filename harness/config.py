@@ -1,0 +1,69 @@
+"""Where things live: every path, port and DSN the harness uses, from the environment."""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+MIGRATIONS_DIR = REPO_ROOT / "migrations"
+SQL_DIR = REPO_ROOT / "sql"
+PLPYTHON_DIR = REPO_ROOT / "plpython" / "pgkb_plpy"
+DEFAULT_PORT = 5499
+DATABASE_NAME = "pgkb"
+
+
+@dataclass(frozen=True)
+class Settings:
+    home: Path  # embedded cluster: data/, log/, run/
+    port: int
+    dsn_override: str | None
+    server_venv: Path
+
+    @property
+    def data_dir(self) -> Path:
+        return self.home / "data"
+
+    @property
+    def log_file(self) -> Path:
+        return self.home / "log" / "postgresql.log"
+
+    @property
+    def socket_dir(self) -> Path:
+        return self.home / "run"
+
+    @property
+    def embedded_dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{DATABASE_NAME}"
+
+    @property
+    def dsn(self) -> str:
+        return self.dsn_override or self.embedded_dsn
+
+    def server_site_packages(self) -> str | None:
+        """site-packages of the server-side venv, when it is on this machine."""
+        explicit = os.environ.get("PGKB_SERVER_SITE_PACKAGES")
+        if explicit:
+            return explicit
+        found = sorted(glob.glob(str(self.server_venv / "lib" / "python3*" / "site-packages")))
+        return found[-1] if found else None
+
+
+def load_settings() -> Settings:
+    return Settings(
+        home=Path(os.environ.get("PGKB_HOME", "/var/lib/pgkb")),
+        port=int(os.environ.get("PGKB_PORT", DEFAULT_PORT)),
+        dsn_override=os.environ.get("PGKB_DSN") or None,
+        server_venv=Path(os.environ.get("PGKB_SERVER_VENV", "/opt/pgkb/server-venv")),
+    )
+
+
+def postgres_bin_dir() -> Path:
+    """The newest installed PostgreSQL server's bin directory (17 on Debian 13, 15 on Debian 12)."""
+    for version in ("17", "16", "15"):
+        candidate = Path(f"/usr/lib/postgresql/{version}/bin")
+        if (candidate / "pg_ctl").exists():
+            return candidate
+    raise RuntimeError("no PostgreSQL server found under /usr/lib/postgresql; run scripts/install.sh first")

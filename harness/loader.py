@@ -1,0 +1,254 @@
+"""`pgkb ingest`: load folders of Markdown/text with YAML front matter through plain
+SQL; the ingest trigger inside PostgreSQL chunks and embeds.
+
+- `source` is the file's path relative to the folder given (a single file: its name).
+- Unchanged files are skipped (every stored field compared); files that disappeared
+  since the last run from the same folder get `removed_at` (no longer current).
+- A bad file is reported with its path (and line, for front matter) and the others load.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+import yaml
+from tqdm import tqdm
+
+from .db import connect
+
+FRONT_MATTER_KEYS = {
+    "title",
+    "namespace",
+    "doc_type",
+    "status",
+    "version",
+    "effective_from",
+    "effective_to",
+    "supersedes",
+    "tags",
+}
+FILE_SUFFIXES = {".md", ".markdown", ".txt"}
+MAX_FILE_BYTES = 20 * 1024 * 1024
+
+
+class DocumentError(ValueError):
+    """A file that cannot become a document; the message names the file and, where known, the line."""
+
+
+@dataclass
+class LoadedDocument:
+    namespace: str
+    source: str
+    title: str | None
+    body: str
+    doc_type: str | None
+    metadata: dict
+    status: str
+    version: str | None
+    effective_from: dt.date | None
+    effective_to: dt.date | None
+    supersedes: str | None
+
+
+@dataclass
+class Summary:
+    synced: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    failed: list[dict] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "synced": len(self.synced),
+            "skipped": len(self.skipped),
+            "failed": len(self.failed),
+            "removed": len(self.removed),
+            "errors": self.failed,
+            "removed_sources": self.removed,
+        }
+
+
+def _date(value, key: str, where: str) -> dt.date | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    try:
+        return dt.date.fromisoformat(str(value).strip())
+    except ValueError:
+        raise DocumentError(f"{where}: front matter {key} must be a date YYYY-MM-DD, got {value!r}") from None
+
+
+def _text(value, key: str, where: str) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, (dict, list)):
+        raise DocumentError(f"{where}: front matter {key} must be a single value, got {type(value).__name__}")
+    return str(value)
+
+
+def split_front_matter(text: str, where: str) -> tuple[dict, str]:
+    if not (text.startswith("---\n") or text.startswith("---\r\n")):
+        return {}, text
+    lines = text.splitlines(keepends=True)
+    for i in range(1, len(lines)):
+        if lines[i].rstrip("\r\n") in ("---", "..."):
+            raw = "".join(lines[1:i])
+            body = "".join(lines[i + 1 :])
+            break
+    else:
+        raise DocumentError(f"{where}:1: front matter starts with '---' but has no closing '---' line")
+    try:
+        data = yaml.safe_load(raw) if raw.strip() else {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = mark.line + 2 if mark is not None else 1  # +1 for the opening '---', +1 for 1-based
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise DocumentError(f"{where}:{line}: invalid YAML front matter: {problem}") from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise DocumentError(f"{where}:2: front matter must be a mapping of keys, got {type(data).__name__}")
+    return data, body
+
+
+def read_document(path: Path, source: str, namespace_override: str | None) -> LoadedDocument:
+    where = str(path)
+    raw = path.read_bytes()
+    if len(raw) > MAX_FILE_BYTES:
+        raise DocumentError(f"{where}: file is {len(raw)} bytes; the limit is {MAX_FILE_BYTES}")
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        raise DocumentError(f"{where}: contains a NUL byte at offset {nul} (binary file?)")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise DocumentError(f"{where}:{line}: not valid UTF-8 (byte offset {exc.start})") from None
+    data, body = split_front_matter(text, where)
+    data = {str(k): v for k, v in data.items()}
+    if not body.strip():
+        raise DocumentError(f"{where}: the document body is empty")
+    status = _text(data.get("status"), "status", where) or "active"
+    if status not in ("draft", "active", "deprecated"):
+        raise DocumentError(f"{where}: front matter status must be draft, active or deprecated, got {status!r}")
+    tags = data.get("tags")
+    if tags is not None and not (isinstance(tags, list) and all(isinstance(t, (str, int, float)) for t in tags)):
+        raise DocumentError(f"{where}: front matter tags must be a list of words")
+    metadata = {k: v for k, v in data.items() if k not in FRONT_MATTER_KEYS}
+    if tags is not None:
+        metadata["tags"] = [str(t) for t in tags]
+    try:
+        metadata = json.loads(json.dumps(metadata, default=str))
+    except (TypeError, ValueError) as exc:
+        raise DocumentError(f"{where}: front matter values cannot be stored as JSON: {exc}") from None
+    title = _text(data.get("title"), "title", where)
+    if title is None:
+        title = next((ln.lstrip("#").strip() for ln in body.splitlines() if ln.startswith("# ")), None)
+    return LoadedDocument(
+        namespace=namespace_override or _text(data.get("namespace"), "namespace", where) or "default",
+        source=source,
+        title=title,
+        body=body,
+        doc_type=_text(data.get("doc_type"), "doc_type", where),
+        metadata=metadata,
+        status=status,
+        version=_text(data.get("version"), "version", where),
+        effective_from=_date(data.get("effective_from"), "effective_from", where),
+        effective_to=_date(data.get("effective_to"), "effective_to", where),
+        supersedes=_text(data.get("supersedes"), "supersedes", where),
+    )
+
+
+def discover(root: Path) -> list[tuple[Path, str]]:
+    if root.is_file():
+        return [(root, root.name)]
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root}: no such file or folder")
+    found = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            path = Path(dirpath) / name
+            if path.suffix.lower() in FILE_SUFFIXES and not name.startswith("."):
+                found.append((path, path.relative_to(root).as_posix()))
+    return found
+
+
+UPSERT = """
+INSERT INTO kb.documents (namespace, source, title, body, doc_type, metadata, status, version,
+                          effective_from, effective_to, supersedes, origin, removed_at)
+VALUES (%(namespace)s, %(source)s, %(title)s, %(body)s, %(doc_type)s, %(metadata)s, %(status)s, %(version)s,
+        %(effective_from)s, %(effective_to)s, %(supersedes)s, %(origin)s, NULL)
+ON CONFLICT (namespace, source) DO UPDATE SET
+    title = excluded.title, body = excluded.body, doc_type = excluded.doc_type, metadata = excluded.metadata,
+    status = excluded.status, version = excluded.version, effective_from = excluded.effective_from,
+    effective_to = excluded.effective_to, supersedes = excluded.supersedes, origin = excluded.origin,
+    removed_at = NULL
+WHERE (kb.documents.title, kb.documents.body, kb.documents.doc_type, kb.documents.metadata, kb.documents.status,
+       kb.documents.version, kb.documents.effective_from, kb.documents.effective_to, kb.documents.supersedes,
+       kb.documents.origin, kb.documents.removed_at)
+   IS DISTINCT FROM
+      (excluded.title, excluded.body, excluded.doc_type, excluded.metadata, excluded.status, excluded.version,
+       excluded.effective_from, excluded.effective_to, excluded.supersedes, excluded.origin, NULL::timestamptz)
+RETURNING id, ingest_status, ingest_error
+"""
+
+
+def ingest(dsn: str, paths: list[str], namespace: str | None = None, progress: bool = True) -> Summary:
+    summary = Summary()
+    with connect(dsn) as conn:
+        for root_arg in paths:
+            root = Path(root_arg).resolve()
+            files = discover(root)
+            origin = str(root)
+            seen: set[tuple[str, str]] = set()
+            bar = tqdm(files, desc=f"ingest {root_arg}", unit="file", disable=not progress, file=sys.stderr)
+            for path, source in bar:
+                try:
+                    doc = read_document(path, source, namespace)
+                except (DocumentError, OSError) as exc:
+                    summary.failed.append({"file": str(path), "error": str(exc)})
+                    continue
+                seen.add((doc.namespace, doc.source))
+                params = dict(doc.__dict__, metadata=psycopg.types.json.Jsonb(doc.metadata), origin=origin)
+                try:
+                    with conn.transaction():
+                        row = conn.execute(UPSERT, params).fetchone()
+                except psycopg.Error as exc:
+                    detail = exc.diag.message_primary or str(exc)
+                    summary.failed.append({"file": str(path), "error": f"{path}: rejected by the database: {detail}"})
+                    continue
+                if row is None:
+                    summary.skipped.append(source)
+                else:
+                    summary.synced.append(source)
+                    if row["ingest_status"] == "failed":
+                        summary.failed.append(
+                            {
+                                "file": str(path),
+                                "error": f"{path}: stored, embedding failed (will be retried by "
+                                f"pgkb backfill): {row['ingest_error']}",
+                                "stored": True,
+                            }
+                        )
+            with conn.transaction():
+                gone = conn.execute(
+                    """SELECT id, namespace, source FROM kb.documents
+                       WHERE origin = %s AND removed_at IS NULL ORDER BY id""",
+                    (origin,),
+                ).fetchall()
+                gone_ids = [r["id"] for r in gone if (r["namespace"], r["source"]) not in seen]
+                if gone_ids:
+                    conn.execute("UPDATE kb.documents SET removed_at = now() WHERE id = ANY(%s)", (gone_ids,))
+                    summary.removed.extend(f"{r['namespace']}/{r['source']}" for r in gone if r["id"] in gone_ids)
+        conn.execute("SELECT kb.refresh_lexical_stats()")
+    return summary

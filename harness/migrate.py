@@ -1,0 +1,128 @@
+"""Bootstrap and migrate: the one code path used by the CLI, the tests and users.
+
+Under a session advisory lock: create the extensions, apply each file of
+migrations/ once (recorded with its SHA-256 in kb.schema_migrations; an edited
+applied file is refused), then re-create every object of sql/ (idempotent)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+
+from .config import MIGRATIONS_DIR, PLPYTHON_DIR, SQL_DIR, Settings
+
+MIGRATE_LOCK_KEY = 727_274_001  # arbitrary constant: the advisory lock all migrators share
+EXTENSIONS = ("vector", "pg_trgm", "plpython3u")
+MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+
+class MigrationError(RuntimeError):
+    pass
+
+
+@dataclass
+class MigrateResult:
+    applied: list[str] = field(default_factory=list)
+    already_applied: list[str] = field(default_factory=list)
+    sql_files: list[str] = field(default_factory=list)
+
+
+def checksum(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def migration_files(directory: Path = MIGRATIONS_DIR) -> list[Path]:
+    files = sorted(p for p in directory.glob("*.sql"))
+    for p in files:
+        if not MIGRATION_NAME.match(p.name):
+            raise MigrationError(f"{p}: migration file names must look like 0001_some_name.sql")
+    return files
+
+
+def sync_plpython_modules(settings: Settings) -> str | None:
+    """Copy plpython/pgkb_plpy into the local server venv (when it is here and writable),
+    so the server runs the same modules as this checkout."""
+    site = settings.server_site_packages()
+    if not site or not Path(site).is_dir():
+        return None
+    target = Path(site) / "pgkb_plpy"
+    try:
+        tmp = Path(site) / ".pgkb_plpy.new"
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        shutil.copytree(PLPYTHON_DIR, tmp, ignore=shutil.ignore_patterns("__pycache__"))
+        if target.exists():
+            shutil.rmtree(target)
+        tmp.rename(target)
+    except PermissionError:
+        return site  # not ours to refresh; the installed copy is used
+    return site
+
+
+def migrate(
+    dsn: str, settings: Settings | None = None, migrations_dir: Path = MIGRATIONS_DIR, sql_dir: Path = SQL_DIR
+) -> MigrateResult:
+    result = MigrateResult()
+    site = sync_plpython_modules(settings) if settings else None
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK_KEY,))
+        try:
+            for ext in EXTENSIONS:
+                conn.execute(f"CREATE EXTENSION IF NOT EXISTS {ext}")
+            conn.execute("CREATE SCHEMA IF NOT EXISTS kb")
+            conn.execute(
+                """CREATE TABLE IF NOT EXISTS kb.schema_migrations (
+                       version text PRIMARY KEY,
+                       filename text NOT NULL,
+                       checksum text NOT NULL,
+                       applied_at timestamptz NOT NULL DEFAULT now())"""
+            )
+            applied = {
+                row[0]: (row[1], row[2])
+                for row in conn.execute("SELECT version, filename, checksum FROM kb.schema_migrations")
+            }
+            for path in migration_files(migrations_dir):
+                version = path.name[:4]
+                digest = checksum(path)
+                if version in applied:
+                    filename, recorded = applied[version]
+                    if recorded != digest:
+                        raise MigrationError(
+                            f"migration {path} was edited after it was applied "
+                            f"(recorded checksum {recorded[:12]}…, file now {digest[:12]}…); "
+                            "applied migrations are immutable: add a new migration instead"
+                        )
+                    result.already_applied.append(path.name)
+                    continue
+                with conn.transaction():
+                    try:
+                        conn.execute(path.read_text(encoding="utf-8"))
+                    except psycopg.Error as exc:
+                        raise MigrationError(f"migration {path.name} failed: {exc}") from exc
+                    conn.execute(
+                        "INSERT INTO kb.schema_migrations (version, filename, checksum) VALUES (%s, %s, %s)",
+                        (version, path.name, digest),
+                    )
+                result.applied.append(path.name)
+            with conn.transaction():
+                for path in sorted(sql_dir.glob("*.sql")):
+                    try:
+                        conn.execute(path.read_text(encoding="utf-8"))
+                    except psycopg.Error as exc:
+                        raise MigrationError(f"{path.relative_to(sql_dir.parent)} failed: {exc}") from exc
+                    result.sql_files.append(path.name)
+                if site:
+                    conn.execute(
+                        """INSERT INTO kb.settings (key, value) VALUES ('python_path', to_jsonb(%s::text))
+                           ON CONFLICT (key) DO UPDATE SET value = excluded.value
+                           WHERE kb.settings.value IS DISTINCT FROM excluded.value""",
+                        (site,),
+                    )
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK_KEY,))
+    return result

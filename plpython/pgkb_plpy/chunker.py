@@ -1,0 +1,509 @@
+"""Structure-aware Markdown chunker (stdlib only; runs in PL/Python and plain Python).
+
+``chunk_document(body, title)`` turns a Markdown (or plain-text) document into
+``Chunk`` objects:
+
+* ATX headings (``#`` .. ``######``) and one-line setext headings (``===`` / ``---``
+  underline) build a section path, e.g. ``["Refund policy", "Eligibility"]``.  A
+  heading resets every deeper level.  The document title comes first when given,
+  unless the document's first H1 is the title itself (compared case- and
+  whitespace-insensitively), in which case it is not repeated.  Lines inside
+  fenced code blocks are never headings.
+* The body between headings is cut into blocks: paragraphs, lists (a contiguous
+  list including nested items and blank-line separated items is one block),
+  tables (contiguous ``|`` lines), fenced code blocks (`````` ``` `````` or ``~~~``) and
+  block quotes.  Thematic breaks carry no text and are dropped.
+* Consecutive blocks of one section are packed into one chunk (joined by a blank
+  line) while the chunk stays within ``max_tokens``.  A heading always starts a new
+  chunk; chunks never span sections.
+* A block larger than the budget is split on its own: prose at sentence ends
+  (``。！？；`` always, ``. ! ?`` when followed by whitespace), then at newlines, then
+  by tokens (hard cut, which also cuts inside a long word).  Lists split first at
+  item starts, code blocks and tables at line boundaries.  Consecutive pieces of
+  one split block overlap by up to ``overlap_tokens`` (whole trailing sentences or
+  lines; nothing when the last sentence alone is longer).  Separate blocks never
+  overlap.
+* The heading path counts against the budget: ``token_count`` (the estimate of
+  ``embed_text``) is at most ``max_tokens``.  Only when the heading path alone
+  takes more than three quarters of ``max_tokens`` is the content budget held at
+  ``max_tokens // 4`` and the limit exceeded.
+
+Token estimate (``estimate_tokens``) approximates a multilingual subword
+tokenizer (e5 / XLM-R SentencePiece), without special tokens:
+
+* every CJK ideograph, Kana or Hangul character is 1 token;
+* every other word (a run of letters, digits and combining marks) is
+  ``ceil(len / 4)`` tokens, so words of 1-4 characters are 1 token;
+* every other non-space character (punctuation, symbols, ``_``) is 1 token;
+* whitespace is free.
+
+The estimate is additive across whitespace, sentence ends and CJK characters, so
+the pieces of a split never exceed the budget.
+
+Offsets: ``body[char_start:char_end]`` is the source span of the chunk in the
+ORIGINAL ``body`` string (``\\r\\n`` is normalised to ``\\n`` for processing, and
+offsets are mapped back).  For a packed chunk the span runs from its first block
+to its last block (including the blank lines between them); for a piece of a split
+block it includes the overlap taken from the previous piece.
+
+Everything is linear in the size of the body.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["Chunk", "chunk_document", "estimate_tokens", "strip_front_matter"]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    ordinal: int
+    section_path: list[str]
+    content: str
+    embed_text: str
+    char_start: int
+    char_end: int
+    token_count: int
+    content_hash: str
+
+
+# --------------------------------------------------------------------------- tokens
+
+_CJK = (
+    "\u1100-\u11ff\u3040-\u30ff\u3100-\u312f\u3130-\u318f\u31a0-\u31bf\u31f0-\u31ff"
+    "\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff"
+    "\uff66-\uff9f\U00020000-\U0003134f"
+)
+# Combining marks (not matched by \w in Python) so that e.g. Hindi or Thai words stay words.
+_MARKS = "\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0900-\u0dff\u0e00-\u0eff"
+_WORD_CHAR = rf"(?:[^\W_{_CJK}]|[{_MARKS}])"
+# One match == one estimated token: a CJK char, up to 4 word characters, or any other non-space.
+_TOKEN_RE = re.compile(rf"[{_CJK}]|{_WORD_CHAR}{{1,4}}|\S")
+_ASCII_TOKEN_RE = re.compile(r"[A-Za-z0-9]{1,4}|[^\sA-Za-z0-9]")  # same rule, faster on ASCII
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimated subword tokens of ``text`` (see the module docstring for the rule)."""
+    if not text:
+        return 0
+    if text.isascii():
+        return _ASCII_TOKEN_RE.subn("", text)[1]
+    return _TOKEN_RE.subn("", text)[1]
+
+
+# --------------------------------------------------------------------- front matter
+
+
+def strip_front_matter(body: str) -> tuple[str, int]:
+    """Remove a leading YAML front matter block (``---`` ... ``---`` or ``...``).
+
+    Returns ``(rest, offset)`` with ``rest == body[offset:]``; ``(body, 0)`` when there is
+    no complete front matter block.  A leading BOM and ``\\r\\n`` line ends are accepted.
+    """
+    start = 1 if body.startswith("\ufeff") else 0
+    first_nl = body.find("\n", start)
+    if first_nl < 0 or body[start:first_nl].rstrip() != "---":
+        return body, 0
+    pos = first_nl + 1
+    n = len(body)
+    while pos < n:
+        nl = body.find("\n", pos)
+        line_end = n if nl < 0 else nl
+        if body[pos:line_end].rstrip() in ("---", "..."):
+            rest = n if nl < 0 else nl + 1
+            return body[rest:], rest
+        if nl < 0:
+            break
+        pos = nl + 1
+    return body, 0
+
+
+# -------------------------------------------------------------------- block parsing
+
+_FENCE_RE = re.compile(r"^( *)(`{3,}|~{3,})(.*)$")
+_ATX_RE = re.compile(r"^ {0,3}(#{1,6})(?=[ \t]|$)(.*)$")
+_ATX_CLOSE_RE = re.compile(r"(?:^|[ \t]+)#+$")
+_SETEXT_RE = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+_THEMATIC_RE = re.compile(r"^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$")
+_LIST_RE = re.compile(r"^([ \t]*)([-*+]|\d{1,9}[.)])(?:[ \t]+\S|[ \t]*$)")
+_QUOTE_RE = re.compile(r"^ {0,3}>")
+_TABLE_DELIM_RE = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+
+# Blocks are ("para" | "list" | "table" | "code" | "quote", start, end) spans of the normalised
+# text, trimmed of surrounding whitespace, or ("heading", level, text).
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip(" \t"))
+
+
+def _is_blank(line: str) -> bool:
+    return not line.strip()
+
+
+def _fence_open(line: str) -> tuple[str, int] | None:
+    m = _FENCE_RE.match(line)
+    if not m:
+        return None
+    fence = m.group(2)
+    if fence[0] == "`" and "`" in m.group(3):
+        return None  # inline code such as ```x```, not a fence
+    return fence[0], len(fence)
+
+
+def _fence_closes(line: str, char: str, length: int) -> bool:
+    s = line.strip()
+    return len(s) >= length and s == char * len(s)
+
+
+def _table_start(lines: list[str], i: int) -> bool:
+    line = lines[i]
+    if "|" not in line:
+        return False
+    if line.lstrip().startswith("|"):
+        return True
+    if i + 1 < len(lines):
+        nxt = lines[i + 1]
+        return "|" in nxt and len(nxt) < 4096 and _TABLE_DELIM_RE.match(nxt) is not None
+    return False
+
+
+_BLOCK_FIRST_CHARS = frozenset("#>-*_+`~|0123456789")
+
+
+def _starts_block(lines: list[str], i: int) -> bool:
+    """True when line ``i`` starts a block that interrupts a paragraph."""
+    line = lines[i]
+    if line.lstrip(" \t")[:1] not in _BLOCK_FIRST_CHARS and "|" not in line:
+        return False  # fast path for ordinary text lines
+    if _ATX_RE.match(line) or _THEMATIC_RE.match(line) or _QUOTE_RE.match(line):
+        return True
+    if _fence_open(line) and _indent(line) <= 3:
+        return True
+    m = _LIST_RE.match(line)
+    if m and _indent(line) <= 3:
+        marker = m.group(2)
+        if not marker[0].isdigit() or marker[:-1] == "1":
+            return True
+    return _table_start(lines, i)
+
+
+def _parse(text: str, offset: int) -> list[tuple]:
+    """Split ``text[offset:]`` into heading and content blocks (offsets into ``text``)."""
+    lines = text[offset:].split("\n")
+    starts: list[int] = []
+    pos = offset
+    for ln in lines:
+        starts.append(pos)
+        pos += len(ln) + 1
+    n = len(lines)
+    out: list[tuple] = []
+
+    def emit(kind: str, first: int, last: int) -> None:
+        s = starts[first]
+        e = starts[last] + len(lines[last])
+        while s < e and text[s].isspace():
+            s += 1
+        while e > s and text[e - 1].isspace():
+            e -= 1
+        if e > s:
+            out.append((kind, s, e))
+
+    def skip_fence(i: int, char: str, length: int) -> int:
+        """Index of the closing fence line of a fence opened at line ``i`` (or last line)."""
+        j = i + 1
+        while j < n and not _fence_closes(lines[j], char, length):
+            j += 1
+        return min(j, n - 1)
+
+    i = 0
+    while i < n:
+        line = lines[i]
+        if _is_blank(line):
+            i += 1
+            continue
+        fence = _fence_open(line)
+        if fence and _indent(line) <= 3:
+            j = skip_fence(i, *fence)
+            emit("code", i, j)
+            i = j + 1
+            continue
+        m = _ATX_RE.match(line)
+        if m:
+            htext = _ATX_CLOSE_RE.sub("", m.group(2).strip()).strip()
+            out.append(("heading", len(m.group(1)), " ".join(htext.split())))
+            i += 1
+            continue
+        if _THEMATIC_RE.match(line):
+            i += 1
+            continue
+        if _QUOTE_RE.match(line):
+            j = i + 1
+            while j < n and not _is_blank(lines[j]) and (_QUOTE_RE.match(lines[j]) or not _starts_block(lines, j)):
+                j += 1
+            emit("quote", i, j - 1)
+            i = j
+            continue
+        if _table_start(lines, i):
+            j = i + 1
+            while j < n and "|" in lines[j] and not _is_blank(lines[j]):
+                j += 1
+            emit("table", i, j - 1)
+            i = j
+            continue
+        if _LIST_RE.match(line) and _indent(line) <= 3:
+            base = _indent(line)
+            j = i + 1
+            last = i
+            while j < n:
+                cur = lines[j]
+                if _is_blank(cur):
+                    k = j + 1
+                    while k < n and _is_blank(lines[k]):
+                        k += 1
+                    if k < n and (_indent(lines[k]) >= base + 2 or _LIST_RE.match(lines[k])):
+                        j = k
+                        continue
+                    break
+                fence = _fence_open(cur)
+                if fence:
+                    if _indent(cur) <= base and not _LIST_RE.match(cur):
+                        break  # a top-level fence ends the list
+                    j = last = skip_fence(j, *fence)
+                    j += 1
+                    continue
+                if _indent(cur) < base + 2 and not _LIST_RE.match(cur) and _starts_block(lines, j):
+                    break
+                last = j
+                j += 1
+            emit("list", i, last)
+            i = last + 1
+            continue
+        # paragraph (with optional one-line setext heading)
+        if i + 1 < n and _SETEXT_RE.match(lines[i + 1]) and not _is_blank(line):
+            level = 1 if lines[i + 1].strip()[0] == "=" else 2
+            out.append(("heading", level, " ".join(line.split())))
+            i += 2
+            continue
+        j = i + 1
+        while j < n and not _is_blank(lines[j]) and not _starts_block(lines, j):
+            j += 1
+        emit("para", i, j - 1)
+        i = j
+    return out
+
+
+# ------------------------------------------------------------------------ splitting
+
+_SENT_END_RE = re.compile(
+    r"[。！？；]+[」』”’）)\]\"']*"
+    r"|[.!?]+[)\]\"'”’」』]*(?=\s)"
+)
+_LIST_ITEM_START_RE = re.compile(r"\n(?=[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$))")
+
+_Cutter = Callable[[str, int, int], list[int]]
+
+
+def _cut_sentences(text: str, s: int, e: int) -> list[int]:
+    return [m.end() for m in _SENT_END_RE.finditer(text, s, e)]
+
+
+def _cut_lines(text: str, s: int, e: int) -> list[int]:
+    out = []
+    p = text.find("\n", s, e)
+    while p >= 0:
+        out.append(p + 1)
+        p = text.find("\n", p + 1, e)
+    return out
+
+
+def _cut_list_items(text: str, s: int, e: int) -> list[int]:
+    return [m.end() for m in _LIST_ITEM_START_RE.finditer(text, s, e)]
+
+
+_LEVELS: dict[str, tuple[_Cutter, ...]] = {
+    "para": (_cut_sentences, _cut_lines),
+    "quote": (_cut_sentences, _cut_lines),
+    "list": (_cut_list_items, _cut_lines, _cut_sentences),
+    "table": (_cut_lines,),
+    "code": (_cut_lines,),
+}
+
+_Atom = tuple[int, int, int]  # start, end, tokens
+
+
+def _atomise(
+    text: str, s: int, e: int, budget: int, granule: int, levels: tuple[_Cutter, ...], out: list[_Atom]
+) -> None:
+    """Cut ``text[s:e]`` into contiguous atoms of at most ``budget`` tokens each."""
+    if not levels:
+        # Hard cut: every match of _TOKEN_RE is one token; cut every ``granule`` tokens.
+        count = 0
+        prev = s
+        for m in _TOKEN_RE.finditer(text, s, e):
+            if count == granule:
+                out.append((prev, m.start(), count))
+                prev = m.start()
+                count = 0
+            count += 1
+        if e > prev:
+            out.append((prev, e, count))
+        return
+    cuts = levels[0](text, s, e)
+    if not cuts or cuts == [e]:
+        _atomise(text, s, e, budget, granule, levels[1:], out)
+        return
+    prev = s
+    for cut in [*cuts, e]:
+        if cut <= prev:
+            continue
+        tokens = estimate_tokens(text[prev:cut])
+        if tokens <= budget:
+            out.append((prev, cut, tokens))
+        else:
+            _atomise(text, prev, cut, budget, granule, levels[1:], out)
+        prev = cut
+
+
+def _pack(atoms: list[_Atom], budget: int, overlap: int) -> list[_Atom]:
+    """Greedy packing of atoms into spans of at most ``budget`` tokens, overlapping by whole atoms."""
+    pieces: list[_Atom] = []
+    n = len(atoms)
+    i = 0
+    while i < n:
+        total = 0
+        j = i
+        while j < n and total + atoms[j][2] <= budget:
+            total += atoms[j][2]
+            j += 1
+        if j == i:  # cannot happen (atoms fit the budget); guarantees progress anyway
+            total, j = atoms[i][2], i + 1
+        pieces.append((atoms[i][0], atoms[j - 1][1], total))
+        if j >= n:
+            break
+        k, ov = j, 0
+        while k - 1 > i and ov + atoms[k - 1][2] <= overlap:
+            k -= 1
+            ov += atoms[k][2]
+        while k < j and ov + atoms[j][2] > budget:
+            ov -= atoms[k][2]
+            k += 1
+        i = k
+    return pieces
+
+
+def _trim(text: str, s: int, e: int) -> tuple[int, int]:
+    while s < e and text[s].isspace():
+        s += 1
+    while e > s and text[e - 1].isspace():
+        e -= 1
+    return s, e
+
+
+# ------------------------------------------------------------------------- chunking
+
+
+def _norm_key(s: str) -> str:
+    return " ".join(s.split()).casefold()
+
+
+def chunk_document(body: str, title: str | None = None, max_tokens: int = 380, overlap_tokens: int = 48) -> list[Chunk]:
+    """Chunk a Markdown/plain-text document; see the module docstring for the rules."""
+    if max_tokens < 1:
+        raise ValueError("max_tokens must be >= 1")
+    if overlap_tokens < 0:
+        raise ValueError("overlap_tokens must be >= 0")
+    if not body or not body.strip():
+        return []
+
+    # Normalise newlines; remember where "\r\n" lost its "\r" to map offsets back.
+    crlf = [m.start() for m in re.finditer("\r\n", body)]
+    removed = [p - k for k, p in enumerate(crlf)]  # normalised index of each such "\n"
+    text = body.replace("\r\n", "\n").replace("\r", "\n") if "\r" in body else body
+
+    def orig_start(i: int) -> int:
+        return i + bisect_right(removed, i)
+
+    def orig_end(i: int) -> int:
+        return i + bisect_left(removed, i)
+
+    fm_end = strip_front_matter(text)[1]
+    if fm_end == 0 and text.startswith("\ufeff"):
+        fm_end = 1
+    blocks = _parse(text, fm_end)
+
+    title = " ".join(title.split()) if title and title.strip() else None
+    first_h1 = next((b for b in blocks if b[0] == "heading" and b[1] == 1), None)
+    title_h1 = first_h1 if title and first_h1 and _norm_key(first_h1[2]) == _norm_key(title) else None
+
+    chunks: list[Chunk] = []
+    stack: dict[int, str] = {}  # heading level -> text ("" for the H1 that repeats the title)
+
+    def emit(path: list[str], content: str, s: int, e: int, tokens: int) -> None:
+        embed = " > ".join(path) + "\n\n" + content if path else content
+        chunks.append(
+            Chunk(
+                ordinal=len(chunks),
+                section_path=list(path),
+                content=content,
+                embed_text=embed,
+                char_start=orig_start(s),
+                char_end=orig_end(e),
+                token_count=tokens,  # == estimate_tokens(embed): the estimate is additive here
+                content_hash=hashlib.sha256(embed.encode("utf-8")).hexdigest(),
+            )
+        )
+
+    def flush_section(section: list[tuple[str, int, int]]) -> None:
+        if not section:
+            return
+        path = ([title] if title else []) + [stack[lv] for lv in sorted(stack) if stack[lv]]
+        prefix = estimate_tokens(" > ".join(path))
+        budget = max(max_tokens - prefix, max(1, max_tokens // 4))
+        overlap = min(overlap_tokens, budget // 2)
+        granule = budget if overlap == 0 else max(1, min(budget, overlap // 2))
+        group: list[tuple[int, int]] = []
+        group_tokens = 0
+
+        def flush_group() -> None:
+            nonlocal group, group_tokens
+            if group:
+                content = "\n\n".join(text[s:e] for s, e in group)
+                emit(path, content, group[0][0], group[-1][1], prefix + group_tokens)
+            group, group_tokens = [], 0
+
+        for kind, s, e in section:
+            tokens = estimate_tokens(text[s:e])
+            if tokens <= budget:
+                if group_tokens + tokens > budget:
+                    flush_group()
+                group.append((s, e))
+                group_tokens += tokens
+                continue
+            flush_group()
+            atoms: list[_Atom] = []
+            _atomise(text, s, e, budget, granule, _LEVELS[kind], atoms)
+            for ps, pe, tokens in _pack(atoms, budget, overlap):
+                ps, pe = _trim(text, ps, pe)
+                if pe > ps:
+                    emit(path, text[ps:pe], ps, pe, prefix + tokens)
+        flush_group()
+
+    section: list[tuple[str, int, int]] = []
+    for block in blocks:
+        if block[0] == "heading":
+            flush_section(section)
+            section = []
+            level = block[1]
+            for lv in [lv for lv in stack if lv >= level]:
+                del stack[lv]
+            stack[level] = "" if block is title_h1 else block[2]
+        else:
+            section.append(block)
+    flush_section(section)
+    return chunks

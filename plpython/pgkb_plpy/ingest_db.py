@@ -1,0 +1,256 @@
+"""The ingest path as it runs inside PostgreSQL (called by the thin PL/Python
+wrappers in sql/020_plpython.sql with the `plpy` module and the backend's GD).
+
+A provider failure never rolls back a document: its chunks and postings are
+stored, and the chunks wait in kb.embed_queue with the error until retried."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from . import chunker, embedders, lexical
+from .ingest import batches, plan_chunk_changes, vector_literal
+
+
+def _plan(plpy, SD, key: str, sql: str, types: list[str]):
+    if key not in SD:
+        SD[key] = plpy.prepare(sql, types)
+    return SD[key]
+
+
+def settings(plpy) -> dict:
+    rows = plpy.execute("SELECT key, value::text AS value FROM kb.settings")
+    return {r["key"]: json.loads(r["value"]) for r in rows}
+
+
+def model_rows(plpy) -> list[dict]:
+    rows = plpy.execute(
+        "SELECT name, provider, model, dimensions, options::text AS options, active FROM kb.models ORDER BY name"
+    )
+    return [dict(r, options=json.loads(r["options"])) for r in rows]
+
+
+def provider_for(GD, model: dict):
+    cache = GD.setdefault("pgkb_providers", {})
+    return embedders.get_provider(cache, model["provider"], model["model"], model["dimensions"], model["options"])
+
+
+def _store_vectors(plpy, SD, model: dict, chunk_ids: list[int], vectors: list[list[float]]) -> None:
+    plan = _plan(
+        plpy, SD, "store_vectors",
+        """INSERT INTO kb.embeddings (chunk_id, model, dimensions, embedding)
+           SELECT c, $2, $3, v::vector FROM unnest($1::bigint[], $4::text[]) AS t(c, v)
+           ON CONFLICT (chunk_id, model) DO UPDATE
+               SET embedding = excluded.embedding, dimensions = excluded.dimensions, embedded_at = now()""",
+        ["bigint[]", "text", "int", "text[]"],
+    )
+    plpy.execute(plan, [chunk_ids, model["name"], model["dimensions"], [vector_literal(v) for v in vectors]])
+
+
+def _enqueue(plpy, SD, model_name: str, chunk_ids: list[int], error: embedders.EmbeddingError | None) -> None:
+    plan = _plan(
+        plpy, SD, "enqueue",
+        """INSERT INTO kb.embed_queue (chunk_id, model, attempts, error_kind, last_error, last_attempt_at)
+           SELECT c, $2, $3, $4, $5, CASE WHEN $3 > 0 THEN now() END FROM unnest($1::bigint[]) AS c
+           ON CONFLICT (chunk_id, model) DO UPDATE
+               SET attempts = kb.embed_queue.attempts + excluded.attempts,
+                   error_kind = excluded.error_kind, last_error = excluded.last_error,
+                   last_attempt_at = excluded.last_attempt_at""",
+        ["bigint[]", "text", "int", "text", "text"],
+    )
+    kind = error.kind if error else None
+    plpy.execute(plan, [chunk_ids, model_name, 1 if error else 0, kind, str(error) if error else None])
+
+
+def embed_texts(GD, model: dict, texts: list[str], batch_size: int) -> list[list[float]]:
+    provider = provider_for(GD, model)
+    vectors: list[list[float]] = []
+    for batch in batches(texts, batch_size):
+        vectors.extend(provider.embed_passages(batch))
+    return embedders.check_vectors(vectors, len(texts), model["dimensions"], f"{model['provider']}:{model['model']}")
+
+
+def as_embedding_error(exc: Exception) -> embedders.EmbeddingError:
+    if isinstance(exc, embedders.EmbeddingError):
+        return exc
+    error = embedders.EmbeddingError(f"unexpected {type(exc).__name__}: {exc}")
+    error.kind = "bad_response"
+    return error
+
+
+def sync_document(plpy, GD, SD, new: dict) -> None:
+    """Re-chunk one document after INSERT or a change of title/body; embed only
+    the chunks whose text is new; record the outcome on the document row."""
+    doc_id = new["id"]
+    conf = settings(plpy)
+    chunks = chunker.chunk_document(
+        new["body"], new["title"], int(conf["chunk_max_tokens"]), int(conf["chunk_overlap_tokens"])
+    )
+    existing = plpy.execute(
+        _plan(plpy, SD, "existing_chunks", "SELECT id, content_hash FROM kb.chunks WHERE document_id = $1", ["bigint"]),
+        [doc_id],
+    )
+    plan = plan_chunk_changes([(r["id"], r["content_hash"]) for r in existing], [c.content_hash for c in chunks])
+    if plan.delete:
+        plpy.execute(
+            _plan(plpy, SD, "delete_chunks", "DELETE FROM kb.chunks WHERE id = ANY($1)", ["bigint[]"]), [plan.delete]
+        )
+    if plan.keep:
+        plpy.execute(
+            _plan(
+                plpy, SD, "renumber_chunks",
+                """UPDATE kb.chunks c SET ordinal = t.o, char_start = t.s, char_end = t.e
+                   FROM unnest($1::bigint[], $2::int[], $3::int[], $4::int[]) AS t(id, o, s, e) WHERE c.id = t.id""",
+                ["bigint[]", "int[]", "int[]", "int[]"],
+            ),
+            [
+                [cid for cid, _ in plan.keep],
+                [chunks[i].ordinal for _, i in plan.keep],
+                [chunks[i].char_start for _, i in plan.keep],
+                [chunks[i].char_end for _, i in plan.keep],
+            ],
+        )
+    new_ids: list[int] = []
+    if plan.insert:
+        new_ids = insert_chunks(plpy, SD, doc_id, new["namespace"], [chunks[i] for i in plan.insert])
+
+    status, error_text = "indexed", None
+    models = model_rows(plpy)
+    active = next((m for m in models if m["active"]), None)
+    for model in models:
+        if not new_ids:
+            break
+        if model is not active or conf["embed_mode"] != "sync":
+            _enqueue(plpy, SD, model["name"], new_ids, None)
+            continue
+        texts = [chunks[i].embed_text for i in plan.insert]
+        try:
+            vectors = embed_texts(GD, model, texts, int(conf["embed_batch_size"]))
+        except Exception as exc:  # noqa: BLE001 - any provider failure must keep the document
+            error = as_embedding_error(exc)
+            _enqueue(plpy, SD, model["name"], new_ids, error)
+            status, error_text = "failed", str(error)
+            continue
+        _store_vectors(plpy, SD, model, new_ids, vectors)
+    if active is not None and status == "indexed":
+        pending = plpy.execute(
+            _plan(
+                plpy, SD, "doc_pending",
+                """SELECT count(*) AS n, max(q.last_error) AS err FROM kb.embed_queue q
+                   JOIN kb.chunks c ON c.id = q.chunk_id WHERE c.document_id = $1 AND q.model = $2""",
+                ["bigint", "text"],
+            ),
+            [doc_id, active["name"]],
+        )[0]
+        if pending["n"]:
+            status, error_text = ("failed", pending["err"]) if pending["err"] else ("pending", None)
+    plpy.execute(
+        _plan(
+            plpy, SD, "doc_outcome",
+            """UPDATE kb.documents SET ingest_status = $2, ingest_error = $3, chunk_count = $4, indexed_at = now()
+               WHERE id = $1""",
+            ["bigint", "text", "text", "int"],
+        ),
+        [doc_id, status, error_text, len(chunks)],
+    )
+    plpy.execute("SELECT kb.maybe_refresh_lexical_stats()")
+
+
+def insert_chunks(plpy, SD, doc_id: int, namespace: str, chunks: list) -> list[int]:
+    term_lists = [lexical.document_terms(c.embed_text) for c in chunks]
+    rows = plpy.execute(
+        _plan(
+            plpy, SD, "insert_chunks",
+            """INSERT INTO kb.chunks (document_id, namespace, ordinal, section_path, section_text, content,
+                                      embed_text, content_hash, token_count, lexical_length, char_start, char_end)
+               SELECT $1, $2, t.o, ARRAY(SELECT jsonb_array_elements_text(t.sp::jsonb)),
+                      array_to_string(ARRAY(SELECT jsonb_array_elements_text(t.sp::jsonb)), ' > '),
+                      t.c, t.et, t.h, t.tc, t.ll, t.s, t.e
+               FROM unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::int[],
+                           $10::int[], $11::int[]) WITH ORDINALITY AS t(o, sp, c, et, h, tc, ll, s, e, n)
+               ORDER BY t.n
+               RETURNING id, ordinal""",
+            ["bigint", "text", "int[]", "text[]", "text[]", "text[]", "text[]", "int[]", "int[]", "int[]", "int[]"],
+        ),
+        [
+            doc_id, namespace,
+            [c.ordinal for c in chunks],
+            [json.dumps(c.section_path, ensure_ascii=False) for c in chunks],
+            [c.content for c in chunks],
+            [c.embed_text for c in chunks],
+            [c.content_hash for c in chunks],
+            [c.token_count for c in chunks],
+            [sum(t.values()) for t in term_lists],
+            [c.char_start for c in chunks],
+            [c.char_end for c in chunks],
+        ],
+    )
+    id_by_ordinal = {r["ordinal"]: r["id"] for r in rows}
+    ids = [id_by_ordinal[c.ordinal] for c in chunks]
+    terms, chunk_ids, tfs, lengths = [], [], [], []
+    for chunk_id, term_counts in zip(ids, term_lists, strict=True):
+        length = sum(term_counts.values())
+        for term, tf in term_counts.items():
+            terms.append(term)
+            chunk_ids.append(chunk_id)
+            tfs.append(tf)
+            lengths.append(length)
+    if terms:
+        plpy.execute(
+            _plan(
+                plpy, SD, "insert_postings",
+                """INSERT INTO kb.lexical_postings (term, chunk_id, document_id, namespace, tf, chunk_length)
+                   SELECT t, c, $5, $6, f, l FROM unnest($1::text[], $2::bigint[], $3::int[], $4::int[]) AS u(t, c, f, l)""",
+                ["text[]", "bigint[]", "int[]", "int[]", "bigint", "text"],
+            ),
+            [terms, chunk_ids, tfs, lengths, doc_id, namespace],
+        )
+    return ids
+
+
+def embed_queue_batch(plpy, GD, SD, model_name: str, batch_size: int, include_exhausted: bool) -> dict:
+    """Claim up to batch_size queued chunks of one model (FOR UPDATE SKIP LOCKED,
+    so concurrent workers never take the same chunk), embed them, store the
+    vectors and delete the claims; on failure keep the claims with the error."""
+    conf = settings(plpy)
+    model = next((m for m in model_rows(plpy) if m["name"] == model_name), None)
+    if model is None:
+        plpy.error(f"kb.embed_pending: unknown model {model_name!r}; see kb.models")
+    max_attempts = 2**31 - 1 if include_exhausted else int(conf["embed_max_attempts"])
+    claimed = plpy.execute(
+        _plan(
+            plpy, SD, "claim",
+            """SELECT q.chunk_id, c.embed_text, c.document_id FROM kb.embed_queue q
+               JOIN kb.chunks c ON c.id = q.chunk_id
+               WHERE q.model = $1 AND q.attempts < $2
+               ORDER BY q.attempts, q.chunk_id LIMIT $3
+               FOR UPDATE OF q SKIP LOCKED""",
+            ["text", "int", "int"],
+        ),
+        [model_name, max_attempts, batch_size],
+    )
+    if not claimed:
+        return {"claimed": 0, "embedded": 0, "failed": 0, "error": None}
+    chunk_ids = [r["chunk_id"] for r in claimed]
+    started = time.monotonic()
+    try:
+        vectors = embed_texts(GD, model, [r["embed_text"] for r in claimed], int(conf["embed_batch_size"]))
+    except Exception as exc:  # noqa: BLE001 - failures are recorded, never raised into the caller's transaction
+        error = as_embedding_error(exc)
+        _enqueue(plpy, SD, model_name, chunk_ids, error)
+        _refresh_document_status(plpy, SD, sorted({r["document_id"] for r in claimed}))
+        return {"claimed": len(claimed), "embedded": 0, "failed": len(claimed), "error": str(error)}
+    _store_vectors(plpy, SD, model, chunk_ids, vectors)
+    plpy.execute(
+        _plan(plpy, SD, "unqueue", "DELETE FROM kb.embed_queue WHERE model = $1 AND chunk_id = ANY($2)",
+              ["text", "bigint[]"]),
+        [model_name, chunk_ids],
+    )
+    _refresh_document_status(plpy, SD, sorted({r["document_id"] for r in claimed}))
+    return {"claimed": len(claimed), "embedded": len(claimed), "failed": 0, "error": None,
+            "seconds": round(time.monotonic() - started, 3)}
+
+
+def _refresh_document_status(plpy, SD, doc_ids: list[int]) -> None:
+    plpy.execute(_plan(plpy, SD, "refresh_status", "SELECT kb.refresh_ingest_status($1)", ["bigint[]"]), [doc_ids])

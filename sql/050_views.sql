@@ -1,0 +1,51 @@
+-- Views for status and BI tools.
+
+CREATE OR REPLACE VIEW kb.model_readiness AS
+SELECT
+    m.name AS model,
+    m.provider,
+    m.dimensions,
+    m.active,
+    (SELECT count(*) FROM kb.embeddings AS e WHERE e.model = m.name) AS embedded,
+    (SELECT count(*) FROM kb.embed_queue AS q WHERE q.model = m.name AND q.last_error IS NULL) AS pending,
+    (SELECT count(*) FROM kb.embed_queue AS q WHERE q.model = m.name AND q.last_error IS NOT NULL) AS failed,
+    (
+        SELECT count(*) FROM kb.embeddings AS e
+        WHERE e.model = m.name AND NOT m.active
+    ) AS stale,
+    (SELECT count(*) FROM kb.chunks) AS chunks
+FROM kb.models AS m;
+COMMENT ON VIEW kb.model_readiness IS
+'Per model: vectors stored, chunks pending or failed, vectors not used for retrieval because the model is not active (stale).';
+
+CREATE OR REPLACE VIEW kb.ingest_status AS
+SELECT
+    d.namespace,
+    count(*) AS documents,
+    count(*) FILTER (WHERE d.ingest_status = 'indexed') AS indexed,
+    count(*) FILTER (WHERE d.ingest_status = 'pending') AS pending,
+    count(*) FILTER (WHERE d.ingest_status = 'failed') AS failed,
+    count(*) FILTER (WHERE d.removed_at IS NOT NULL) AS removed,
+    sum(d.chunk_count) AS chunks,
+    max(d.indexed_at) AS last_indexed_at
+FROM kb.documents AS d
+GROUP BY d.namespace;
+COMMENT ON VIEW kb.ingest_status IS 'Per namespace: documents by ingest status, chunks, last indexing time.';
+
+CREATE OR REPLACE VIEW kb.ingest_failures AS
+SELECT
+    d.namespace,
+    d.source,
+    d.id AS document_id,
+    c.id AS chunk_id,
+    c.ordinal,
+    q.model,
+    q.error_kind,
+    q.last_error,
+    q.attempts,
+    q.last_attempt_at
+FROM kb.embed_queue AS q
+INNER JOIN kb.chunks AS c ON c.id = q.chunk_id
+INNER JOIN kb.documents AS d ON d.id = c.document_id
+WHERE q.last_error IS NOT NULL;
+COMMENT ON VIEW kb.ingest_failures IS 'Chunks whose embedding failed, with the error; pgkb backfill retries them.';
