@@ -120,7 +120,7 @@ def cmd_query(args) -> int:
             return 0
         for r in rows:
             print(
-                f"{r['rank']:>2}. {r['score']:.3f}  {r['namespace']}/{r['source']}  [{r['match_type']}; "
+                f"{r['rank']:>2}. {r['score']:.3f}  {r['source']}  [{r['match_type']}; "
                 f"dense #{r['dense_rank'] or '-'} lexical #{r['lexical_rank'] or '-'}]"
             )
             if r["section_path"]:

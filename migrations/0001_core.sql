@@ -76,7 +76,7 @@ CREATE TABLE kb.chunks (
     document_id bigint NOT NULL REFERENCES kb.documents (id) ON DELETE CASCADE,
     namespace text NOT NULL,
     ordinal integer NOT NULL,
-    section_path text [] NOT NULL DEFAULT '{}',
+    section_path text[] NOT NULL DEFAULT '{}',
     section_text text NOT NULL DEFAULT '',  -- section_path joined with ' > ' (trigram-indexed)
     content text NOT NULL CHECK (btrim(content, E' \t\r\n') <> ''),
     embed_text text NOT NULL,

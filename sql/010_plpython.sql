@@ -80,7 +80,7 @@ COMMENT ON FUNCTION kb.py_embed_query(text, text) IS
 'Embeds a query with the provider of the named model (the model whose stored vectors it will be compared with).';
 
 CREATE OR REPLACE FUNCTION kb.py_query_terms(p_text text)
-RETURNS text []
+RETURNS text[]
 LANGUAGE plpython3u
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
@@ -93,7 +93,7 @@ $$;
 COMMENT ON FUNCTION kb.py_query_terms(text) IS
 'BM25 terms of a query: stemmed English words, whole identifiers, CJK bigrams (same rules as indexing).';
 
-CREATE OR REPLACE FUNCTION kb.py_analyze_query(p_query text, p_context text [])
+CREATE OR REPLACE FUNCTION kb.py_analyze_query(p_query text, p_context text[])
 RETURNS jsonb
 LANGUAGE plpython3u
 IMMUTABLE PARALLEL SAFE
@@ -103,9 +103,9 @@ import json
 if "pgkb_ready" not in GD:
     plpy.execute("SELECT kb.plpython_init()")
 from pgkb_plpy import query_analysis
-return json.dumps(query_analysis.analyze(p_query or "", list(p_context or [])), ensure_ascii=False)
+return json.dumps(query_analysis.analyze(p_query or "", list(p_context or[])), ensure_ascii=False)
 $$;
-COMMENT ON FUNCTION kb.py_analyze_query(text, text []) IS
+COMMENT ON FUNCTION kb.py_analyze_query(text, text[]) IS
 'Query analysis: language, short/long, identifiers, normalised question form, core terms, follow-up composition, stages.';
 
 CREATE OR REPLACE FUNCTION kb.py_snippet(p_content text, p_query text, p_width integer)

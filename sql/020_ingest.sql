@@ -55,7 +55,7 @@ CREATE TRIGGER documents_namespace AFTER UPDATE ON kb.documents
 FOR EACH ROW WHEN (old.namespace IS DISTINCT FROM new.namespace)
 EXECUTE FUNCTION kb.trg_documents_namespace();
 
-CREATE OR REPLACE FUNCTION kb.refresh_ingest_status(p_document_ids bigint [])
+CREATE OR REPLACE FUNCTION kb.refresh_ingest_status(p_document_ids bigint[])
 RETURNS void
 LANGUAGE plpgsql
 VOLATILE PARALLEL UNSAFE
@@ -87,7 +87,7 @@ BEGIN
     WHERE d.id = s.id;
 END;
 $$;
-COMMENT ON FUNCTION kb.refresh_ingest_status(bigint []) IS
+COMMENT ON FUNCTION kb.refresh_ingest_status(bigint[]) IS
 'Recomputes ingest_status/ingest_error of documents from the embedding queue of the active model.';
 
 CREATE OR REPLACE FUNCTION kb.hnsw_index_name(p_model text)
@@ -153,7 +153,7 @@ VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
-    ids bigint [];
+    ids bigint[];
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM kb.models WHERE name = p_name) THEN
         RAISE EXCEPTION 'unknown model %', p_name USING HINT = 'see kb.models; register it with kb.register_model()';
@@ -221,7 +221,7 @@ BEGIN
     END IF;
 END;
 $$;
-COMMENT ON PROCEDURE kb.embed_pending(integer, text, boolean) IS
+COMMENT ON PROCEDURE kb.embed_pending (integer, text, boolean) IS
 'Embeds queued chunks of a model (default: the active one) batch by batch, committing each; safe with several concurrent workers (SKIP LOCKED). Stops at the first failing batch, whose error stays on the queue rows.';
 
 CREATE OR REPLACE FUNCTION kb.maybe_refresh_lexical_stats()

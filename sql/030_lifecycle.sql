@@ -43,7 +43,7 @@ $$;
 COMMENT ON FUNCTION kb.check_filters(jsonb) IS 'Validates kb_retrieve filters; unknown keys are errors that name the key.';
 
 CREATE OR REPLACE FUNCTION kb.json_text_list(p_value jsonb)
-RETURNS text []
+RETURNS text[]
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp

@@ -19,7 +19,7 @@ COMMENT ON FUNCTION kb.setting(text, jsonb) IS
 'A retrieval setting: the session GUC pgkb.<key> if set, else kb.settings, else the default.';
 
 CREATE OR REPLACE FUNCTION kb.query_terms(p_text text)
-RETURNS text []
+RETURNS text[]
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SECURITY DEFINER
@@ -27,14 +27,14 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$ SELECT kb.py_query_terms(p_text) $$;
 COMMENT ON FUNCTION kb.query_terms(text) IS 'BM25 terms of a query (SECURITY DEFINER wrapper for readers).';
 
-CREATE OR REPLACE FUNCTION kb.analyze_query(p_query text, p_context text [] DEFAULT NULL)
+CREATE OR REPLACE FUNCTION kb.analyze_query(p_query text, p_context text[] DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$ SELECT kb.py_analyze_query(p_query, p_context) $$;
-COMMENT ON FUNCTION kb.analyze_query(text, text []) IS 'Query analysis (SECURITY DEFINER wrapper for readers).';
+COMMENT ON FUNCTION kb.analyze_query(text, text[]) IS 'Query analysis (SECURITY DEFINER wrapper for readers).';
 
 CREATE OR REPLACE FUNCTION kb.snippet(p_content text, p_query text, p_width integer DEFAULT 200)
 RETURNS text
@@ -56,7 +56,7 @@ COMMENT ON FUNCTION kb.embed_query(text, text) IS
 'Query vector (pgvector text form) from the named model''s provider (SECURITY DEFINER wrapper for readers).';
 
 CREATE OR REPLACE FUNCTION kb.lexical_candidates(
-    p_terms text [], p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
+    p_terms text[], p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
 )
 RETURNS TABLE (chunk_id bigint, score double precision, coverage double precision)
 LANGUAGE sql
@@ -107,7 +107,7 @@ AS $$
     ORDER BY s.score DESC, s.chunk_id
     LIMIT p_limit
 $$;
-COMMENT ON FUNCTION kb.lexical_candidates(text [], timestamptz, text, jsonb, integer) IS
+COMMENT ON FUNCTION kb.lexical_candidates(text[], timestamptz, text, jsonb, integer) IS
 'BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage.';
 
 CREATE OR REPLACE FUNCTION kb.trigram_candidates(
@@ -117,10 +117,10 @@ RETURNS TABLE (chunk_id bigint, score double precision)
 LANGUAGE sql
 STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
-SET pg_trgm.word_similarity_threshold = 0.5
 AS $$
     -- Fuzzy matching of a short query (typos, partial identifiers) through the
-    -- GIN trigram index; the similarity threshold keeps the candidate set small.
+    -- GIN trigram index; <% uses pg_trgm.word_similarity_threshold (default 0.6),
+    -- which keeps the candidate set small.
     SELECT c.id, word_similarity(p_query, c.content)::float8
     FROM kb.chunks AS c
     WHERE p_query <% c.content
@@ -129,10 +129,10 @@ AS $$
     LIMIT p_limit
 $$;
 COMMENT ON FUNCTION kb.trigram_candidates(text, timestamptz, text, jsonb, integer) IS
-'pg_trgm leg for short queries: word_similarity over chunk text via the GIN index (threshold 0.5).';
+'pg_trgm leg for short queries: word_similarity over chunk text via the GIN index (pg_trgm.word_similarity_threshold).';
 
 CREATE OR REPLACE FUNCTION kb.identifier_candidates(
-    p_identifiers text [], p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
+    p_identifiers text[], p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
 )
 RETURNS TABLE (chunk_id bigint, matched integer)
 LANGUAGE sql
@@ -149,7 +149,7 @@ AS $$
     ORDER BY 2 DESC, c.id
     LIMIT p_limit
 $$;
-COMMENT ON FUNCTION kb.identifier_candidates(text [], timestamptz, text, jsonb, integer) IS
+COMMENT ON FUNCTION kb.identifier_candidates(text[], timestamptz, text, jsonb, integer) IS
 'Chunks that contain the query''s identifiers verbatim (trigram-indexed ILIKE with escaped input).';
 
 CREATE OR REPLACE FUNCTION kb.dense_candidates(
@@ -160,7 +160,7 @@ RETURNS TABLE (chunk_id bigint, score double precision)
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
-SET hnsw.iterative_scan = 'relaxed_order'
+SET hnsw.iterative_scan = 'relaxed_order'  -- noqa: PRS
 SET hnsw.ef_search = '100'
 AS $$
 BEGIN
@@ -210,7 +210,7 @@ CREATE OR REPLACE FUNCTION kb.retrieve_core(
     p_mode text,
     p_filters jsonb,
     p_as_of timestamptz,
-    p_context text []
+    p_context text[]
 )
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -223,7 +223,7 @@ DECLARE
     requested text := lower(btrim(coalesce(p_mode, 'auto')));
     mode text;
     q text;
-    notes text [] := '{}';
+    notes text[] := '{}';
     filters jsonb;
     analysis jsonb;
     model kb.models;
@@ -236,7 +236,7 @@ DECLARE
     den jsonb;
     idents jsonb;
     qvec text;
-    terms text [];
+    terms text[];
     lex_top double precision;
     dense_top double precision;
     evidence double precision;
@@ -515,7 +515,7 @@ BEGIN
     );
 END;
 $$;
-COMMENT ON FUNCTION kb.retrieve_core(text, integer, text, text, jsonb, timestamptz, text []) IS
+COMMENT ON FUNCTION kb.retrieve_core(text, integer, text, text, jsonb, timestamptz, text[]) IS
 'The retrieval pipeline behind kb_retrieve and kb_retrieve_explain: {"rows": [...], "explain": {...}}.';
 
 CREATE OR REPLACE FUNCTION public.kb_retrieve(
@@ -525,7 +525,7 @@ CREATE OR REPLACE FUNCTION public.kb_retrieve(
     mode text DEFAULT 'auto',
     filters jsonb DEFAULT '{}',
     as_of timestamptz DEFAULT now(),
-    context text [] DEFAULT NULL
+    context text[] DEFAULT NULL
 )
 RETURNS TABLE (
     rank integer,
@@ -565,7 +565,7 @@ AS $$
     )
     ORDER BY r.rank
 $$;
-COMMENT ON FUNCTION public.kb_retrieve(text, integer, text, text, jsonb, timestamptz, text []) IS
+COMMENT ON FUNCTION public.kb_retrieve(text, integer, text, text, jsonb, timestamptz, text[]) IS
 'Ranked passages for a question from the documents current at as_of: hybrid BM25 + HNSW, per-leg ranks and scores, snippets. Modes: lexical, dense, hybrid, auto.';
 
 CREATE OR REPLACE FUNCTION public.kb_retrieve_explain(
@@ -575,7 +575,7 @@ CREATE OR REPLACE FUNCTION public.kb_retrieve_explain(
     mode text DEFAULT 'auto',
     filters jsonb DEFAULT '{}',
     as_of timestamptz DEFAULT now(),
-    context text [] DEFAULT NULL
+    context text[] DEFAULT NULL
 )
 RETURNS jsonb
 LANGUAGE sql
@@ -592,5 +592,5 @@ AS $$
     ))
     FROM kb.retrieve_core(query, k, namespace, mode, filters, as_of, context) AS r
 $$;
-COMMENT ON FUNCTION public.kb_retrieve_explain(text, integer, text, text, jsonb, timestamptz, text []) IS
+COMMENT ON FUNCTION public.kb_retrieve_explain(text, integer, text, text, jsonb, timestamptz, text[]) IS
 'How kb_retrieve answered: query analysis, stages tried, candidates per leg, evidence and low-confidence flag, model, timings per stage.';

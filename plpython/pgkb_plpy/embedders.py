@@ -118,9 +118,7 @@ def _to_list(obj: Any) -> Any:
     return tolist() if callable(tolist) else obj
 
 
-def check_vectors(
-    vectors: Any, expected_count: int, dimensions: int, provider_label: str
-) -> list[list[float]]:
+def check_vectors(vectors: Any, expected_count: int, dimensions: int, provider_label: str) -> list[list[float]]:
     """Validate embedding output and return it as plain ``list[list[float]]``.
 
     Raises ``EmbeddingError(kind="bad_response")`` when the output is not a list of
@@ -175,9 +173,7 @@ def _check_texts(texts: Any, label: str) -> list[str]:
     out = list(texts)
     for i, t in enumerate(out):
         if not isinstance(t, str):
-            raise EmbeddingError(
-                "bad_input", f"{label}: text {i} is {type(t).__name__}, not a string (NULL text?)"
-            )
+            raise EmbeddingError("bad_input", f"{label}: text {i} is {type(t).__name__}, not a string (NULL text?)")
     return out
 
 
@@ -204,9 +200,7 @@ def _parse_options(options: Any, provider: str, model: str, allowed: dict[str, A
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         known = ", ".join(sorted(allowed)) or "none"
-        raise EmbeddingError(
-            "bad_input", f"{label}: unknown option(s) {', '.join(unknown)}; accepted options: {known}"
-        )
+        raise EmbeddingError("bad_input", f"{label}: unknown option(s) {', '.join(unknown)}; accepted options: {known}")
     merged = dict(allowed)
     merged.update(options)
     return merged
@@ -225,9 +219,7 @@ def _opt_float(opts: dict[str, Any], key: str, label: str, minimum: float, stric
     ok = ok and (v > minimum if strict else v >= minimum)
     if not ok:
         cmp = ">" if strict else ">="
-        raise EmbeddingError(
-            "bad_input", f"{label}: option {key} must be a number {cmp} {minimum}, got {v!r}"
-        )
+        raise EmbeddingError("bad_input", f"{label}: option {key} must be a number {cmp} {minimum}, got {v!r}")
     return float(v)
 
 
@@ -369,9 +361,7 @@ class _BundledProvider:
         self.dimensions = dimensions
         self.label = _label(self.name, self.model)
         self.variant, _ = _resolve_bundled(self.name, self.model, dimensions)
-        opts = _parse_options(
-            options, self.name, self.model, {"num_threads": 1, "batch_size": self.default_batch_size}
-        )
+        opts = _parse_options(options, self.name, self.model, {"num_threads": 1, "batch_size": self.default_batch_size})
         self.num_threads = _opt_int(opts, "num_threads", self.label, 1)
         self.batch_size = _opt_int(opts, "batch_size", self.label, 1)
         self.options = opts
@@ -571,9 +561,7 @@ class OllamaProvider:
         lbl = _label(self.name, model)
         self.base_url = _opt_str(opts, "base_url", lbl).rstrip("/")
         if not re.match(r"^https?://[^/\s]+", self.base_url):
-            raise EmbeddingError(
-                "bad_input", f"{lbl}: base_url must be an http(s) URL, got {self.base_url!r}"
-            )
+            raise EmbeddingError("bad_input", f"{lbl}: base_url must be an http(s) URL, got {self.base_url!r}")
         self.timeout_s = _opt_float(opts, "timeout_s", lbl, 0.0, strict=True)
         self.max_retries = _opt_int(opts, "max_retries", lbl, 0)
         self.backoff_s = _opt_float(opts, "backoff_s", lbl, 0.0)
@@ -713,9 +701,7 @@ class OllamaProvider:
         if isinstance(reason, (ConnectionResetError, ConnectionAbortedError, BrokenPipeError)) or (
             type(reason).__name__ in ("RemoteDisconnected", "IncompleteRead", "BadStatusLine")
         ):
-            raise _Retry(
-                self._err("server_error", f"connection dropped by the server ({type(reason).__name__})")
-            )
+            raise _Retry(self._err("server_error", f"connection dropped by the server ({type(reason).__name__})"))
         if isinstance(reason, socket.gaierror):
             what = f"cannot resolve the host of base_url ({reason})"
         elif isinstance(reason, ConnectionRefusedError):
@@ -768,15 +754,12 @@ def make_provider(provider: str, model: str, dimensions: int, options: dict | st
     if isinstance(dimensions, bool) or not isinstance(dimensions, int) or not 1 <= dimensions <= 16000:
         raise EmbeddingError(
             "bad_input",
-            f"{_label(provider, model)}: dimensions must be an integer between 1 and 16000, "
-            f"got {dimensions!r}",
+            f"{_label(provider, model)}: dimensions must be an integer between 1 and 16000, got {dimensions!r}",
             provider=provider,
             model=model,
         )
     if model is None or not isinstance(model, str):
-        raise EmbeddingError(
-            "bad_input", f"embedding provider {provider!r}: model must be a string, got {model!r}"
-        )
+        raise EmbeddingError("bad_input", f"embedding provider {provider!r}: model must be a string, got {model!r}")
     return cls(model, dimensions, options)
 
 

@@ -38,7 +38,9 @@ def provider_for(GD, model: dict):
 
 def _store_vectors(plpy, SD, model: dict, chunk_ids: list[int], vectors: list[list[float]]) -> None:
     plan = _plan(
-        plpy, SD, "store_vectors",
+        plpy,
+        SD,
+        "store_vectors",
         """INSERT INTO kb.embeddings (chunk_id, model, dimensions, embedding)
            SELECT c, $2, $3, v::vector FROM unnest($1::bigint[], $4::text[]) AS t(c, v)
            ON CONFLICT (chunk_id, model) DO UPDATE
@@ -50,7 +52,9 @@ def _store_vectors(plpy, SD, model: dict, chunk_ids: list[int], vectors: list[li
 
 def _enqueue(plpy, SD, model_name: str, chunk_ids: list[int], error: embedders.EmbeddingError | None) -> None:
     plan = _plan(
-        plpy, SD, "enqueue",
+        plpy,
+        SD,
+        "enqueue",
         """INSERT INTO kb.embed_queue (chunk_id, model, attempts, error_kind, last_error, last_attempt_at)
            SELECT c, $2, $3, $4, $5, CASE WHEN $3 > 0 THEN now() END FROM unnest($1::bigint[]) AS c
            ON CONFLICT (chunk_id, model) DO UPDATE
@@ -99,7 +103,9 @@ def sync_document(plpy, GD, SD, new: dict) -> None:
     if plan.keep:
         plpy.execute(
             _plan(
-                plpy, SD, "renumber_chunks",
+                plpy,
+                SD,
+                "renumber_chunks",
                 """UPDATE kb.chunks c SET ordinal = t.o, char_start = t.s, char_end = t.e
                    FROM unnest($1::bigint[], $2::int[], $3::int[], $4::int[]) AS t(id, o, s, e) WHERE c.id = t.id""",
                 ["bigint[]", "int[]", "int[]", "int[]"],
@@ -136,7 +142,9 @@ def sync_document(plpy, GD, SD, new: dict) -> None:
     if active is not None and status == "indexed":
         pending = plpy.execute(
             _plan(
-                plpy, SD, "doc_pending",
+                plpy,
+                SD,
+                "doc_pending",
                 """SELECT count(*) AS n, max(q.last_error) AS err FROM kb.embed_queue q
                    JOIN kb.chunks c ON c.id = q.chunk_id WHERE c.document_id = $1 AND q.model = $2""",
                 ["bigint", "text"],
@@ -147,7 +155,9 @@ def sync_document(plpy, GD, SD, new: dict) -> None:
             status, error_text = ("failed", pending["err"]) if pending["err"] else ("pending", None)
     plpy.execute(
         _plan(
-            plpy, SD, "doc_outcome",
+            plpy,
+            SD,
+            "doc_outcome",
             """UPDATE kb.documents SET ingest_status = $2, ingest_error = $3, chunk_count = $4, indexed_at = now()
                WHERE id = $1""",
             ["bigint", "text", "text", "int"],
@@ -161,7 +171,9 @@ def insert_chunks(plpy, SD, doc_id: int, namespace: str, chunks: list) -> list[i
     term_lists = [lexical.document_terms(c.embed_text) for c in chunks]
     rows = plpy.execute(
         _plan(
-            plpy, SD, "insert_chunks",
+            plpy,
+            SD,
+            "insert_chunks",
             """INSERT INTO kb.chunks (document_id, namespace, ordinal, section_path, section_text, content,
                                       embed_text, content_hash, token_count, lexical_length, char_start, char_end)
                SELECT $1, $2, t.o, ARRAY(SELECT jsonb_array_elements_text(t.sp::jsonb)),
@@ -174,7 +186,8 @@ def insert_chunks(plpy, SD, doc_id: int, namespace: str, chunks: list) -> list[i
             ["bigint", "text", "int[]", "text[]", "text[]", "text[]", "text[]", "int[]", "int[]", "int[]", "int[]"],
         ),
         [
-            doc_id, namespace,
+            doc_id,
+            namespace,
             [c.ordinal for c in chunks],
             [json.dumps(c.section_path, ensure_ascii=False) for c in chunks],
             [c.content for c in chunks],
@@ -199,9 +212,12 @@ def insert_chunks(plpy, SD, doc_id: int, namespace: str, chunks: list) -> list[i
     if terms:
         plpy.execute(
             _plan(
-                plpy, SD, "insert_postings",
+                plpy,
+                SD,
+                "insert_postings",
                 """INSERT INTO kb.lexical_postings (term, chunk_id, document_id, namespace, tf, chunk_length)
-                   SELECT t, c, $5, $6, f, l FROM unnest($1::text[], $2::bigint[], $3::int[], $4::int[]) AS u(t, c, f, l)""",
+                   SELECT t, c, $5, $6, f, l
+                   FROM unnest($1::text[], $2::bigint[], $3::int[], $4::int[]) AS u(t, c, f, l)""",
                 ["text[]", "bigint[]", "int[]", "int[]", "bigint", "text"],
             ),
             [terms, chunk_ids, tfs, lengths, doc_id, namespace],
@@ -220,7 +236,9 @@ def embed_queue_batch(plpy, GD, SD, model_name: str, batch_size: int, include_ex
     max_attempts = 2**31 - 1 if include_exhausted else int(conf["embed_max_attempts"])
     claimed = plpy.execute(
         _plan(
-            plpy, SD, "claim",
+            plpy,
+            SD,
+            "claim",
             """SELECT q.chunk_id, c.embed_text, c.document_id FROM kb.embed_queue q
                JOIN kb.chunks c ON c.id = q.chunk_id
                WHERE q.model = $1 AND q.attempts < $2
@@ -243,13 +261,23 @@ def embed_queue_batch(plpy, GD, SD, model_name: str, batch_size: int, include_ex
         return {"claimed": len(claimed), "embedded": 0, "failed": len(claimed), "error": str(error)}
     _store_vectors(plpy, SD, model, chunk_ids, vectors)
     plpy.execute(
-        _plan(plpy, SD, "unqueue", "DELETE FROM kb.embed_queue WHERE model = $1 AND chunk_id = ANY($2)",
-              ["text", "bigint[]"]),
+        _plan(
+            plpy,
+            SD,
+            "unqueue",
+            "DELETE FROM kb.embed_queue WHERE model = $1 AND chunk_id = ANY($2)",
+            ["text", "bigint[]"],
+        ),
         [model_name, chunk_ids],
     )
     _refresh_document_status(plpy, SD, sorted({r["document_id"] for r in claimed}))
-    return {"claimed": len(claimed), "embedded": len(claimed), "failed": 0, "error": None,
-            "seconds": round(time.monotonic() - started, 3)}
+    return {
+        "claimed": len(claimed),
+        "embedded": len(claimed),
+        "failed": 0,
+        "error": None,
+        "seconds": round(time.monotonic() - started, 3),
+    }
 
 
 def _refresh_document_status(plpy, SD, doc_ids: list[int]) -> None:

@@ -35,8 +35,9 @@ Rules, applied in this order:
    The whole term is rare, so an exact identifier query gets a high IDF. When the whole equals
    the only part (``RFC7231`` -> ``rfc7231``) it is emitted once.
 6. **Length limit.** Terms longer than :data:`MAX_TERM_CHARS` (64) characters are ignored; the
-   parts of an over-long token still count. Every step is a single linear scan, so a 1 MB line
-   without spaces costs milliseconds and produces no giant term.
+   parts of an over-long token still count. Every step is a single linear scan and the per-token
+   work is memoised, so a 1 MB line without spaces takes well under a second and produces no
+   giant term.
 
 Non-CJK scripts without spaces (Thai, Lao, ...) are not segmented; their long runs fall under rule 6.
 """

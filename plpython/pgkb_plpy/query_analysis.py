@@ -6,7 +6,8 @@ dict that the retrieval SQL uses to pick a strategy and that ``kb_retrieve_expla
 Keys and the rules behind them:
 
 ``original``
-    The query with surrounding whitespace removed.
+    The query with surrounding whitespace removed (and cut to :data:`MAX_QUERY_CHARS`, 4096
+    characters; so is every context turn: longer input is a document, not a query).
 ``language``
     ``'zh'``, ``'en'``, ``'mixed'`` or ``'other'``, from the share of letters per script. Han
     ideographs count as Chinese, Latin letters as English; kana, Hangul and other scripts count as
@@ -64,9 +65,12 @@ import unicodedata
 
 from . import lexical
 
-__all__ = ["analyze", "core_terms", "normalize_question"]
+__all__ = ["MAX_QUERY_CHARS", "analyze", "core_terms", "normalize_question"]
 
 _MAX_RULE_PASSES = 8
+
+#: Queries (and context turns) are cut to this many characters before analysis.
+MAX_QUERY_CHARS = 4096
 
 # -- scripts ----------------------------------------------------------------------------------------
 
@@ -353,7 +357,10 @@ def _distinct(items: list[str | None]) -> list[str]:
 
 def analyze(query: str, context: list[str] | None = None) -> dict:
     """Analyse ``query`` (with earlier turns ``context``, oldest first); see the module docstring."""
-    original = (query or "").strip()
+    original = (query or "").strip()[:MAX_QUERY_CHARS]
+    if isinstance(context, str):
+        context = [context]
+    context = [turn[:MAX_QUERY_CHARS] for turn in context or [] if isinstance(turn, str)]
     idents = lexical.identifiers(original)
     normalized = normalize_question(original)
     core = core_terms(normalized)

@@ -22,6 +22,8 @@
   near. It never starts or ends inside a combining sequence or an emoji ZWJ sequence.
 * Every match inside the window is wrapped in ``mark``; ``…`` is added where the passage is cut.
 * Nothing matches: the first ``width`` characters (cut at a space when one is near).
+* Work is bounded: only the first 4096 characters of the query and at most 64 of its identifiers
+  and 64 of its CJK grams are searched; the passage is scanned a constant number of times.
 
 The function never raises on any input (emoji, RTL text, combining marks, NUL, regex
 metacharacters, SQL wildcards); on an internal error it degrades to the plain leading window.
@@ -39,6 +41,7 @@ __all__ = ["make_snippet"]
 ELLIPSIS = "…"
 _SPACE_RE = re.compile(r"[\s\x00-\x1f\x7f]+")
 _WORD_BOUNDARY_SLACK = 20  # how far (chars) we move a cut to reach a space
+_MAX_QUERY_CHARS = 4096  # longer queries are cut before matching
 _MAX_QUERY_KEYS = 64  # identifiers / CJK grams of the query searched as substrings (bounds the work)
 _ZWJ = "\u200d"
 _PART_RE = re.compile(lexical.WORD_CHAR + "+")
@@ -117,9 +120,10 @@ def _matches(text: str, query: str) -> list[tuple[int, int, frozenset[str]]]:
                     term = lexical.word_term(part)
                     if term is not None and term in words:
                         raw.append((start, end, term))
-    for ident in idents:
-        pattern = re.compile(rf"(?<!{lexical.WORD_CHAR}){re.escape(ident)}(?!{lexical.WORD_CHAR})", re.IGNORECASE)
-        raw.extend((m.start(), m.end(), ident.lower()) for m in pattern.finditer(text))
+    if idents:
+        alternatives = "|".join(re.escape(i) for i in sorted(idents, key=len, reverse=True))
+        pattern = re.compile(rf"(?<!{lexical.WORD_CHAR})(?:{alternatives})(?!{lexical.WORD_CHAR})", re.IGNORECASE)
+        raw.extend((m.start(), m.end(), m.group(0).lower()) for m in pattern.finditer(text))
     for gram in grams:
         pos = text.find(gram)
         while pos != -1:
@@ -212,7 +216,10 @@ def make_snippet(content: str, query: str, width: int = 200, mark: tuple[str, st
         if not isinstance(mark, (tuple, list)) or len(mark) != 2:
             mark = ("«", "»")
         mark = (str(mark[0]), str(mark[1]))
-        spans = _matches(text, query) if isinstance(query, str) and query.strip() else []
+        if isinstance(query, str) and query.strip():
+            spans = _matches(text, query[:_MAX_QUERY_CHARS])
+        else:
+            spans = []
         if not spans:
             return _leading(text, width)
         i, j = _best_cluster(spans, width)

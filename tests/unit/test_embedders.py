@@ -42,9 +42,7 @@ def cos(a, b):
 def test_hash_is_deterministic_normalised_and_sized():
     p = make_provider("hash", "hash-v1", 64)
     a = p.embed_passages(["The refund window is 30 days", "Shipping takes a week"])
-    b = make_provider("hash", "hash-v1", 64).embed_passages(
-        ["The refund window is 30 days", "Shipping takes a week"]
-    )
+    b = make_provider("hash", "hash-v1", 64).embed_passages(["The refund window is 30 days", "Shipping takes a week"])
     assert a == b
     assert len(a) == 2 and all(len(v) == 64 for v in a)
     assert all(isinstance(x, float) for v in a for x in v)
@@ -221,9 +219,7 @@ def test_ollama_normal_batching_and_prefixes():
         assert srv.request_count == 3
         sizes = [len(r["json"]["input"]) for r in srv.requests]
         assert sizes == [32, 32, 6]
-        assert all(
-            r["json"]["truncate"] is True and r["json"]["model"] == "nomic-embed-text" for r in srv.requests
-        )
+        assert all(r["json"]["truncate"] is True and r["json"]["model"] == "nomic-embed-text" for r in srv.requests)
         assert srv.inputs == ["search_document: " + t for t in texts]
         assert len(vecs) == 70 and all(len(v) == 8 for v in vecs)
         assert vecs[5] == hash_embed("search_document: passage number 5", 8)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from pgkb_plpy.query_analysis import analyze
@@ -205,3 +206,15 @@ def test_deterministic():
 def test_hostile_inputs_do_not_crash(query):
     result = analyze(query, [query, "What is the session TTL?"])
     json.dumps(result)
+
+
+def test_huge_query_is_cut_and_fast():
+    query = " ".join(f"a{i}" for i in range(150_000))
+    start = time.perf_counter()
+    result = analyze(query, [query])
+    assert time.perf_counter() - start < 1.0
+    assert len(result["original"]) <= 4096
+
+
+def test_context_given_as_a_single_string():
+    assert analyze("How do I change it?", "What is the session TTL?")["composed"] == "session TTL How do I change"
