@@ -6,9 +6,11 @@ applied file is refused), then re-create every object of sql/ (idempotent)."""
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import re
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,10 +39,24 @@ def checksum(path: Path) -> str:
 
 
 def migration_files(directory: Path = MIGRATIONS_DIR) -> list[Path]:
-    files = sorted(p for p in directory.glob("*.sql"))
+    """The migrations in order, after checking every file name (NNNN_name.sql, one file per version)."""
+    if not directory.is_dir():
+        raise MigrationError(f"{directory}: migrations directory not found")
+    files = sorted(
+        p for p in directory.iterdir() if p.is_file() and not p.name.startswith(".") and not p.name.endswith(".md")
+    )
+    seen: dict[str, Path] = {}
     for p in files:
-        if not MIGRATION_NAME.match(p.name):
-            raise MigrationError(f"{p}: migration file names must look like 0001_some_name.sql")
+        match = MIGRATION_NAME.match(p.name)
+        if not match:
+            raise MigrationError(
+                f"{p}: migration file names must look like 0001_some_name.sql "
+                "(four digits, underscore, lower-case letters/digits/underscores, .sql)"
+            )
+        version = match.group(1)
+        if version in seen:
+            raise MigrationError(f"{p}: version {version} is also used by {seen[version].name}")
+        seen[version] = p
     return files
 
 
@@ -52,22 +68,50 @@ def sync_plpython_modules(settings: Settings) -> str | None:
         return None
     target = Path(site) / "pgkb_plpy"
     try:
-        tmp = Path(site) / ".pgkb_plpy.new"
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        shutil.copytree(PLPYTHON_DIR, tmp, ignore=shutil.ignore_patterns("__pycache__"))
-        if target.exists():
-            shutil.rmtree(target)
-        tmp.rename(target)
+        # Several `pgkb migrate` may run at once (the advisory lock is per database,
+        # the venv is per machine): serialise on a file lock, and leave an
+        # identical copy alone so running backends never see it disappear.
+        with open(Path(site) / ".pgkb_plpy.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if _tree_digest(target) == _tree_digest(PLPYTHON_DIR):
+                return site
+            staging = Path(tempfile.mkdtemp(prefix=".pgkb_plpy.", dir=site))
+            try:
+                shutil.copytree(PLPYTHON_DIR, staging / "pgkb_plpy", ignore=_IGNORE)
+                for path in [staging / "pgkb_plpy", *(staging / "pgkb_plpy").rglob("*")]:
+                    path.chmod(path.stat().st_mode | (0o555 if path.is_dir() else 0o444))  # postgres reads it
+                old = staging / "old"
+                if target.exists():
+                    target.rename(old)  # two renames: the gap without a copy is tiny
+                (staging / "pgkb_plpy").rename(target)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
     except PermissionError:
         return site  # not ours to refresh; the installed copy is used
     return site
+
+
+_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
+
+
+def _tree_digest(root: Path) -> str | None:
+    """SHA-256 over the relative paths and contents of a module tree (None when absent)."""
+    if not root.is_dir():
+        return None
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root)
+        if "__pycache__" in rel.parts or path.suffix == ".pyc" or not path.is_file():
+            continue
+        h.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
 
 
 def migrate(
     dsn: str, settings: Settings | None = None, migrations_dir: Path = MIGRATIONS_DIR, sql_dir: Path = SQL_DIR
 ) -> MigrateResult:
     result = MigrateResult()
+    files = migration_files(migrations_dir)  # refuse a badly named folder before touching the database
     site = sync_plpython_modules(settings) if settings else None
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATE_LOCK_KEY,))
@@ -86,7 +130,7 @@ def migrate(
                 row[0]: (row[1], row[2])
                 for row in conn.execute("SELECT version, filename, checksum FROM kb.schema_migrations")
             }
-            for path in migration_files(migrations_dir):
+            for path in files:
                 version = path.name[:4]
                 digest = checksum(path)
                 if version in applied:

@@ -70,7 +70,16 @@ if [ ! -x "$SERVER_VENV/bin/python" ]; then
   /usr/bin/python3 -m venv "$SERVER_VENV"
 fi
 pip_quiet=(--disable-pip-version-check -q)
-"$SERVER_VENV/bin/pip" install "${pip_quiet[@]}" -r "$REPO/plpython/requirements.txt"
+# pip resolves every requirement on each run (seconds); a stamp holding the hash
+# of what was installed makes an unchanged re-run skip it.
+stamp_of() { cat "$@" | sha256sum | cut -d' ' -f1; }
+server_stamp="$SERVER_VENV/.pgkb-requirements.sha256"
+want="$(stamp_of "$REPO/plpython/requirements.txt")"
+if [ "$(cat "$server_stamp" 2>/dev/null)" != "$want" ]; then
+  log "installing server venv requirements"
+  "$SERVER_VENV/bin/pip" install "${pip_quiet[@]}" -r "$REPO/plpython/requirements.txt"
+  echo "$want" > "$server_stamp"
+fi
 # The PL/Python modules are copied (not linked) so the postgres user can read
 # them wherever the clone lives; `pgkb migrate` refreshes the copy too.
 site_packages="$("$SERVER_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
@@ -83,6 +92,16 @@ if [ ! -x "$HARNESS_VENV/bin/python" ]; then
   log "creating harness venv $HARNESS_VENV"
   /usr/bin/python3 -m venv "$HARNESS_VENV"
 fi
-"$HARNESS_VENV/bin/pip" install "${pip_quiet[@]}" -e "$REPO[dev]"
+# Editable install of this checkout: redone only when pyproject.toml changed or
+# the venv points at another clone (or lost the console script).
+harness_stamp="$HARNESS_VENV/.pgkb-pyproject.sha256"
+want="$(printf '%s\n' "$REPO" | cat - "$REPO/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+installed_from="$(cd / && "$HARNESS_VENV/bin/python" -c 'import harness, os; print(os.path.dirname(os.path.dirname(harness.__file__)))' 2>/dev/null || true)"
+if [ "$(cat "$harness_stamp" 2>/dev/null)" != "$want" ] || [ "$installed_from" != "$REPO" ] \
+   || [ ! -x "$HARNESS_VENV/bin/pgkb" ]; then
+  log "installing harness venv (editable, $REPO)"
+  "$HARNESS_VENV/bin/pip" install "${pip_quiet[@]}" -e "$REPO[dev]"
+  echo "$want" > "$harness_stamp"
+fi
 ln -sf "$HARNESS_VENV/bin/pgkb" /usr/local/bin/pgkb
 log "done: PostgreSQL $PGV, pgvector, venvs in $PGKB_OPT; 'pgkb up' starts the embedded cluster"

@@ -78,9 +78,7 @@ def embed_texts(GD, model: dict, texts: list[str], batch_size: int) -> list[list
 def as_embedding_error(exc: Exception) -> embedders.EmbeddingError:
     if isinstance(exc, embedders.EmbeddingError):
         return exc
-    error = embedders.EmbeddingError(f"unexpected {type(exc).__name__}: {exc}")
-    error.kind = "bad_response"
-    return error
+    return embedders.EmbeddingError("bad_response", f"embedding failed: unexpected {type(exc).__name__}: {exc}")
 
 
 def sync_document(plpy, GD, SD, new: dict) -> None:

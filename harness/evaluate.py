@@ -1,0 +1,326 @@
+"""`pgkb eval`: golden cases or a BEIR folder, per mode, metrics printed and stored
+in kb.eval_runs / kb.eval_results (views kb.eval_run_summary, kb.eval_metric_trend)."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psycopg
+from psycopg.types.json import Jsonb
+from tqdm import tqdm
+
+from . import metrics
+from .config import REPO_ROOT, load_settings
+from .db import connect
+
+MODES = ("lexical", "dense", "hybrid", "auto")
+
+
+@dataclass
+class Case:
+    id: str
+    query: str
+    expected: list[str]
+    forbidden: list[str] = field(default_factory=list)
+    category: str | None = None
+    namespace: str | None = None
+    as_of: str | None = None
+    context: list[str] | None = None
+
+
+def load_cases(path: str) -> list[Case]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise RuntimeError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    if not isinstance(data, list):
+        raise RuntimeError(f"{path}: expected a JSON list of cases")
+    cases = []
+    for i, item in enumerate(data):
+        missing = [k for k in ("id", "query", "expected") if k not in item]
+        if missing:
+            raise RuntimeError(f"{path}: case #{i} lacks {', '.join(missing)}")
+        cases.append(
+            Case(
+                id=str(item["id"]),
+                query=item["query"],
+                expected=list(item["expected"]),
+                forbidden=list(item.get("forbidden", [])),
+                category=item.get("category"),
+                namespace=item.get("namespace"),
+                as_of=item.get("as_of"),
+                context=item.get("context"),
+            )
+        )
+    return cases
+
+
+def _open_text(path: Path):
+    return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
+
+
+def load_beir(directory: str, queries_file: str | None, qrels_file: str | None, limit: int | None):
+    d = Path(directory)
+    corpus_path = next((p for p in (d / "corpus.jsonl.gz", d / "corpus.jsonl") if p.exists()), None)
+    if corpus_path is None:
+        raise RuntimeError(f"{d}: no corpus.jsonl[.gz]")
+    queries_path = d / queries_file if queries_file else next(iter(sorted(d.glob("queries*.jsonl"))), None)
+    qrels_path = d / qrels_file if qrels_file else next(iter(sorted(d.glob("qrels*.tsv"))), None)
+    if queries_path is None or qrels_path is None:
+        raise RuntimeError(f"{d}: needs queries*.jsonl and qrels*.tsv (or --queries/--qrels)")
+    with _open_text(corpus_path) as f:
+        corpus = [json.loads(line) for line in f if line.strip()]
+    with open(queries_path, encoding="utf-8") as f:
+        queries = {str(o["_id"]): o["text"] for o in map(json.loads, f)}
+    relevant: dict[str, list[str]] = defaultdict(list)
+    with open(qrels_path, encoding="utf-8", newline="") as f:
+        for row in csv.DictReader(f, delimiter="\t"):
+            if int(row["score"]) > 0:
+                relevant[str(row["query-id"])].append(str(row["corpus-id"]))
+    cases = [
+        Case(id=qid, query=queries[qid], expected=docs, category=None)
+        for qid, docs in relevant.items()
+        if qid in queries
+    ]
+    if limit:
+        cases = cases[:limit]
+    return corpus, cases
+
+
+def ensure_corpus_loaded(dsn: str, namespace: str, corpus: list[dict], progress: bool) -> int:
+    """Insert the documents of a BEIR corpus not yet in the namespace (vectors of
+    documents already there are reused). Returns how many were inserted."""
+    with connect(dsn) as conn:
+        present = {
+            r["source"] for r in conn.execute("SELECT source FROM kb.documents WHERE namespace = %s", (namespace,))
+        }
+        todo = [d for d in corpus if str(d["_id"]) not in present and (d.get("text") or "").strip()]
+        batch = 20
+        with tqdm(total=len(todo), desc=f"load {namespace}", unit="doc", disable=not progress, file=sys.stderr) as bar:
+            for i in range(0, len(todo), batch):
+                chunk = todo[i : i + batch]
+                with conn.transaction(), conn.cursor() as cur:
+                    cur.executemany(
+                        "INSERT INTO kb.documents (namespace, source, title, body, doc_type) "
+                        "VALUES (%s, %s, %s, %s, 'beir')",
+                        [(namespace, str(d["_id"]), d.get("title") or None, d["text"]) for d in chunk],
+                    )
+                bar.update(len(chunk))
+        conn.execute("SELECT kb.refresh_lexical_stats()")
+    return len(todo)
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5
+        )
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def run_mode(conn, cases: list[Case], mode: str, k: int, default_namespace: str | None, progress: bool):
+    results = []
+    for case in tqdm(cases, desc=f"eval {mode}", unit="q", disable=not progress, file=sys.stderr):
+        started = time.perf_counter()
+        try:
+            explain = conn.execute(
+                """SELECT kb_retrieve_explain(%(q)s, k => %(k)s, namespace => %(ns)s, mode => %(mode)s,
+                       as_of => coalesce(%(as_of)s::timestamptz, now()), context => %(ctx)s::text[]) AS e""",
+                {
+                    "q": case.query,
+                    "k": k,
+                    "ns": case.namespace or default_namespace,
+                    "mode": mode,
+                    "as_of": case.as_of,
+                    "ctx": case.context,
+                },
+            ).fetchone()["e"]
+        except psycopg.Error as exc:
+            results.append({"case": case, "error": exc.diag.message_primary or str(exc), "latency": None})
+            continue
+        latency = (time.perf_counter() - started) * 1000
+        ranked = metrics.distinct_in_order([r["source"] for r in explain["results"]])
+        outcome = metrics.case_outcome(ranked, case.expected, case.forbidden, bool(explain["low_confidence"]))
+        results.append(
+            {
+                "case": case,
+                "ranked": ranked,
+                "outcome": outcome,
+                "latency": latency,
+                "low_confidence": explain["low_confidence"],
+                "error": None,
+            }
+        )
+    ok = [r for r in results if r["error"] is None]
+    summary = metrics.aggregate([r["outcome"] for r in ok], [r["latency"] for r in ok], len(results) - len(ok))
+    by_category = metrics.aggregate_by_category([(r["case"].category, r["outcome"], r["latency"]) for r in ok])
+    return summary, by_category, results
+
+
+def store_run(conn, dataset: str, mode: str, params: dict, summary: dict, by_category: dict, results) -> int:
+    model = conn.execute("SELECT name FROM kb.models WHERE active").fetchone()
+    with conn.transaction():
+        run_id = conn.execute(
+            """INSERT INTO kb.eval_runs (dataset, mode, model, git_commit, params, metrics, metrics_by_category)
+               VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id""",
+            (
+                dataset,
+                mode,
+                model["name"] if model else None,
+                git_commit(),
+                Jsonb(params),
+                Jsonb(summary),
+                Jsonb(by_category),
+            ),
+        ).fetchone()["id"]
+        with conn.cursor() as cur:
+            cur.executemany(
+                """INSERT INTO kb.eval_results (run_id, case_id, category, query, expected, returned,
+                       first_relevant_rank, ndcg_10, forbidden_hit, low_confidence, latency_ms, error)
+                   VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
+                [
+                    (
+                        run_id,
+                        r["case"].id,
+                        r["case"].category,
+                        r["case"].query,
+                        r["case"].expected,
+                        r.get("ranked", [])[:20],
+                        (r.get("outcome") or {}).get("first_relevant_rank"),
+                        (r.get("outcome") or {}).get("ndcg@10"),
+                        bool((r.get("outcome") or {}).get("forbidden_hit")),
+                        r.get("low_confidence"),
+                        r["latency"],
+                        r["error"],
+                    )
+                    for r in results
+                ],
+            )
+    return run_id
+
+
+def evaluate(
+    dsn: str,
+    *,
+    cases_file: str | None = None,
+    beir: str | None = None,
+    queries: str | None = None,
+    qrels: str | None = None,
+    mode: str = "all",
+    k: int = 100,
+    limit: int | None = None,
+    namespace: str | None = None,
+    progress: bool = True,
+) -> dict:
+    modes = list(MODES) if mode == "all" else [m.strip() for m in mode.split(",")]
+    bad = [m for m in modes if m not in MODES]
+    if bad:
+        raise RuntimeError(f"unknown mode {bad[0]!r}; modes: {', '.join(MODES)}, all")
+    if beir:
+        corpus, cases = load_beir(beir, queries, qrels, limit)
+        namespace = namespace or "beir-" + Path(beir).resolve().name
+        ensure_corpus_loaded(dsn, namespace, corpus, progress)
+        dataset = f"beir:{Path(beir).resolve().name}" + (f":{queries}" if queries else "")
+    elif cases_file:
+        cases = load_cases(cases_file)[: limit or None]
+        dataset = f"cases:{Path(cases_file).name}"
+    else:
+        raise RuntimeError("give a cases file or --beir DIR")
+    report = {"dataset": dataset, "cases": len(cases), "k": k, "modes": {}}
+    with connect(dsn) as conn:
+        for m in modes:
+            summary, by_category, results = run_mode(conn, cases, m, k, namespace, progress)
+            params = {"k": k, "limit": limit, "namespace": namespace, "queries": queries, "qrels": qrels}
+            run_id = store_run(conn, dataset, m, params, summary, by_category, results)
+            report["modes"][m] = {"run_id": run_id, "metrics": summary, "by_category": by_category}
+    return report
+
+
+TABLE_COLUMNS = (
+    "ndcg@10",
+    "mrr@10",
+    "recall@1",
+    "recall@10",
+    "recall@100",
+    "pass_top1",
+    "pass_top3",
+    "no_answer_accuracy",
+    "forbidden_hits",
+    "errors",
+    "latency_p50_ms",
+    "latency_p95_ms",
+)
+
+
+def format_table(report: dict) -> str:
+    header = f"{'mode':<8} " + " ".join(f"{c:>12}" for c in TABLE_COLUMNS)
+    lines = [f"{report['dataset']}  ({report['cases']} cases, k={report['k']})", header]
+    for mode, data in report["modes"].items():
+        values = []
+        for c in TABLE_COLUMNS:
+            v = data["metrics"].get(c)
+            values.append(f"{'-':>12}" if v is None else f"{v:>12.4g}" if isinstance(v, float) else f"{v:>12}")
+        lines.append(f"{mode:<8} " + " ".join(values))
+    return "\n".join(lines)
+
+
+def plot(report: dict, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    modes = list(report["modes"])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    bars = ("ndcg@10", "mrr@10", "recall@10")
+    width = 0.8 / len(bars)
+    for i, key in enumerate(bars):
+        values = [report["modes"][m]["metrics"].get(key) or 0 for m in modes]
+        left.bar([x + i * width for x in range(len(modes))], values, width, label=key)
+    left.set_xticks([x + width for x in range(len(modes))], modes)
+    left.set_ylim(0, 1)
+    left.set_title(f"{report['dataset']}: quality per mode")
+    left.legend()
+    ks = metrics.RECALL_KS
+    for m in modes:
+        right.plot(ks, [report["modes"][m]["metrics"].get(f"recall@{k}") or 0 for k in ks], marker="o", label=m)
+    right.set_xscale("log")
+    right.set_xticks(ks, [str(k) for k in ks])
+    right.set_ylim(0, 1)
+    right.set_xlabel("k")
+    right.set_title("Recall@k")
+    right.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(args) -> int:
+    report = evaluate(
+        load_settings().dsn,
+        cases_file=args.cases,
+        beir=args.beir,
+        queries=args.queries,
+        qrels=args.qrels,
+        mode=args.mode,
+        k=args.k,
+        limit=args.limit,
+        namespace=args.namespace,
+        progress=not args.json,
+    )
+    if args.plot:
+        plot(report, args.plot)
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False, indent=2))
+    else:
+        print(format_table(report))
+    return 0
