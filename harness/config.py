@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-MIGRATIONS_DIR = REPO_ROOT / "migrations"
+# PGKB_MIGRATIONS_DIR: another migrations folder (tests use it for edited copies).
+MIGRATIONS_DIR = Path(os.environ.get("PGKB_MIGRATIONS_DIR") or REPO_ROOT / "migrations")
 SQL_DIR = REPO_ROOT / "sql"
 PLPYTHON_DIR = REPO_ROOT / "plpython" / "pgkb_plpy"
 DEFAULT_PORT = 5499
