@@ -211,12 +211,14 @@ def ingest(dsn: str, paths: list[str], namespace: str | None = None, progress: b
             files = discover(root)
             origin = str(root)
             seen: set[tuple[str, str]] = set()
+            unreadable: set[str] = set()  # sources of files present but not loadable: not "removed"
             bar = tqdm(files, desc=f"ingest {root_arg}", unit="file", disable=not progress, file=sys.stderr)
             for path, source in bar:
                 try:
                     doc = read_document(path, source, namespace)
                 except (DocumentError, OSError) as exc:
                     summary.failed.append({"file": str(path), "error": str(exc)})
+                    unreadable.add(source)
                     continue
                 seen.add((doc.namespace, doc.source))
                 params = dict(doc.__dict__, metadata=psycopg.types.json.Jsonb(doc.metadata), origin=origin)
@@ -246,7 +248,9 @@ def ingest(dsn: str, paths: list[str], namespace: str | None = None, progress: b
                        WHERE origin = %s AND removed_at IS NULL ORDER BY id""",
                     (origin,),
                 ).fetchall()
-                gone_ids = [r["id"] for r in gone if (r["namespace"], r["source"]) not in seen]
+                gone_ids = [
+                    r["id"] for r in gone if (r["namespace"], r["source"]) not in seen and r["source"] not in unreadable
+                ]
                 if gone_ids:
                     conn.execute("UPDATE kb.documents SET removed_at = now() WHERE id = ANY(%s)", (gone_ids,))
                     summary.removed.extend(f"{r['namespace']}/{r['source']}" for r in gone if r["id"] in gone_ids)

@@ -39,8 +39,10 @@ def collect(dsn: str) -> dict:
             status["neural_ready"] = bool(active and active["neural_ready"])
             status["model"] = active["model"] if active else None
             status["dimensions"] = active["dimensions"] if active else None
-            for key in ("embedded", "pending", "stale", "failed"):
+            for key in ("embedded", "pending", "failed"):
                 status[key] = active[key] if active else 0
+            # vectors kept for models that are not active: never used for retrieval
+            status["stale"] = sum(m["stale"] for m in status["models"])
             status["namespaces"] = [
                 {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in r.items()}
                 for r in conn.execute("SELECT * FROM kb.ingest_status ORDER BY namespace")

@@ -37,6 +37,20 @@ $$;
 COMMENT ON FUNCTION kb.trg_documents_namespace() IS
 'AFTER UPDATE OF namespace: carries the namespace to the chunks and postings (row-level security and filters use it).';
 
+CREATE OR REPLACE FUNCTION kb.trg_documents_deleted()
+RETURNS trigger
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    PERFORM kb.maybe_refresh_lexical_stats();
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION kb.trg_documents_deleted() IS
+'AFTER DELETE (per statement) on kb.documents: keeps the BM25 corpus statistics in step (chunks, postings and vectors go by ON DELETE CASCADE).';
+
 DROP TRIGGER IF EXISTS documents_before ON kb.documents;
 CREATE TRIGGER documents_before BEFORE INSERT OR UPDATE ON kb.documents
 FOR EACH ROW EXECUTE FUNCTION kb.trg_documents_before();
@@ -49,6 +63,10 @@ DROP TRIGGER IF EXISTS documents_sync_update ON kb.documents;
 CREATE TRIGGER documents_sync_update AFTER UPDATE ON kb.documents
 FOR EACH ROW WHEN (old.content_hash IS DISTINCT FROM new.content_hash)
 EXECUTE FUNCTION kb.trg_documents_sync();
+
+DROP TRIGGER IF EXISTS documents_deleted ON kb.documents;
+CREATE TRIGGER documents_deleted AFTER DELETE ON kb.documents
+FOR EACH STATEMENT EXECUTE FUNCTION kb.trg_documents_deleted();
 
 DROP TRIGGER IF EXISTS documents_namespace ON kb.documents;
 CREATE TRIGGER documents_namespace AFTER UPDATE ON kb.documents
@@ -63,7 +81,7 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
     -- lock in id order so concurrent workers never deadlock on documents
-    PERFORM 1 FROM kb.documents WHERE id = ANY(p_document_ids) ORDER BY id FOR UPDATE;
+    PERFORM 1 FROM kb.documents WHERE id = ANY(p_document_ids) ORDER BY id FOR NO KEY UPDATE;
     UPDATE kb.documents AS d
     SET ingest_status = CASE
             WHEN s.failed > 0 THEN 'failed'
@@ -76,7 +94,7 @@ BEGIN
             d2.id,
             count(q.chunk_id) FILTER (WHERE q.last_error IS NOT NULL) AS failed,
             count(q.chunk_id) AS queued,
-            max(q.last_error) AS error
+            max(coalesce(q.error_kind || ': ', '') || q.last_error) AS error
         FROM kb.documents AS d2
         LEFT JOIN kb.chunks AS c ON c.document_id = d2.id
         LEFT JOIN kb.embed_queue AS q
@@ -197,10 +215,11 @@ CREATE OR REPLACE PROCEDURE kb.embed_pending(
     p_batch_size integer DEFAULT 32, p_model text DEFAULT NULL, p_include_exhausted boolean DEFAULT false
 )
 LANGUAGE plpgsql
-SET search_path = pg_catalog, public, pg_temp
+-- No SET search_path here: a procedure with a SET clause cannot COMMIT. Every
+-- name below is schema-qualified, and the functions it calls pin their own.
 AS $$
 DECLARE
-    target text := coalesce(p_model, (SELECT name FROM kb.models WHERE active));
+    target text := coalesce(p_model, (SELECT m.name FROM kb.models AS m WHERE m.active));
     outcome jsonb;
 BEGIN
     IF target IS NULL THEN

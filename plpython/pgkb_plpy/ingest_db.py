@@ -134,7 +134,7 @@ def sync_document(plpy, GD, SD, new: dict) -> None:
         except Exception as exc:  # noqa: BLE001 - any provider failure must keep the document
             error = as_embedding_error(exc)
             _enqueue(plpy, SD, model["name"], new_ids, error)
-            status, error_text = "failed", str(error)
+            status, error_text = "failed", f"{error.kind}: {error}"
             continue
         _store_vectors(plpy, SD, model, new_ids, vectors)
     if active is not None and status == "indexed":
@@ -143,8 +143,9 @@ def sync_document(plpy, GD, SD, new: dict) -> None:
                 plpy,
                 SD,
                 "doc_pending",
-                """SELECT count(*) AS n, max(q.last_error) AS err FROM kb.embed_queue q
-                   JOIN kb.chunks c ON c.id = q.chunk_id WHERE c.document_id = $1 AND q.model = $2""",
+                """SELECT count(*) AS n, max(coalesce(q.error_kind || ': ', '') || q.last_error) AS err
+                   FROM kb.embed_queue q JOIN kb.chunks c ON c.id = q.chunk_id
+                   WHERE c.document_id = $1 AND q.model = $2""",
                 ["bigint", "text"],
             ),
             [doc_id, active["name"]],
@@ -226,7 +227,13 @@ def insert_chunks(plpy, SD, doc_id: int, namespace: str, chunks: list) -> list[i
 def embed_queue_batch(plpy, GD, SD, model_name: str, batch_size: int, include_exhausted: bool) -> dict:
     """Claim up to batch_size queued chunks of one model (FOR UPDATE SKIP LOCKED,
     so concurrent workers never take the same chunk), embed them, store the
-    vectors and delete the claims; on failure keep the claims with the error."""
+    vectors and delete the claims; on failure keep the claims with the error.
+
+    The claim also locks the chunks' documents (SKIP LOCKED): a writer changing a
+    document waits for the worker embedding it, and a worker skips documents a
+    writer holds. Without that, a writer deleting chunks (waiting for the queue
+    rows) and the worker storing their vectors (waiting for the chunk and
+    document rows) deadlock."""
     conf = settings(plpy)
     model = next((m for m in model_rows(plpy) if m["name"] == model_name), None)
     if model is None:
@@ -239,9 +246,11 @@ def embed_queue_batch(plpy, GD, SD, model_name: str, batch_size: int, include_ex
             "claim",
             """SELECT q.chunk_id, c.embed_text, c.document_id FROM kb.embed_queue q
                JOIN kb.chunks c ON c.id = q.chunk_id
+               JOIN kb.documents d ON d.id = c.document_id
                WHERE q.model = $1 AND q.attempts < $2
                ORDER BY q.attempts, q.chunk_id LIMIT $3
-               FOR UPDATE OF q SKIP LOCKED""",
+               FOR UPDATE OF q SKIP LOCKED
+               FOR NO KEY UPDATE OF d SKIP LOCKED""",
             ["text", "int", "int"],
         ),
         [model_name, max_attempts, batch_size],

@@ -1,0 +1,239 @@
+"""`pgkb ingest`: folders of Markdown/text with YAML front matter loaded through
+plain SQL into a real server (the trigger does the chunking and embedding)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import retrieve
+
+from harness import loader
+
+PGKB = os.environ.get("PGKB_BIN", "/opt/pgkb/venv/bin/pgkb")
+
+POLICY = """---
+title: Refund policy
+namespace: policies
+doc_type: policy
+status: active
+version: 3
+effective_from: 2024-01-01
+effective_to: 2030-12-31
+supersedes: refund-v2.md
+tags: [finance, customers]
+owner: Finance team
+reviewed: 2024-02-03
+---
+# Refund policy
+
+Customers may request a refund within 14 days of delivery.
+"""
+
+
+def write(root: Path, relative: str, content: str | bytes) -> Path:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return path
+
+
+def ingest(dsn: str, *paths: Path, **kwargs) -> loader.Summary:
+    return loader.ingest(dsn, [str(p) for p in paths], progress=False, **kwargs)
+
+
+def docs(conn) -> dict[str, dict]:
+    return {r["source"]: r for r in conn.execute("SELECT * FROM kb.documents ORDER BY id")}
+
+
+def test_front_matter_keys_are_mapped(kb, dsn, tmp_path):
+    write(tmp_path, "finance/refunds.md", POLICY)
+    write(tmp_path, "notes.txt", "Plain text without front matter.\n")
+    summary = ingest(dsn, tmp_path)
+    assert (len(summary.synced), summary.skipped, summary.failed, summary.removed) == (2, [], [], [])
+
+    stored = docs(kb)
+    assert set(stored) == {"finance/refunds.md", "notes.txt"}  # relative to the folder, POSIX separators
+    d = stored["finance/refunds.md"]
+    assert (d["namespace"], d["title"], d["doc_type"], d["status"], d["version"]) == (
+        "policies",
+        "Refund policy",
+        "policy",
+        "active",
+        "3",
+    )
+    assert (d["effective_from"], d["effective_to"], d["supersedes"]) == (
+        dt.date(2024, 1, 1),
+        dt.date(2030, 12, 31),
+        "refund-v2.md",
+    )
+    assert d["metadata"] == {"owner": "Finance team", "reviewed": "2024-02-03", "tags": ["finance", "customers"]}
+    assert d["body"].startswith("# Refund policy") and "---" not in d["body"]
+    assert d["ingest_status"] == "indexed" and d["chunk_count"] >= 1
+
+    n = stored["notes.txt"]
+    assert (n["namespace"], n["title"], n["status"], n["metadata"]) == ("default", None, "active", {})
+
+    rows = retrieve(kb, "refund within 14 days", k=3, namespace="policies")
+    assert rows and rows[0]["source"] == "finance/refunds.md"
+
+
+def test_namespace_override_and_single_file(kb, dsn, tmp_path):
+    path = write(tmp_path, "deep/dir/refunds.md", POLICY)
+    summary = ingest(dsn, path, namespace="other")
+    assert len(summary.synced) == 1
+    assert [(d["namespace"], d["source"]) for d in docs(kb).values()] == [("other", "refunds.md")]
+
+
+def test_second_run_skips_unchanged_and_syncs_edited(kb, dsn, tmp_path):
+    write(tmp_path, "a.md", "# A\n\nAlpha policy text.\n")
+    write(tmp_path, "b.md", "# B\n\nBeta policy text.\n")
+    write(tmp_path, "c.md", "---\ntags: [x]\n---\n# C\n\nGamma policy text.\n")
+    first = ingest(dsn, tmp_path)
+    assert sorted(first.synced) == ["a.md", "b.md", "c.md"]
+    before = docs(kb)
+
+    second = ingest(dsn, tmp_path)
+    assert (second.synced, sorted(second.skipped), second.failed, second.removed) == (
+        [],
+        ["a.md", "b.md", "c.md"],
+        [],
+        [],
+    )
+    after = docs(kb)
+    assert all(after[s]["updated_at"] == before[s]["updated_at"] for s in before)
+
+    write(tmp_path, "b.md", "# B\n\nBeta policy text, now revised.\n")
+    write(tmp_path, "c.md", "---\ntags: [x, y]\n---\n# C\n\nGamma policy text.\n")  # front matter only
+    chunk_ids_c = [
+        r["id"] for r in kb.execute("SELECT id FROM kb.chunks WHERE document_id = %s", (after["c.md"]["id"],))
+    ]
+    third = ingest(dsn, tmp_path)
+    assert (sorted(third.synced), third.skipped) == (["b.md", "c.md"], ["a.md"])
+    now = docs(kb)
+    assert "revised" in now["b.md"]["body"] and now["b.md"]["id"] == before["b.md"]["id"]
+    assert now["c.md"]["metadata"] == {"tags": ["x", "y"]}
+    assert [r["id"] for r in kb.execute("SELECT id FROM kb.chunks WHERE document_id = %s", (now["c.md"]["id"],))] == (
+        chunk_ids_c
+    )
+    assert retrieve(kb, "revised beta", k=1, mode="lexical")[0]["source"] == "b.md"
+
+
+def test_deleted_file_is_marked_removed_and_not_retrieved(kb, dsn, tmp_path):
+    write(tmp_path, "keep.md", "# Keep\n\nThe VPN requires a hardware token.\n")
+    gone = write(tmp_path, "gone.md", "# Gone\n\nThe cafeteria closes at seven in the evening.\n")
+    ingest(dsn, tmp_path)
+    assert retrieve(kb, "cafeteria closes", k=3)[0]["source"] == "gone.md"
+
+    gone.unlink()
+    summary = ingest(dsn, tmp_path)
+    assert summary.removed == ["default/gone.md"]
+    assert summary.skipped == ["keep.md"]
+    stored = docs(kb)
+    assert stored["gone.md"]["removed_at"] is not None and stored["keep.md"]["removed_at"] is None
+    assert all(r["source"] != "gone.md" for r in retrieve(kb, "cafeteria closes at seven", k=5))
+    assert kb.execute("SELECT removed FROM kb.ingest_status").fetchone()["removed"] == 1
+
+    # running again does not report it twice; bringing the file back makes it current again
+    assert ingest(dsn, tmp_path).removed == []
+    write(tmp_path, "gone.md", "# Gone\n\nThe cafeteria closes at seven in the evening.\n")
+    back = ingest(dsn, tmp_path)
+    assert back.synced == ["gone.md"]
+    assert docs(kb)["gone.md"]["removed_at"] is None
+    assert retrieve(kb, "cafeteria closes", k=3)[0]["source"] == "gone.md"
+
+
+def test_bad_front_matter_names_file_and_line_and_others_load(kb, dsn, tmp_path):
+    write(tmp_path, "good.md", "# Good\n\nFine document.\n")
+    bad = write(tmp_path, "bad.md", "---\ntitle: Bad\ntags: [unclosed\nowner: x\n---\n# Bad\n\nBody.\n")
+    unclosed = write(tmp_path, "unclosed.md", "---\ntitle: Never closed\n\n# Body\n")
+    bad_date = write(tmp_path, "date.md", "---\neffective_from: next tuesday\n---\nBody.\n")
+    bad_status = write(tmp_path, "status.md", "---\nstatus: archived\n---\nBody.\n")
+    summary = ingest(dsn, tmp_path)
+    assert summary.synced == ["good.md"]
+    errors = {Path(f["file"]).name: f["error"] for f in summary.failed}
+    assert set(errors) == {"bad.md", "unclosed.md", "date.md", "status.md"}
+    assert errors["bad.md"].startswith(f"{bad}:")
+    line = int(errors["bad.md"].split(":")[1])
+    assert line in (3, 4, 5)  # the YAML error is at or just after the unclosed list on line 3
+    assert "front matter" in errors["bad.md"]
+    assert errors["unclosed.md"].startswith(f"{unclosed}:1:") and "closing" in errors["unclosed.md"]
+    assert str(bad_date) in errors["date.md"] and "effective_from" in errors["date.md"]
+    assert str(bad_status) in errors["status.md"] and "archived" in errors["status.md"]
+    assert list(docs(kb)) == ["good.md"]
+
+
+def test_a_loaded_file_that_turns_bad_is_not_marked_removed(kb, dsn, tmp_path):
+    write(tmp_path, "doc.md", "---\ntitle: Doc\n---\nThe original text.\n")
+    ingest(dsn, tmp_path)
+    write(tmp_path, "doc.md", "---\ntitle: [broken\n---\nThe original text.\n")
+    summary = ingest(dsn, tmp_path)
+    assert len(summary.failed) == 1 and summary.removed == []
+    d = docs(kb)["doc.md"]
+    assert d["removed_at"] is None and d["body"] == "The original text.\n"  # the last good version stays
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        ("image.md", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "NUL byte"),
+        ("latin1.md", "# Café\n\nsecond line\nprix: 5 €\n".encode("cp1252"), "not valid UTF-8"),
+        ("nul.txt", b"text with a \x00 NUL byte", "NUL byte"),
+        ("empty.md", b"---\ntitle: Only front matter\n---\n\n", "empty"),
+    ],
+)
+def test_unreadable_files_get_clear_errors(kb, dsn, tmp_path, name, content, expected):
+    write(tmp_path, "ok.md", "# Fine\n\nA readable document.\n")
+    path = write(tmp_path, name, content)
+    summary = ingest(dsn, tmp_path)
+    assert summary.synced == ["ok.md"]
+    assert len(summary.failed) == 1
+    error = summary.failed[0]["error"]
+    assert error.startswith(str(path)) and expected in error
+    if name == "latin1.md":
+        assert error.startswith(f"{path}:1:")  # the first bad byte (é) is on line 1
+
+
+def test_bom_and_crlf_front_matter(kb, dsn, tmp_path):
+    write(
+        tmp_path, "win.md", b"\xef\xbb\xbf---\r\ntitle: Windows\r\nowner: it\r\n---\r\n# Windows\r\n\r\nCRLF body.\r\n"
+    )
+    summary = ingest(dsn, tmp_path)
+    assert summary.synced == ["win.md"], summary.failed
+    d = docs(kb)["win.md"]
+    assert (d["title"], d["metadata"]) == ("Windows", {"owner": "it"})
+
+
+def test_database_rejection_is_reported_per_file(kb, dsn, tmp_path):
+    write(tmp_path, "ok.md", "Fine.\n")
+    bad = write(tmp_path, "window.md", "---\neffective_from: 2025-01-01\neffective_to: 2024-01-01\n---\nBackwards.\n")
+    summary = ingest(dsn, tmp_path)
+    assert summary.synced == ["ok.md"]
+    assert len(summary.failed) == 1 and summary.failed[0]["error"].startswith(f"{bad}: rejected by the database")
+
+
+def test_cli_ingest_prints_json_summary(kb, dsn, tmp_path):
+    write(tmp_path, "a.md", "# A\n\nAlpha.\n")
+    write(tmp_path, "b.md", "---\nbad: [\n---\nBeta.\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PGKB_")}
+    env["PGKB_DSN"] = dsn
+    run = subprocess.run([PGKB, "ingest", str(tmp_path)], env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1, run.stderr  # a file failed
+    out = json.loads(run.stdout)
+    assert (out["synced"], out["skipped"], out["failed"], out["removed"]) == (1, 0, 1, 0)
+    assert "b.md:" in out["errors"][0]["error"]
+
+    (tmp_path / "b.md").unlink()
+    run = subprocess.run(
+        [PGKB, "ingest", str(tmp_path), "--namespace", "default"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert (out["synced"], out["skipped"], out["failed"], out["removed"]) == (0, 1, 0, 0)
