@@ -126,3 +126,63 @@ AS $$
 $$;
 COMMENT ON FUNCTION kb.visible_documents(timestamptz, text, jsonb) IS
 'Ids of the documents a retrieval may use: current at as_of (lifecycle rules of DESIGN.md) within the namespace and filters; a status filter or include_history returns history too.';
+
+CREATE OR REPLACE FUNCTION kb.visibility(p_as_of timestamptz, p_namespace text, p_filters jsonb)
+RETURNS TABLE (hidden bigint[], restricted boolean)
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- The fast form of kb.visible_documents for the retrieval legs. Usually
+    -- most documents are current, so compute the few that are NOT (from the
+    -- partial index documents_lifecycle, plus superseded ones) and let the legs
+    -- exclude them. With filters or history the legs use kb.visible_documents
+    -- instead (restricted = true). Same rules, tested against each other.
+    WITH RECURSIVE
+    opts AS (
+        SELECT
+            p_as_of::date AS day,
+            coalesce((p_filters ->> 'include_history')::boolean, false)
+            OR p_filters ?| ARRAY['status', 'doc_type', 'metadata', 'tags', 'source_prefix'] AS restricted
+    ),
+    lifecycle_docs AS (
+        SELECT d.id, d.namespace, d.source, d.supersedes, d.status, d.effective_from, d.effective_to, d.removed_at,
+            d.status <> 'draft'
+            AND (d.effective_from IS NULL OR d.effective_from <= o.day)
+            AND (d.effective_to IS NULL OR o.day <= d.effective_to)
+            AND (d.status <> 'deprecated' OR d.effective_to IS NOT NULL)
+            AND (d.removed_at IS NULL OR d.removed_at > p_as_of) AS in_force
+        FROM kb.documents AS d, opts AS o
+        WHERE (d.status <> 'active' OR d.effective_from IS NOT NULL OR d.effective_to IS NOT NULL
+            OR d.removed_at IS NOT NULL)
+            AND (p_namespace IS NULL OR d.namespace = p_namespace)
+    ),
+    superseders AS (
+        -- documents naming another one: in force when they carry no lifecycle attribute at all
+        SELECT d.namespace, d.supersedes AS source
+        FROM kb.documents AS d
+        LEFT JOIN lifecycle_docs AS l ON l.id = d.id
+        WHERE d.supersedes IS NOT NULL
+            AND (p_namespace IS NULL OR d.namespace = p_namespace)
+            AND coalesce(l.in_force, true)
+    ),
+    superseded (namespace, source) AS (
+        SELECT namespace, source FROM superseders
+        UNION
+        SELECT d.namespace, d.supersedes
+        FROM superseded AS s
+        INNER JOIN kb.documents AS d ON d.namespace = s.namespace AND d.source = s.source
+        WHERE d.supersedes IS NOT NULL
+    )
+    SELECT
+        CASE WHEN o.restricted THEN '{}'::bigint[] ELSE ARRAY(
+            SELECT l.id FROM lifecycle_docs AS l WHERE NOT l.in_force
+            UNION
+            SELECT d.id FROM superseded AS x
+            INNER JOIN kb.documents AS d ON d.namespace = x.namespace AND d.source = x.source
+        ) END,
+        o.restricted
+    FROM opts AS o
+$$;
+COMMENT ON FUNCTION kb.visibility(timestamptz, text, jsonb) IS
+'For the retrieval legs: ids of documents hidden at as_of (not current), or restricted = true when filters/history require kb.visible_documents.';

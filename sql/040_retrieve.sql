@@ -1,5 +1,5 @@
 -- kb_retrieve: BM25 lexical leg (+ trigram for short/identifier queries) and
--- HNSW dense leg, both restricted to kb.visible_documents before ranking, fused
+-- HNSW dense leg, both restricted to visible documents (kb.visibility) before ranking, fused
 -- (min-max linear by default, RRF selectable), boosted, with snippets.
 
 CREATE OR REPLACE FUNCTION kb.setting(p_key text, p_default jsonb)
@@ -78,7 +78,7 @@ AS $$
     ),
     terms AS (SELECT DISTINCT t.term FROM unnest(p_terms) AS t (term)),
     postings AS MATERIALIZED (
-        SELECT lp.term, lp.chunk_id, lp.document_id, lp.tf, lp.chunk_length
+        SELECT lp.term, lp.chunk_id, lp.document_id, lp.namespace, lp.tf, lp.chunk_length
         FROM kb.lexical_postings AS lp
         WHERE lp.term = ANY(p_terms)
     ),
@@ -93,17 +93,22 @@ AS $$
         SELECT
             p.chunk_id,
             p.document_id,
+            p.namespace,
             sum(i.idf * p.tf * (pr.k1 + 1) / (p.tf + pr.k1 * (1 - pr.b + pr.b * p.chunk_length / pr.avgdl)))
                 AS score,
             sum(i.idf) AS matched_idf
         FROM postings AS p
         INNER JOIN idf AS i ON i.term = p.term
         CROSS JOIN params AS pr
-        GROUP BY p.chunk_id, p.document_id
+        GROUP BY p.chunk_id, p.document_id, p.namespace
     )
     SELECT s.chunk_id, s.score, coalesce(s.matched_idf / t.idf_mass, 0)
-    FROM scored AS s CROSS JOIN total AS t
-    WHERE s.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters))
+    FROM scored AS s
+    CROSS JOIN total AS t
+    CROSS JOIN kb.visibility(p_as_of, p_namespace, p_filters) AS v
+    WHERE (p_namespace IS NULL OR s.namespace = p_namespace)
+        AND NOT s.document_id = ANY(v.hidden)
+        AND (NOT v.restricted OR s.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters)))
     ORDER BY s.score DESC, s.chunk_id
     LIMIT p_limit
 $$;
@@ -123,8 +128,11 @@ AS $$
     -- which keeps the candidate set small.
     SELECT c.id, word_similarity(p_query, c.content)::float8
     FROM kb.chunks AS c
+    CROSS JOIN kb.visibility(p_as_of, p_namespace, p_filters) AS v
     WHERE p_query <% c.content
-        AND c.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters))
+        AND (p_namespace IS NULL OR c.namespace = p_namespace)
+        AND NOT c.document_id = ANY(v.hidden)
+        AND (NOT v.restricted OR c.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters)))
     ORDER BY 2 DESC, c.id
     LIMIT p_limit
 $$;
@@ -144,7 +152,10 @@ AS $$
     FROM kb.chunks AS c
     INNER JOIN unnest(p_identifiers) AS i (ident)
         ON length(i.ident) >= 3 AND c.content ILIKE '%' || kb.escape_like(i.ident) || '%'
-    WHERE c.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters))
+    CROSS JOIN kb.visibility(p_as_of, p_namespace, p_filters) AS v
+    WHERE (p_namespace IS NULL OR c.namespace = p_namespace)
+        AND NOT c.document_id = ANY(v.hidden)
+        AND (NOT v.restricted OR c.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters)))
     GROUP BY c.id
     ORDER BY 2 DESC, c.id
     LIMIT p_limit
@@ -163,7 +174,11 @@ SET search_path = pg_catalog, public, pg_temp
 SET hnsw.iterative_scan = 'relaxed_order'  -- noqa: PRS
 SET hnsw.ef_search = '100'
 AS $$
+DECLARE
+    hidden bigint[];
+    restricted boolean;
 BEGIN
+    SELECT v.hidden, v.restricted INTO hidden, restricted FROM kb.visibility(p_as_of, p_namespace, p_filters) AS v;
     -- The model's partial HNSW index is used because the query repeats its
     -- expression and predicate literally; the visibility filter runs inside the
     -- index scan, and iterative scans keep fetching until p_limit rows pass it.
@@ -173,11 +188,13 @@ BEGIN
          FROM kb.embeddings AS e
          INNER JOIN kb.chunks AS c ON c.id = e.chunk_id
          WHERE e.model = %2$L
-             AND c.document_id IN (SELECT kb.visible_documents($2, $3, $4))
+             AND ($3 IS NULL OR c.namespace = $3)
+             AND NOT c.document_id = ANY($6)
+             AND (NOT $7 OR c.document_id IN (SELECT kb.visible_documents($2, $3, $4)))
          ORDER BY e.embedding::vector(%1$s) <=> $1::vector(%1$s)
          LIMIT $5',
         p_dimensions, p_model
-    ) USING p_query_vector, p_as_of, p_namespace, p_filters, p_limit;
+    ) USING p_query_vector, p_as_of, p_namespace, p_filters, p_limit, hidden, restricted;
 END;
 $$;
 COMMENT ON FUNCTION kb.dense_candidates(text, text, integer, timestamptz, text, jsonb, integer) IS
