@@ -10,6 +10,16 @@ AS $$
 $$;
 COMMENT ON FUNCTION kb.escape_like(text) IS 'Escapes \, % and _ so user text matches literally in LIKE/ILIKE.';
 
+CREATE OR REPLACE FUNCTION kb.escape_regex(p_text text)
+RETURNS text
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT regexp_replace(p_text, '([][\\.^$*+?(){}|/-])', '\\\1', 'g')
+$$;
+COMMENT ON FUNCTION kb.escape_regex(text) IS 'Escapes regular expression metacharacters so user text matches literally in ~ and ~*.';
+
 CREATE OR REPLACE FUNCTION kb.check_filters(p_filters jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql

@@ -66,7 +66,8 @@ AS $$
     -- BM25 (Robertson idf, k1/b from settings) over the postings of the query
     -- terms. Document frequencies are counted from the same index scan, so they
     -- are always exact; N and the average length come from kb.lexical_stats.
-    -- coverage = share of the query's idf mass that the chunk contains.
+    -- coverage = share of the query's idf mass that the chunk contains (CJK
+    -- bigrams that merely straddle two words of the query left out).
     WITH
     params AS (
         SELECT
@@ -76,7 +77,9 @@ AS $$
             greatest(st.avg_length, 1) AS avgdl
         FROM kb.lexical_stats AS st
     ),
-    terms AS (SELECT DISTINCT t.term FROM unnest(p_terms) AS t (term)),
+    terms AS (
+        SELECT t.term, min(t.pos) AS pos FROM unnest(p_terms) WITH ORDINALITY AS t (term, pos) GROUP BY t.term
+    ),
     postings AS MATERIALIZED (
         SELECT lp.term, lp.chunk_id, lp.document_id, lp.namespace, lp.tf, lp.chunk_length
         FROM kb.lexical_postings AS lp
@@ -84,11 +87,28 @@ AS $$
     ),
     df AS (SELECT p.term, count(*)::float8 AS df FROM postings AS p GROUP BY p.term),
     idf AS (
-        SELECT t.term, ln(1 + (greatest(pr.n, coalesce(df.df, 0)) - coalesce(df.df, 0) + 0.5)
-            / (coalesce(df.df, 0) + 0.5)) AS idf
+        SELECT t.term, t.pos, coalesce(df.df, 0) AS df,
+            ln(1 + (greatest(pr.n, coalesce(df.df, 0)) - coalesce(df.df, 0) + 0.5)
+                / (coalesce(df.df, 0) + 0.5)) AS idf
         FROM terms AS t CROSS JOIN params AS pr LEFT JOIN df ON df.term = t.term
     ),
-    total AS (SELECT nullif(sum(i.idf), 0) AS idf_mass FROM idf AS i),
+    junction AS (
+        -- a CJK bigram that no chunk contains, between two query bigrams that some
+        -- chunk does contain (公司|司员|员工): a word boundary of the query, not a
+        -- missing concept, so it does not count against coverage
+        SELECT i.term
+        FROM idf AS i
+        INNER JOIN idf AS prev ON prev.pos = i.pos - 1
+        INNER JOIN idf AS nxt ON nxt.pos = i.pos + 1
+        WHERE i.df = 0 AND prev.df > 0 AND nxt.df > 0
+            AND length(i.term) = 2 AND length(prev.term) = 2 AND length(nxt.term) = 2
+            AND right(prev.term, 1) = left(i.term, 1) AND right(i.term, 1) = left(nxt.term, 1)
+    ),
+    total AS (
+        SELECT nullif(sum(i.idf), 0) AS idf_mass
+        FROM idf AS i
+        WHERE i.term NOT IN (SELECT j.term FROM junction AS j)
+    ),
     scored AS (
         SELECT
             p.chunk_id,
@@ -147,11 +167,15 @@ LANGUAGE sql
 STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    -- chunks containing identifiers verbatim (case-insensitive, LIKE-escaped)
+    -- chunks containing identifiers verbatim (case-insensitive, LIKE-escaped) as
+    -- whole tokens: E-4031 is not found inside E-40310 (the ILIKE uses the trigram
+    -- index, the regular expression with escaped input rechecks the boundaries)
     SELECT c.id, count(*)::integer
     FROM kb.chunks AS c
     INNER JOIN unnest(p_identifiers) AS i (ident)
-        ON length(i.ident) >= 3 AND c.content ILIKE '%' || kb.escape_like(i.ident) || '%'
+        ON length(i.ident) >= 3
+        AND c.content ILIKE '%' || kb.escape_like(i.ident) || '%'
+        AND c.content ~* ('(^|[^a-z0-9_])' || kb.escape_regex(i.ident) || '($|[^a-z0-9_])')
     CROSS JOIN kb.visibility(p_as_of, p_namespace, p_filters) AS v
     WHERE (p_namespace IS NULL OR c.namespace = p_namespace)
         AND NOT c.document_id = ANY(v.hidden)
@@ -161,7 +185,7 @@ AS $$
     LIMIT p_limit
 $$;
 COMMENT ON FUNCTION kb.identifier_candidates(text[], timestamptz, text, jsonb, integer) IS
-'Chunks that contain the query''s identifiers verbatim (trigram-indexed ILIKE with escaped input).';
+'Chunks that contain the query''s identifiers verbatim as whole tokens (trigram-indexed ILIKE, escaped input).';
 
 CREATE OR REPLACE FUNCTION kb.dense_candidates(
     p_query_vector text, p_model text, p_dimensions integer,
@@ -279,7 +303,9 @@ DECLARE
     rows jsonb;
     t_fuse timestamptz;
 BEGIN
-    IF p_query IS NULL OR btrim(p_query) = '' THEN
+    -- blanks include tabs, newlines and the ideographic space
+    q := btrim(p_query, E' \t\r\n\f\v\u00a0\u3000');
+    IF q IS NULL OR q = '' THEN
         RAISE EXCEPTION 'kb_retrieve: query is empty';
     END IF;
     IF p_k IS NULL OR p_k < 1 OR p_k > 1000 THEN
@@ -295,9 +321,9 @@ BEGIN
         RAISE EXCEPTION 'kb_retrieve: unknown fusion "%" (setting fusion: linear or rrf)', fusion;
     END IF;
     filters := kb.check_filters(p_filters);
-    q := left(btrim(p_query), 2000);
-    IF length(btrim(p_query)) > 2000 THEN
-        notes := notes || 'query truncated to its first 2000 characters'::text;
+    IF length(q) > 2000 THEN
+        notes := notes || format('query truncated to its first 2000 of %s characters', length(q));
+        q := left(q, 2000);
     END IF;
 
     t := clock_timestamp();

@@ -8,15 +8,56 @@ wrong version showing up is visible in the sources returned.
 
 from __future__ import annotations
 
-import pytest
+import os
 
+import psycopg
+import pytest
 from conftest import insert_document, retrieve
+from psycopg.rows import dict_row
+from pytest_postgresql.janitor import DatabaseJanitor
 
 MODES = ["lexical", "dense", "hybrid", "auto"]
 
 REFUND_V1 = "# 退款政策\n\n退款期限：客户在收货后 7 天内可以申请退款，退款原路退回。"
 REFUND_V2 = "# 退款政策\n\n退款期限：客户在收货后 14 天内可以申请退款，退款原路退回。"
 HOTEL = "# Travel policy\n\nThe hotel allowance for business travel is {amount} CNY per night in tier one cities."
+
+
+@pytest.fixture(scope="module")
+def module_db(pg_server):
+    """One database per module, cloned from the migrated template; its only model is `hash-64`."""
+    dbname = f"{pg_server.dbname}_{__name__.rsplit('.', 1)[-1]}_{os.getpid()}"
+    janitor = DatabaseJanitor(
+        user=pg_server.user,
+        host=pg_server.host,
+        port=pg_server.port,
+        dbname=dbname,
+        template_dbname=pg_server.template_dbname,
+        maintenance_dbname=pg_server.maintenance_dbname,
+        password=pg_server.password,
+    )
+    with janitor:
+        with psycopg.connect(
+            host=pg_server.host,
+            port=pg_server.port,
+            user=pg_server.user,
+            dbname=dbname,
+            autocommit=True,
+            row_factory=dict_row,
+        ) as conn:
+            conn.execute("DELETE FROM kb.models")
+            conn.execute("SELECT kb.register_model('hash-64', 'hash', 'hash', 64, '{}', true)")
+            yield conn
+
+
+@pytest.fixture
+def kb(module_db):
+    """The module's connection inside a transaction that is rolled back after the test."""
+    module_db.execute("BEGIN")
+    try:
+        yield module_db
+    finally:
+        module_db.execute("ROLLBACK")
 
 
 def sources(rows: list[dict]) -> list[str]:
@@ -108,6 +149,7 @@ def test_deprecated_documents(kb):
 
 
 def test_effective_to_is_inclusive(kb):
+    kb.execute("SET timezone = 'UTC'")  # as_of is cut to a calendar day in the session time zone
     insert_document(kb, "promo.md", "# 促销\n\n双十一促销活动期间全场商品打八折。", effective_to="2024-11-11")
     for mode in MODES:
         assert sources(retrieve(kb, "促销活动打折", mode=mode, as_of="2024-11-11 23:59:00+00")) == ["promo.md"], mode
@@ -155,3 +197,32 @@ def test_removed_document_hidden_after_removal(kb):
     kb.execute("UPDATE kb.documents SET removed_at = '2024-05-01' WHERE id = %s", [doc])
     assert retrieve(kb, "退款期限", mode="lexical") == []
     assert sources(retrieve(kb, "退款期限", mode="lexical", as_of="2024-04-30")) == ["refund.md"]
+
+
+def test_visibility_agrees_with_visible_documents(versions):
+    """The legs exclude kb.visibility's hidden ids; that must equal kb.visible_documents' complement."""
+    insert_document(versions, "draft.md", REFUND_V2, status="draft", supersedes="refund-v2.md")
+    insert_document(versions, "old.md", "# Old\n\nOld rule.", status="deprecated", effective_to="2022-06-30")
+    insert_document(versions, "legacy.md", "# Legacy\n\nLegacy rule.", status="deprecated")
+    insert_document(versions, "next.md", "# Next\n\nNext rule.", effective_from="2030-01-01", supersedes="hotel-v3.md")
+    insert_document(versions, "other-ns.md", "# Other\n\nOther rule.", namespace="other", supersedes="refund-v2.md")
+    all_ids = {r["id"] for r in versions.execute("SELECT id FROM kb.documents").fetchall()}
+    for as_of in ("2020-01-01", "2021-06-01", "2022-06-30", "2022-07-01", "2023-06-01", "2024-06-01", "2031-01-01"):
+        for namespace in (None, "default", "other"):
+            params = {"as_of": as_of, "ns": namespace}
+            visible = {
+                r["id"]
+                for r in versions.execute(
+                    "SELECT kb.visible_documents(%(as_of)s, %(ns)s, '{}') AS id", params
+                ).fetchall()
+            }
+            row = versions.execute("SELECT * FROM kb.visibility(%(as_of)s, %(ns)s, '{}')", params).fetchone()
+            assert row["restricted"] is False
+            in_scope = {
+                r["id"]
+                for r in versions.execute(
+                    "SELECT id FROM kb.documents WHERE %(ns)s::text IS NULL OR namespace = %(ns)s", params
+                ).fetchall()
+            }
+            assert visible == in_scope - set(row["hidden"]), (as_of, namespace)
+            assert visible <= all_ids
