@@ -135,6 +135,12 @@ def cmd_eval(args) -> int:
     return evaluate.main(args)
 
 
+def cmd_mcp(args) -> int:
+    from . import mcp_server
+
+    return mcp_server.serve()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pgkb", description="Retrieval for RAG inside PostgreSQL")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -178,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--plot")
     p.set_defaults(func=cmd_eval)
+    p = sub.add_parser("mcp", help="serve kb_retrieve and kb_status to AI assistants (MCP over stdio)")
+    p.set_defaults(func=cmd_mcp)
     return parser
 
 

@@ -1,6 +1,6 @@
 -- Views for status and BI tools.
 
-CREATE OR REPLACE VIEW kb.model_readiness AS
+CREATE OR REPLACE VIEW kb.model_readiness WITH (security_invoker = true) AS
 SELECT
     m.name AS model,
     m.provider,
@@ -18,7 +18,7 @@ FROM kb.models AS m;
 COMMENT ON VIEW kb.model_readiness IS
 'Per model: vectors stored, chunks pending or failed, vectors not used for retrieval because the model is not active (stale).';
 
-CREATE OR REPLACE VIEW kb.ingest_status AS
+CREATE OR REPLACE VIEW kb.ingest_status WITH (security_invoker = true) AS
 SELECT
     d.namespace,
     count(*) AS documents,
@@ -32,7 +32,7 @@ FROM kb.documents AS d
 GROUP BY d.namespace;
 COMMENT ON VIEW kb.ingest_status IS 'Per namespace: documents by ingest status, chunks, last indexing time.';
 
-CREATE OR REPLACE VIEW kb.ingest_failures AS
+CREATE OR REPLACE VIEW kb.ingest_failures WITH (security_invoker = true) AS
 SELECT
     d.namespace,
     d.source,

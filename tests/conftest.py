@@ -24,7 +24,11 @@ def load_schema(host, port, user, dbname, password=None, **_):
 
 pg_server = factories.postgresql_noproc(
     # a per-run name, so two pytest runs against the same test cluster do not collide
-    host=TEST_HOST, port=TEST_PORT, user="postgres", dbname=f"pgkb_test_{os.getpid()}", load=[load_schema]
+    host=TEST_HOST,
+    port=TEST_PORT,
+    user="postgres",
+    dbname=f"pgkb_test_{os.getpid()}",
+    load=[load_schema],
 )
 postgresql = factories.postgresql("pg_server")
 

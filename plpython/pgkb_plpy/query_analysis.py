@@ -308,15 +308,21 @@ def _remove_references(query: str) -> tuple[str, bool]:
     return _LEADING_PUNCT_RE.sub("", text), found
 
 
-def _followup_rest(query: str) -> str | None:
-    """The follow-up with its reference removed, or None when ``query`` is not a follow-up."""
+def _followup_rest(query: str, elliptical: bool = True) -> str | None:
+    """The follow-up with its reference removed, or None when ``query`` is not a follow-up.
+    ``elliptical`` also accepts a very short question without a reference (only for
+    the question being asked, not for earlier turns)."""
     rest, found = _remove_references(query)
-    if not found or lexical.identifiers(query):
+    if lexical.identifiers(query):
         return None
     words, cjk = _shape(core_terms(normalize_question(rest)))
-    if words > 4 or cjk > 10:
+    if found:
+        return rest if words <= 4 and cjk <= 10 else None
+    if not elliptical:
         return None
-    return rest
+    # No explicit reference, but elliptical ("when is the handover?", "退货呢？"):
+    # at most two content words still lean on the earlier turn for their subject.
+    return rest if words + cjk // 2 <= 2 and cjk <= 4 else None
 
 
 def _subject(turn: str) -> str:
@@ -338,7 +344,7 @@ def _context_subject(context: list[str] | None) -> str | None:
         turn = (turn or "").strip() if isinstance(turn, str) else ""
         if not turn:
             continue
-        if subject and _followup_rest(turn) is not None:
+        if subject and _followup_rest(turn, elliptical=False) is not None:
             continue  # a follow-up keeps the subject it referred to
         subject = _subject(turn) or subject
     return subject

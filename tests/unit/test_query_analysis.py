@@ -183,7 +183,7 @@ def test_no_followup_when_query_has_its_own_subject():
 
 def test_words_containing_pronoun_characters_are_not_references():
     assert analyze("因此应该怎么办", ["退款期限是几天？"])["followup"] is False
-    assert analyze("其他商品呢", ["退款期限是几天？"])["followup"] is False
+    assert analyze("其他商品怎么申请退货流程", ["退款期限是几天？"])["followup"] is False
 
 
 def test_stages_are_distinct_ordered_and_non_empty():
@@ -218,3 +218,11 @@ def test_huge_query_is_cut_and_fast():
 
 def test_context_given_as_a_single_string():
     assert analyze("How do I change it?", "What is the session TTL?")["composed"] == "session TTL How do I change"
+
+
+def test_elliptical_short_question_leans_on_the_earlier_turn():
+    got = analyze("when is the handover?", ["How does the engineering on-call rotation work?"])
+    assert got["followup"] is True
+    assert got["composed"].startswith("engineering on-call rotation")
+    assert analyze("退货呢？", ["退款期限是几天？"])["composed"] == "退款期限 退货"
+    assert analyze("when is the handover?", None)["followup"] is False

@@ -1,0 +1,348 @@
+"""`pgkb mcp`: the MCP server, driven by the SDK's own stdio client against a real database.
+
+Each test spawns `python -m harness.cli mcp` as a child process with PGKB_DSN pointing at the
+test's fresh database, as an assistant would. Async client code runs through anyio.run inside
+plain sync tests (no pytest plugin needed).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import anyio
+import pytest
+from conftest import insert_document
+
+mcp = pytest.importorskip("mcp")
+from mcp.client.session import ClientSession  # noqa: E402
+from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+SERVER_COMMAND = [sys.executable, "-m", "harness.cli", "mcp"]
+
+
+@asynccontextmanager
+async def mcp_session(dsn: str, **env: str):
+    """An initialised ClientSession to a fresh `pgkb mcp`; `stray` collects anything on stdout that is not
+    a protocol message (the SDK hands such lines to the message handler as exceptions)."""
+    stray: list[Exception] = []
+
+    async def on_message(message) -> None:
+        if isinstance(message, Exception):
+            stray.append(message)
+
+    params = StdioServerParameters(
+        command=SERVER_COMMAND[0], args=SERVER_COMMAND[1:], cwd=str(REPO), env={"PGKB_DSN": dsn, **env}
+    )
+    with open("/dev/null", "w") as errlog:  # the server's stderr logs; not part of the protocol
+        async with stdio_client(params, errlog=errlog) as (read, write):
+            async with ClientSession(read, write, message_handler=on_message) as session:
+                await session.initialize()
+                session.stray = stray
+                yield session
+    assert not stray, f"non-protocol output on stdout: {stray}"
+
+
+def call(dsn: str, calls: list[tuple[str, dict]], **env: str) -> list:
+    """Run tool calls in one server session; returns the CallToolResults."""
+
+    async def run():
+        async with mcp_session(dsn, **env) as session:
+            return [await session.call_tool(name, args) for name, args in calls]
+
+    return anyio.run(run)
+
+
+def payload(result) -> dict:
+    assert not result.is_error, result.content[0].text
+    data = result.structured_content
+    assert data is not None
+    assert json.loads(result.content[0].text) == data  # the text form is the same JSON, for older clients
+    return data
+
+
+def error_text(result) -> str:
+    assert result.is_error, result
+    return result.content[0].text
+
+
+@pytest.fixture
+def corpus(kb):
+    insert_document(
+        kb,
+        "policies/refund-v1.md",
+        "# Refund policy\n\n## Deadline\n\nRefunds are accepted within 7 days of delivery.",
+        title="Refund policy",
+        doc_type="policy",
+        version="1",
+        effective_from="2023-01-01",
+        namespace="public",
+    )
+    insert_document(
+        kb,
+        "policies/refund-v2.md",
+        "# Refund policy\n\n## Deadline\n\nRefunds are accepted within 14 days of delivery. 退款期限为收货后 14 天。",
+        title="Refund policy",
+        doc_type="policy",
+        version="2",
+        effective_from="2024-03-01",
+        supersedes="policies/refund-v1.md",
+        namespace="public",
+    )
+    insert_document(
+        kb,
+        "decisions/adr-007-refund-automation.md",
+        "# ADR 7: automate refunds\n\n## Decision\n\nRefunds under 50 EUR are approved automatically.",
+        title="ADR 7: automate refunds",
+        doc_type="decision",
+        version="1",
+        effective_from="2024-01-15",
+        namespace="internal",
+    )
+    return kb
+
+
+def test_tools_are_listed_with_their_parameters(dsn):
+    async def run():
+        async with mcp_session(dsn) as session:
+            return (await session.list_tools()).tools
+
+    tools = {t.name: t for t in anyio.run(run)}
+    assert set(tools) == {"kb_retrieve", "kb_status"}
+    props = tools["kb_retrieve"].input_schema["properties"]
+    assert {"query", "k", "namespace", "doc_type", "mode", "as_of"} <= set(props)
+    assert tools["kb_retrieve"].input_schema["required"] == ["query"]
+    assert props["k"]["default"] == 8
+    assert tools["kb_retrieve"].description and tools["kb_status"].description
+
+
+def test_retrieve_returns_citable_current_passages(corpus, dsn):
+    now, past, policies, mixed = call(
+        dsn,
+        [
+            ("kb_retrieve", {"query": "refund deadline days", "namespace": "public"}),
+            ("kb_retrieve", {"query": "refund deadline days", "namespace": "public", "as_of": "2023-06-01"}),
+            ("kb_retrieve", {"query": "refunds", "doc_type": "policy", "k": 5}),
+            ("kb_retrieve", {"query": "退款期限", "mode": "lexical"}),
+        ],
+    )
+    data = payload(now)
+    assert data["count"] == len(data["results"]) >= 1
+    top = data["results"][0]
+    assert top["source"] == "policies/refund-v2.md"
+    assert top["title"] == "Refund policy"
+    assert top["section_path"] and "Deadline" in top["section_path"]
+    assert top["version"] == "2"
+    assert top["effective_from"] == "2024-03-01" and top["effective_to"] is None
+    assert top["doc_type"] == "policy" and top["namespace"] == "public"
+    assert "14 days" in top["content"] and top["snippet"]
+    assert isinstance(top["score"], float) and top["match_type"]
+    assert top["citation"].startswith("policies/refund-v2.md § ")
+    assert "version 2" in top["citation"] and "2024-03-01" in top["citation"]
+    # the superseded version is not current now ...
+    assert "policies/refund-v1.md" not in {r["source"] for r in data["results"]}
+    # ... but it is what applied in mid-2023
+    assert [r["source"] for r in payload(past)["results"]][:1] == ["policies/refund-v1.md"]
+    assert {r["doc_type"] for r in payload(policies)["results"]} == {"policy"}
+    assert payload(mixed)["results"][0]["source"] == "policies/refund-v2.md"
+
+
+def test_no_evidence_is_an_empty_answer_not_an_error(corpus, dsn):
+    (result,) = call(dsn, [("kb_retrieve", {"query": "quantum chromodynamics lattice", "mode": "lexical"})])
+    data = payload(result)
+    assert data["count"] == 0 and data["results"] == []
+    assert "no evidence" in data["note"]
+
+
+def test_status(corpus, dsn):
+    (result,) = call(dsn, [("kb_status", {})])
+    data = payload(result)
+    assert data["model"] == "hash-64"
+    assert "vector" in data["extensions"]
+    assert {ns["namespace"] for ns in data["namespaces"]} == {"public", "internal"}
+    assert data["role"] is None
+
+
+def test_database_errors_become_tool_errors(corpus, dsn):
+    bad_date, empty, too_many, still_fine = call(
+        dsn,
+        [
+            ("kb_retrieve", {"query": "refund", "as_of": "not a date"}),
+            ("kb_retrieve", {"query": "   "}),
+            ("kb_retrieve", {"query": "refund", "k": 500}),
+            ("kb_retrieve", {"query": "refund"}),
+        ],
+    )
+    assert "invalid input syntax for type timestamp" in error_text(bad_date)
+    assert "query is empty" in error_text(empty)
+    assert "k" in error_text(too_many)
+    assert payload(still_fine)["count"] >= 1  # the server survived the errors
+
+
+def test_unreachable_database_is_a_clear_error():
+    (result,) = call("postgresql://postgres@127.0.0.1:1/nowhere?connect_timeout=2", [("kb_retrieve", {"query": "x"})])
+    assert "cannot connect to the pgkb database" in error_text(result)
+
+
+# -- database role and row-level security ------------------------------------------------------------
+
+
+@pytest.fixture
+def reader_role(corpus):
+    """A NOLOGIN role the connecting user may SET ROLE to, with read grants, and an RLS policy that shows
+    it only the `public` namespace."""
+    role = f"mcp_reader_{uuid.uuid4().hex[:8]}"
+    kb = corpus
+    kb.execute(f"CREATE ROLE {role} NOLOGIN")
+    kb.execute(f"GRANT {role} TO current_user")
+    try:
+        kb.execute(f"GRANT USAGE ON SCHEMA kb TO {role}")
+        kb.execute(
+            "GRANT SELECT ON kb.documents, kb.chunks, kb.embeddings, kb.lexical_postings, kb.lexical_stats, "
+            f"kb.models, kb.settings, kb.schema_migrations, kb.model_readiness, kb.ingest_status TO {role}"
+        )
+        kb.execute("ALTER TABLE kb.documents ENABLE ROW LEVEL SECURITY")
+        kb.execute(f"CREATE POLICY mcp_public ON kb.documents FOR SELECT TO {role} USING (namespace = 'public')")
+        yield role
+    finally:
+        kb.execute("DROP POLICY IF EXISTS mcp_public ON kb.documents")
+        kb.execute("ALTER TABLE kb.documents DISABLE ROW LEVEL SECURITY")
+        kb.execute(f"DROP OWNED BY {role}")
+        kb.execute(f"DROP ROLE {role}")
+
+
+def test_retrieve_runs_as_the_configured_role(reader_role, dsn):
+    as_role, status_result = call(
+        dsn,
+        [("kb_retrieve", {"query": "refunds", "k": 10}), ("kb_status", {})],
+        PGKB_MCP_ROLE=reader_role,
+    )
+    data = payload(as_role)
+    assert data["role"] == reader_role
+    sources = {r["source"] for r in data["results"]}
+    assert sources == {"policies/refund-v2.md"}, "row-level security hides the internal namespace"
+    assert payload(status_result)["role"] == reader_role
+
+    (as_owner,) = call(dsn, [("kb_retrieve", {"query": "refunds", "k": 10})])
+    assert "decisions/adr-007-refund-automation.md" in {r["source"] for r in payload(as_owner)["results"]}
+
+
+def test_role_without_grants_gets_permission_error(corpus, dsn):
+    role = f"mcp_nogrants_{uuid.uuid4().hex[:8]}"
+    corpus.execute(f"CREATE ROLE {role} NOLOGIN")
+    try:
+        (result,) = call(dsn, [("kb_retrieve", {"query": "refund"})], PGKB_MCP_ROLE=role)
+        assert "permission denied" in error_text(result)
+    finally:
+        corpus.execute(f"DROP ROLE {role}")
+
+
+def test_nonexistent_role_is_a_clear_error(corpus, dsn):
+    missing = "no such role; DROP TABLE kb.documents"  # quoted as an identifier, never spliced as SQL
+    retrieve, status_result, tools = None, None, None
+
+    async def run():
+        nonlocal retrieve, status_result, tools
+        async with mcp_session(dsn, PGKB_MCP_ROLE=missing) as session:
+            retrieve = await session.call_tool("kb_retrieve", {"query": "refund"})
+            status_result = await session.call_tool("kb_status", {})
+            tools = await session.list_tools()  # still serving
+
+    anyio.run(run)
+    for result in (retrieve, status_result):
+        text = error_text(result)
+        assert "PGKB_MCP_ROLE" in text and "does not exist" in text, text
+    assert len(tools.tools) == 2
+    assert corpus.execute("SELECT count(*) AS n FROM kb.documents").fetchone()["n"] == 3
+
+
+def test_invalid_role_name_refused_at_start(dsn):
+    proc = subprocess.run(
+        SERVER_COMMAND,
+        cwd=REPO,
+        env={"PGKB_DSN": dsn, "PGKB_MCP_ROLE": "r" * 64, "PATH": "/usr/bin:/bin"},
+        input="",
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert "PGKB_MCP_ROLE is longer than 63 bytes" in proc.stderr
+
+
+# -- stdout is the protocol channel ------------------------------------------------------------------
+
+
+def test_stdout_carries_only_protocol_messages(corpus, dsn):
+    """Raw JSON-RPC over pipes: every stdout line is a JSON-RPC message; the logs are on stderr."""
+    messages = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "raw-test", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {"name": "kb_retrieve", "arguments": {"query": "refund deadline days", "namespace": "public"}},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "tools/call",
+            "params": {"name": "kb_retrieve", "arguments": {"query": "x", "as_of": "bad"}},
+        },
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "kb_status", "arguments": {}}},
+    ]
+    proc = subprocess.Popen(
+        SERVER_COMMAND,
+        cwd=REPO,
+        env={"PGKB_DSN": dsn, "PATH": "/usr/bin:/bin"},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    replies: dict[int, dict] = {}
+    lines: list[str] = []
+    try:
+        for message in messages:
+            proc.stdin.write(json.dumps(message) + "\n")
+            proc.stdin.flush()
+            if "id" in message:  # wait for the reply before the next request (initialize must finish first)
+                while message["id"] not in replies:
+                    line = proc.stdout.readline()
+                    assert line, f"server closed stdout; stderr: {proc.stderr.read()}"
+                    lines.append(line)
+                    reply = json.loads(line)
+                    if "id" in reply:
+                        replies[reply["id"]] = reply
+        proc.stdin.close()
+        rest, stderr = proc.stdout.read(), proc.stderr.read()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    lines += rest.splitlines(keepends=True)
+    for line in lines:
+        assert json.loads(line)["jsonrpc"] == "2.0", line
+    assert replies[1]["result"]["serverInfo"]["name"] == "pgkb"
+    assert replies[3]["result"]["structuredContent"]["results"][0]["source"] == "policies/refund-v2.md"
+    assert replies[4]["result"]["isError"] is True
+    assert replies[5]["result"]["structuredContent"]["model"] == "hash-64"
+    assert "pgkb mcp: INFO serving on stdio" in stderr
+    assert "kb_retrieve mode=auto" in stderr
