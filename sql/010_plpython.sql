@@ -121,3 +121,17 @@ return snippets.make_snippet(p_content or "", p_query or "", width=p_width)
 $$;
 COMMENT ON FUNCTION kb.py_snippet(text, text, integer) IS
 'A query-aware window of a passage with the matched terms marked «like this».';
+
+CREATE OR REPLACE FUNCTION kb.py_snippets(p_contents text[], p_query text, p_width integer)
+RETURNS text[]
+LANGUAGE plpython3u
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+if "pgkb_ready" not in GD:
+    plpy.execute("SELECT kb.plpython_init()")
+from pgkb_plpy import snippets
+return [snippets.make_snippet(c or "", p_query or "", width=p_width) for c in (p_contents or [])]
+$$;
+COMMENT ON FUNCTION kb.py_snippets(text[], text, integer) IS
+'Snippets of several passages for one query, in one call.';

@@ -36,6 +36,16 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$ SELECT kb.py_analyze_query(p_query, p_context) $$;
 COMMENT ON FUNCTION kb.analyze_query(text, text[]) IS 'Query analysis (SECURITY DEFINER wrapper for readers).';
 
+CREATE OR REPLACE FUNCTION kb.snippets(p_contents text[], p_query text, p_width integer DEFAULT 200)
+RETURNS text[]
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT kb.py_snippets(p_contents, p_query, p_width) $$;
+COMMENT ON FUNCTION kb.snippets(text[], text, integer) IS
+'Query-aware snippets of several passages in one call (SECURITY DEFINER wrapper for readers).';
+
 CREATE OR REPLACE FUNCTION kb.snippet(p_content text, p_query text, p_width integer DEFAULT 200)
 RETURNS text
 LANGUAGE sql
@@ -302,6 +312,8 @@ DECLARE
     no_evidence_cutoff boolean := (kb.setting('no_evidence_cutoff', 'true') #>> '{}')::boolean;
     rows jsonb;
     t_fuse timestamptz;
+    t_fused numeric;
+    t_snippets numeric := 0;
 BEGIN
     -- blanks include tabs, newlines and the ideographic space
     q := btrim(p_query, E' \t\r\n\f\v\u00a0\u3000');
@@ -502,7 +514,7 @@ BEGIN
             'title', d.title,
             'section_path', array_to_string(c.section_path, ' > '),
             'content', c.content,
-            'snippet', kb.snippet(c.content, best_stage, 200),
+            'snippet', NULL,
             'score', round(top.final_score::numeric, 6),
             'dense_rank', top.dense_rank,
             'lexical_rank', top.lexical_rank,
@@ -526,6 +538,20 @@ BEGIN
         INNER JOIN kb.chunks AS c ON c.id = top.id
         INNER JOIN kb.documents AS d ON d.id = c.document_id;
     END IF;
+    t_fused := kb.ms_since(t_fuse);
+
+    -- snippets for all rows in one PL/Python call (setting snippets = false skips them)
+    t := clock_timestamp();
+    IF jsonb_array_length(rows) > 0 AND (kb.setting('snippets', 'true') #>> '{}')::boolean THEN
+        SELECT jsonb_agg(x || jsonb_build_object('snippet', snips[o]) ORDER BY o)
+        INTO rows
+        FROM jsonb_array_elements(rows) WITH ORDINALITY AS a (x, o)
+        CROSS JOIN (
+            SELECT kb.snippets(ARRAY(SELECT y ->> 'content' FROM jsonb_array_elements(rows) AS y), best_stage, 200)
+                AS snips
+        ) AS sn;
+    END IF;
+    t_snippets := kb.ms_since(t);
 
     RETURN jsonb_build_object(
         'rows', rows,
@@ -552,8 +578,8 @@ BEGIN
             'returned', jsonb_array_length(rows),
             'notes', to_jsonb(notes),
             'timings_ms', jsonb_build_object(
-                'embed', t_embed, 'lexical', t_lex, 'dense', t_dense, 'fuse', kb.ms_since(t_fuse),
-                'total', kb.ms_since(started))
+                'embed', t_embed, 'lexical', t_lex, 'dense', t_dense, 'fuse', t_fused,
+                'snippets', t_snippets, 'total', kb.ms_since(started))
         )
     );
 END;
