@@ -180,6 +180,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="all")
     p.add_argument("--k", type=int, default=100)
     p.add_argument("--limit", type=int, help="evaluate only the first N queries (a fixed sample)")
+    p.add_argument(
+        "--corpus-sample",
+        type=int,
+        help="BEIR: load only the documents relevant to the selected queries plus the first N others",
+    )
     p.add_argument("--namespace")
     p.add_argument("--json", action="store_true")
     p.add_argument("--plot")

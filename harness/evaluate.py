@@ -67,6 +67,15 @@ def _open_text(path: Path):
     return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
 
 
+def sample_corpus(corpus: list[dict], cases: list[Case], others: int) -> list[dict]:
+    """A fixed, reproducible sub-corpus: every document relevant to the selected
+    queries plus the first `others` remaining documents in corpus order."""
+    relevant = {doc for case in cases for doc in case.expected}
+    keep = [d for d in corpus if str(d["_id"]) in relevant]
+    keep += [d for d in corpus if str(d["_id"]) not in relevant][:others]
+    return keep
+
+
 def load_beir(directory: str, queries_file: str | None, qrels_file: str | None, limit: int | None):
     d = Path(directory)
     corpus_path = next((p for p in (d / "corpus.jsonl.gz", d / "corpus.jsonl") if p.exists()), None)
@@ -220,6 +229,7 @@ def evaluate(
     k: int = 100,
     limit: int | None = None,
     namespace: str | None = None,
+    corpus_sample: int | None = None,
     progress: bool = True,
 ) -> dict:
     modes = list(MODES) if mode == "all" else [m.strip() for m in mode.split(",")]
@@ -228,9 +238,13 @@ def evaluate(
         raise RuntimeError(f"unknown mode {bad[0]!r}; modes: {', '.join(MODES)}, all")
     if beir:
         corpus, cases = load_beir(beir, queries, qrels, limit)
-        namespace = namespace or "beir-" + Path(beir).resolve().name
+        name = Path(beir).resolve().name
+        if corpus_sample is not None:
+            corpus = sample_corpus(corpus, cases, corpus_sample)
+            name += f"-sample{len(corpus)}"
+        namespace = namespace or "beir-" + name
         ensure_corpus_loaded(dsn, namespace, corpus, progress)
-        dataset = f"beir:{Path(beir).resolve().name}" + (f":{queries}" if queries else "")
+        dataset = f"beir:{name}" + (f":{queries}" if queries else "")
     elif cases_file:
         cases = load_cases(cases_file)[: limit or None]
         dataset = f"cases:{Path(cases_file).name}"
@@ -315,6 +329,7 @@ def main(args) -> int:
         k=args.k,
         limit=args.limit,
         namespace=args.namespace,
+        corpus_sample=args.corpus_sample,
         progress=not args.json,
     )
     if args.plot:

@@ -314,6 +314,7 @@ DECLARE
     t_fuse timestamptz;
     t_fused numeric;
     t_snippets numeric := 0;
+    snips text[];
 BEGIN
     -- blanks include tabs, newlines and the ideographic space
     q := btrim(p_query, E' \t\r\n\f\v\u00a0\u3000');
@@ -543,13 +544,10 @@ BEGIN
     -- snippets for all rows in one PL/Python call (setting snippets = false skips them)
     t := clock_timestamp();
     IF jsonb_array_length(rows) > 0 AND (kb.setting('snippets', 'true') #>> '{}')::boolean THEN
+        snips := kb.snippets(ARRAY(SELECT y ->> 'content' FROM jsonb_array_elements(rows) AS y), best_stage, 200);
         SELECT jsonb_agg(x || jsonb_build_object('snippet', snips[o]) ORDER BY o)
         INTO rows
-        FROM jsonb_array_elements(rows) WITH ORDINALITY AS a (x, o)
-        CROSS JOIN (
-            SELECT kb.snippets(ARRAY(SELECT y ->> 'content' FROM jsonb_array_elements(rows) AS y), best_stage, 200)
-                AS snips
-        ) AS sn;
+        FROM jsonb_array_elements(rows) WITH ORDINALITY AS a (x, o);
     END IF;
     t_snippets := kb.ms_since(t);
 
