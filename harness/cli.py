@@ -186,6 +186,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="BEIR: load only the documents relevant to the selected queries plus the first N others",
     )
     p.add_argument("--namespace")
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a retrieval setting for this run, e.g. fusion=rrf or weight_dense=0.5 (repeatable)",
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument("--plot")
     p.set_defaults(func=cmd_eval)

@@ -230,6 +230,7 @@ def evaluate(
     limit: int | None = None,
     namespace: str | None = None,
     corpus_sample: int | None = None,
+    settings: dict[str, str] | None = None,
     progress: bool = True,
 ) -> dict:
     modes = list(MODES) if mode == "all" else [m.strip() for m in mode.split(",")]
@@ -252,9 +253,19 @@ def evaluate(
         raise RuntimeError("give a cases file or --beir DIR")
     report = {"dataset": dataset, "cases": len(cases), "k": k, "modes": {}}
     with connect(dsn) as conn:
+        # retrieval settings for this run only (session GUCs pgkb.<key>, read by kb.setting)
+        for key, value in (settings or {}).items():
+            conn.execute("SELECT set_config(%s, %s, false)", (f"pgkb.{key}", str(value)))
         for m in modes:
             summary, by_category, results = run_mode(conn, cases, m, k, namespace, progress)
-            params = {"k": k, "limit": limit, "namespace": namespace, "queries": queries, "qrels": qrels}
+            params = {
+                "k": k,
+                "limit": limit,
+                "namespace": namespace,
+                "queries": queries,
+                "qrels": qrels,
+                "settings": settings or {},
+            }
             run_id = store_run(conn, dataset, m, params, summary, by_category, results)
             report["modes"][m] = {"run_id": run_id, "metrics": summary, "by_category": by_category}
     return report
@@ -330,6 +341,7 @@ def main(args) -> int:
         limit=args.limit,
         namespace=args.namespace,
         corpus_sample=args.corpus_sample,
+        settings=dict(item.split("=", 1) for item in (args.set or [])),
         progress=not args.json,
     )
     if args.plot:

@@ -203,7 +203,8 @@ def reader_role(corpus):
     try:
         kb.execute(f"GRANT USAGE ON SCHEMA kb TO {role}")
         kb.execute(
-            "GRANT SELECT ON kb.documents, kb.chunks, kb.embeddings, kb.lexical_postings, kb.lexical_stats, kb.embed_queue, "
+            "GRANT SELECT ON kb.documents, kb.chunks, kb.embeddings, kb.lexical_postings, kb.lexical_stats, "
+            "kb.embed_queue, "
             f"kb.models, kb.settings, kb.schema_migrations, kb.model_readiness, kb.ingest_status TO {role}"
         )
         kb.execute("ALTER TABLE kb.documents ENABLE ROW LEVEL SECURITY")
