@@ -314,6 +314,7 @@ DECLARE
     t_fuse timestamptz;
     t_fused numeric;
     t_snippets numeric := 0;
+    result jsonb;
     snips text[];
 BEGIN
     -- blanks include tabs, newlines and the ideographic space
@@ -551,7 +552,7 @@ BEGIN
     END IF;
     t_snippets := kb.ms_since(t);
 
-    RETURN jsonb_build_object(
+    result := jsonb_build_object(
         'rows', rows,
         'explain', jsonb_build_object(
             'query', q,
@@ -580,6 +581,8 @@ BEGIN
                 'snippets', t_snippets, 'total', kb.ms_since(started))
         )
     );
+    PERFORM kb.log_retrieval(result -> 'explain', rows, p_namespace, p_k);
+    RETURN result;
 END;
 $$;
 COMMENT ON FUNCTION kb.retrieve_core(text, integer, text, text, jsonb, timestamptz, text[]) IS

@@ -1,0 +1,80 @@
+-- Retrieval log writer and the views BI tools read (docs/OBSERVABILITY.md has example queries).
+
+CREATE OR REPLACE FUNCTION kb.log_retrieval(p_explain jsonb, p_rows jsonb, p_namespace text, p_k integer)
+RETURNS void
+LANGUAGE sql
+VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- SECURITY DEFINER so readers without INSERT on the log can still be logged
+    INSERT INTO kb.retrieval_log (
+        query_hash, namespace, mode_requested, mode, k, result_count, low_confidence, no_evidence,
+        sources, timings_ms, total_ms, role_name
+    )
+    SELECT
+        encode(sha256(convert_to(p_explain ->> 'query', 'UTF8')), 'hex'),
+        p_namespace,
+        p_explain ->> 'mode_requested',
+        p_explain ->> 'mode',
+        p_k,
+        jsonb_array_length(p_rows),
+        (p_explain ->> 'low_confidence')::boolean,
+        (p_explain ->> 'no_evidence')::boolean,
+        ARRAY(
+            SELECT DISTINCT (r ->> 'namespace') || '/' || (r ->> 'source') FROM jsonb_array_elements(p_rows) AS r
+        ),
+        p_explain -> 'timings_ms',
+        (p_explain #>> '{timings_ms,total}')::double precision,
+        session_user
+    WHERE (kb.setting('retrieval_log', 'false') #>> '{}')::boolean
+$$;
+COMMENT ON FUNCTION kb.log_retrieval(jsonb, jsonb, text, integer) IS
+'Appends one kb_retrieve call to kb.retrieval_log when the setting retrieval_log is true (query stored only as a hash).';
+
+CREATE OR REPLACE VIEW kb.retrieval_latency_daily AS
+SELECT
+    date_trunc('day', l.logged_at) AS day,
+    l.mode,
+    count(*) AS queries,
+    percentile_cont(0.5) WITHIN GROUP (ORDER BY l.total_ms) AS p50_ms,
+    percentile_cont(0.95) WITHIN GROUP (ORDER BY l.total_ms) AS p95_ms,
+    percentile_cont(0.99) WITHIN GROUP (ORDER BY l.total_ms) AS p99_ms,
+    avg((l.timings_ms ->> 'embed')::double precision) AS avg_embed_ms,
+    avg((l.timings_ms ->> 'lexical')::double precision) AS avg_lexical_ms,
+    avg((l.timings_ms ->> 'dense')::double precision) AS avg_dense_ms
+FROM kb.retrieval_log AS l
+GROUP BY date_trunc('day', l.logged_at), l.mode;
+COMMENT ON VIEW kb.retrieval_latency_daily IS 'kb_retrieve latency percentiles per day and mode, from kb.retrieval_log.';
+
+CREATE OR REPLACE VIEW kb.retrieval_zero_results AS
+SELECT
+    l.query_hash,
+    l.namespace,
+    count(*) AS times,
+    max(l.logged_at) AS last_seen,
+    bool_or(l.no_evidence) AS no_evidence
+FROM kb.retrieval_log AS l
+WHERE l.result_count = 0
+GROUP BY l.query_hash, l.namespace;
+COMMENT ON VIEW kb.retrieval_zero_results IS 'Queries (by hash) that returned nothing: gaps in the knowledge base.';
+
+CREATE OR REPLACE VIEW kb.retrieval_top_sources AS
+SELECT
+    s.source,
+    count(*) AS times_returned,
+    max(l.logged_at) AS last_returned
+FROM kb.retrieval_log AS l
+CROSS JOIN LATERAL unnest(l.sources) AS s (source)
+GROUP BY s.source;
+COMMENT ON VIEW kb.retrieval_top_sources IS 'How often each document (namespace/source) was returned by kb_retrieve.';
+
+CREATE OR REPLACE VIEW kb.retrieval_low_confidence_daily AS
+SELECT
+    date_trunc('day', l.logged_at) AS day,
+    count(*) AS queries,
+    avg(l.low_confidence::integer) AS low_confidence_share,
+    avg((l.result_count = 0)::integer) AS zero_result_share
+FROM kb.retrieval_log AS l
+GROUP BY date_trunc('day', l.logged_at);
+COMMENT ON VIEW kb.retrieval_low_confidence_daily IS 'Share of low-confidence and zero-result retrievals per day.';
