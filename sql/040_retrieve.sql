@@ -2,6 +2,10 @@
 -- HNSW dense leg, both restricted to visible documents (kb.visibility) before ranking, fused
 -- (min-max linear by default, RRF selectable), boosted, with snippets.
 
+-- the 5-argument forms of these legs were replaced by forms that take the visibility
+DROP FUNCTION IF EXISTS kb.trigram_candidates(text, timestamptz, text, jsonb, integer);
+DROP FUNCTION IF EXISTS kb.identifier_candidates(text[], timestamptz, text, jsonb, integer);
+
 CREATE OR REPLACE FUNCTION kb.setting(p_key text, p_default jsonb)
 RETURNS jsonb
 LANGUAGE sql
@@ -66,7 +70,8 @@ COMMENT ON FUNCTION kb.embed_query(text, text) IS
 'Query vector (pgvector text form) from the named model''s provider (SECURITY DEFINER wrapper for readers).';
 
 CREATE OR REPLACE FUNCTION kb.lexical_candidates(
-    p_terms text[], p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
+    p_terms text[], p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer,
+    p_hidden bigint[], p_restricted boolean
 )
 RETURNS TABLE (chunk_id bigint, score double precision, coverage double precision)
 LANGUAGE sql
@@ -135,18 +140,18 @@ AS $$
     SELECT s.chunk_id, s.score, coalesce(s.matched_idf / t.idf_mass, 0)
     FROM scored AS s
     CROSS JOIN total AS t
-    CROSS JOIN kb.visibility(p_as_of, p_namespace, p_filters) AS v
     WHERE (p_namespace IS NULL OR s.namespace = p_namespace)
-        AND NOT s.document_id = ANY(v.hidden)
-        AND (NOT v.restricted OR s.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters)))
+        AND NOT EXISTS (SELECT 1 FROM unnest(p_hidden) AS h (id) WHERE h.id = s.document_id)
+        AND (NOT p_restricted OR s.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters)))
     ORDER BY s.score DESC, s.chunk_id
     LIMIT p_limit
 $$;
-COMMENT ON FUNCTION kb.lexical_candidates(text[], timestamptz, text, jsonb, integer) IS
+COMMENT ON FUNCTION kb.lexical_candidates(text[], timestamptz, text, jsonb, integer, bigint[], boolean) IS
 'BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage.';
 
 CREATE OR REPLACE FUNCTION kb.trigram_candidates(
-    p_query text, p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
+    p_query text, p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer,
+    p_hidden bigint[], p_restricted boolean
 )
 RETURNS TABLE (chunk_id bigint, score double precision)
 LANGUAGE sql
@@ -158,19 +163,19 @@ AS $$
     -- which keeps the candidate set small.
     SELECT c.id, word_similarity(p_query, c.content)::float8
     FROM kb.chunks AS c
-    CROSS JOIN kb.visibility(p_as_of, p_namespace, p_filters) AS v
     WHERE p_query <% c.content
         AND (p_namespace IS NULL OR c.namespace = p_namespace)
-        AND NOT c.document_id = ANY(v.hidden)
-        AND (NOT v.restricted OR c.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters)))
+        AND NOT EXISTS (SELECT 1 FROM unnest(p_hidden) AS h (id) WHERE h.id = c.document_id)
+        AND (NOT p_restricted OR c.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters)))
     ORDER BY 2 DESC, c.id
     LIMIT p_limit
 $$;
-COMMENT ON FUNCTION kb.trigram_candidates(text, timestamptz, text, jsonb, integer) IS
+COMMENT ON FUNCTION kb.trigram_candidates(text, timestamptz, text, jsonb, integer, bigint[], boolean) IS
 'pg_trgm leg for short queries: word_similarity over chunk text via the GIN index (pg_trgm.word_similarity_threshold).';
 
 CREATE OR REPLACE FUNCTION kb.identifier_candidates(
-    p_identifiers text[], p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
+    p_identifiers text[], p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer,
+    p_hidden bigint[], p_restricted boolean
 )
 RETURNS TABLE (chunk_id bigint, matched integer)
 LANGUAGE sql
@@ -186,20 +191,20 @@ AS $$
         ON length(i.ident) >= 3
         AND c.content ILIKE '%' || kb.escape_like(i.ident) || '%'
         AND c.content ~* ('(^|[^a-z0-9_])' || kb.escape_regex(i.ident) || '($|[^a-z0-9_])')
-    CROSS JOIN kb.visibility(p_as_of, p_namespace, p_filters) AS v
     WHERE (p_namespace IS NULL OR c.namespace = p_namespace)
-        AND NOT c.document_id = ANY(v.hidden)
-        AND (NOT v.restricted OR c.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters)))
+        AND NOT EXISTS (SELECT 1 FROM unnest(p_hidden) AS h (id) WHERE h.id = c.document_id)
+        AND (NOT p_restricted OR c.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters)))
     GROUP BY c.id
     ORDER BY 2 DESC, c.id
     LIMIT p_limit
 $$;
-COMMENT ON FUNCTION kb.identifier_candidates(text[], timestamptz, text, jsonb, integer) IS
+COMMENT ON FUNCTION kb.identifier_candidates(text[], timestamptz, text, jsonb, integer, bigint[], boolean) IS
 'Chunks that contain the query''s identifiers verbatim as whole tokens (trigram-indexed ILIKE, escaped input).';
 
 CREATE OR REPLACE FUNCTION kb.dense_candidates(
     p_query_vector text, p_model text, p_dimensions integer,
-    p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
+    p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer,
+    p_hidden bigint[], p_restricted boolean
 )
 RETURNS TABLE (chunk_id bigint, score double precision)
 LANGUAGE plpgsql
@@ -208,11 +213,7 @@ SET search_path = pg_catalog, public, pg_temp
 SET hnsw.iterative_scan = 'relaxed_order'  -- noqa: PRS
 SET hnsw.ef_search = '100'
 AS $$
-DECLARE
-    hidden bigint[];
-    restricted boolean;
 BEGIN
-    SELECT v.hidden, v.restricted INTO hidden, restricted FROM kb.visibility(p_as_of, p_namespace, p_filters) AS v;
     -- The model's partial HNSW index is used because the query repeats its
     -- expression and predicate literally; the visibility filter runs inside the
     -- index scan, and iterative scans keep fetching until p_limit rows pass it.
@@ -223,16 +224,52 @@ BEGIN
          INNER JOIN kb.chunks AS c ON c.id = e.chunk_id
          WHERE e.model = %2$L
              AND ($3 IS NULL OR c.namespace = $3)
-             AND NOT c.document_id = ANY($6)
+             AND NOT EXISTS (SELECT 1 FROM unnest($6::bigint[]) AS h (id) WHERE h.id = c.document_id)
              AND (NOT $7 OR c.document_id IN (SELECT kb.visible_documents($2, $3, $4)))
          ORDER BY e.embedding::vector(%1$s) <=> $1::vector(%1$s)
          LIMIT $5',
         p_dimensions, p_model
-    ) USING p_query_vector, p_as_of, p_namespace, p_filters, p_limit, hidden, restricted;
+    ) USING p_query_vector, p_as_of, p_namespace, p_filters, p_limit, p_hidden, p_restricted;
 END;
 $$;
-COMMENT ON FUNCTION kb.dense_candidates(text, text, integer, timestamptz, text, jsonb, integer) IS
+COMMENT ON FUNCTION kb.dense_candidates(text, text, integer, timestamptz, text, jsonb, integer, bigint[], boolean) IS
 'Dense leg: HNSW cosine search over the named model''s vectors with the visibility filter inside the scan (iterative scan).';
+
+-- Convenience forms of the legs for benchmarks and ad-hoc use: visibility computed per call.
+CREATE OR REPLACE FUNCTION kb.lexical_candidates(
+    p_terms text[], p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
+)
+RETURNS TABLE (chunk_id bigint, score double precision, coverage double precision)
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT l.*
+    FROM kb.visibility(p_as_of, p_namespace, p_filters) AS v
+    CROSS JOIN LATERAL kb.lexical_candidates(
+        p_terms, p_as_of, p_namespace, p_filters, p_limit, v.hidden, v.restricted
+    ) AS l
+$$;
+COMMENT ON FUNCTION kb.lexical_candidates(text[], timestamptz, text, jsonb, integer) IS
+'BM25 lexical leg with visibility computed for this call (see the 7-argument form).';
+
+CREATE OR REPLACE FUNCTION kb.dense_candidates(
+    p_query_vector text, p_model text, p_dimensions integer,
+    p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
+)
+RETURNS TABLE (chunk_id bigint, score double precision)
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT d.*
+    FROM kb.visibility(p_as_of, p_namespace, p_filters) AS v
+    CROSS JOIN LATERAL kb.dense_candidates(
+        p_query_vector, p_model, p_dimensions, p_as_of, p_namespace, p_filters, p_limit, v.hidden, v.restricted
+    ) AS d
+$$;
+COMMENT ON FUNCTION kb.dense_candidates(text, text, integer, timestamptz, text, jsonb, integer) IS
+'Dense leg with visibility computed for this call (see the 9-argument form).';
 
 CREATE OR REPLACE FUNCTION kb.ms_since(p_start timestamptz)
 RETURNS numeric
@@ -267,6 +304,8 @@ RETURNS jsonb
 LANGUAGE plpgsql
 VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, public, pg_temp
+-- JIT compilation costs far more than these millisecond queries ever save
+SET jit = 'off'  -- noqa: PRS
 AS $$
 DECLARE
     started timestamptz := clock_timestamp();
@@ -314,6 +353,9 @@ DECLARE
     t_fuse timestamptz;
     t_fused numeric;
     t_snippets numeric := 0;
+    t_visibility numeric;
+    hidden bigint[];
+    restricted boolean;
     result jsonb;
     snips text[];
 BEGIN
@@ -340,6 +382,10 @@ BEGIN
         q := left(q, 2000);
     END IF;
 
+    t := clock_timestamp();
+    -- which documents are hidden at as_of: computed once, used by every leg and stage
+    SELECT v.hidden, v.restricted INTO hidden, restricted FROM kb.visibility(p_as_of, p_namespace, filters) AS v;
+    t_visibility := kb.ms_since(t);
     t := clock_timestamp();
     analysis := kb.analyze_query(q, p_context);
     SELECT * INTO model FROM kb.models AS m WHERE m.active;
@@ -375,12 +421,13 @@ BEGIN
             SELECT coalesce(jsonb_agg(jsonb_build_object('id', l.chunk_id, 's', l.score, 'cov', l.coverage)
                 ORDER BY l.score DESC, l.chunk_id), '[]')
             INTO lex
-            FROM kb.lexical_candidates(terms, p_as_of, p_namespace, filters, n_candidates) AS l;
-            IF (analysis ->> 'is_short')::boolean AND jsonb_array_length(lex) < p_k THEN
+            FROM kb.lexical_candidates(terms, p_as_of, p_namespace, filters, n_candidates, hidden, restricted) AS l;
+            -- fuzzy fallback only: a short query that BM25 could not match at all
+            IF (analysis ->> 'is_short')::boolean AND jsonb_array_length(lex) = 0 THEN
                 SELECT lex || coalesce(jsonb_agg(jsonb_build_object('id', g.chunk_id, 's', 0, 'cov', 0,
                     'trgm', g.score) ORDER BY g.score DESC, g.chunk_id), '[]')
                 INTO lex
-                FROM kb.trigram_candidates(stage, p_as_of, p_namespace, filters, n_candidates) AS g
+                FROM kb.trigram_candidates(stage, p_as_of, p_namespace, filters, n_candidates, hidden, restricted) AS g
                 WHERE NOT lex @> jsonb_build_array(jsonb_build_object('id', g.chunk_id));
             END IF;
             t_lex := t_lex + kb.ms_since(t);
@@ -403,7 +450,7 @@ BEGIN
                     ORDER BY d.score DESC, d.chunk_id), '[]')
                 INTO den
                 FROM kb.dense_candidates(qvec, model.name, model.dimensions, p_as_of, p_namespace, filters,
-                    n_candidates) AS d;
+                    n_candidates, hidden, restricted) AS d;
             END IF;
             t_dense := t_dense + kb.ms_since(t);
         END IF;
@@ -416,7 +463,7 @@ BEGIN
         -- an identifier found verbatim is strong evidence
         IF jsonb_array_length(idents) > 0 AND mode <> 'dense' AND EXISTS (
             SELECT 1 FROM kb.identifier_candidates(
-                ARRAY(SELECT jsonb_array_elements_text(idents)), p_as_of, p_namespace, filters, 1)
+                ARRAY(SELECT jsonb_array_elements_text(idents)), p_as_of, p_namespace, filters, 1, hidden, restricted)
         ) THEN
             evidence := 1;
         END IF;
@@ -438,7 +485,8 @@ BEGIN
     IF jsonb_array_length(idents) > 0 AND mode <> 'dense' THEN
         SELECT coalesce(jsonb_agg(i.chunk_id), '[]') INTO best_idents
         FROM kb.identifier_candidates(
-            ARRAY(SELECT jsonb_array_elements_text(idents)), p_as_of, p_namespace, filters, n_candidates
+            ARRAY(SELECT jsonb_array_elements_text(idents)), p_as_of, p_namespace, filters, n_candidates,
+            hidden, restricted
         ) AS i;
     END IF;
 
@@ -577,7 +625,7 @@ BEGIN
             'returned', jsonb_array_length(rows),
             'notes', to_jsonb(notes),
             'timings_ms', jsonb_build_object(
-                'embed', t_embed, 'lexical', t_lex, 'dense', t_dense, 'fuse', t_fused,
+                'visibility', t_visibility, 'embed', t_embed, 'lexical', t_lex, 'dense', t_dense, 'fuse', t_fused,
                 'snippets', t_snippets, 'total', kb.ms_since(started))
         )
     );

@@ -279,7 +279,7 @@ def test_wildcards_do_not_match_everything(identifiers):
     # a literal percent sign is found where it really is
     assert identifiers.execute("SELECT kb.escape_like('a%b_c\\d') AS e").fetchone()["e"] == "a\\%b\\_c\\\\d"
     got = identifiers.execute(
-        "SELECT chunk_id FROM kb.identifier_candidates(ARRAY['20%', 'a_b', 'x%y'], now(), NULL, '{}', 10)"
+        "SELECT chunk_id FROM kb.identifier_candidates(ARRAY['20%', 'a_b', 'x%y'], now(), NULL, '{}', 10, '{}', false)"
     ).fetchall()
     assert len(got) == 1
 
