@@ -95,10 +95,29 @@ AS $$
     terms AS (
         SELECT t.term, min(t.pos) AS pos FROM unnest(p_terms) WITH ORDINALITY AS t (term, pos) GROUP BY t.term
     ),
+    common AS (
+        -- terms ANALYZE found in more than bm25_max_df_ratio of the chunks: scanning
+        -- their postings costs the most and their idf adds the least
+        SELECT m.term
+        FROM pg_stats AS st
+        CROSS JOIN LATERAL unnest(st.most_common_vals::text::text[], st.most_common_freqs) AS m (term, freq)
+        CROSS JOIN params AS pr
+        WHERE st.schemaname = 'kb' AND st.tablename = 'lexical_postings' AND st.attname = 'term'
+            AND pr.n >= 10000  -- only where scanning costs: small corpora keep every term
+            AND m.term = ANY(p_terms)
+            AND m.freq * (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'kb.lexical_postings'::regclass)
+            > (kb.setting('bm25_max_df_ratio', '1.0') #>> '{}')::float8 * pr.n
+    ),
+    scanned_terms AS (
+        -- never skip every term of a query
+        SELECT t.term FROM terms AS t
+        WHERE t.term NOT IN (SELECT c.term FROM common AS c)
+            OR NOT EXISTS (SELECT 1 FROM terms AS t2 WHERE t2.term NOT IN (SELECT c.term FROM common AS c))
+    ),
     postings AS MATERIALIZED (
         SELECT lp.term, lp.chunk_id, lp.document_id, lp.namespace, lp.tf, lp.chunk_length
         FROM kb.lexical_postings AS lp
-        WHERE lp.term = ANY(p_terms)
+        WHERE lp.term = ANY(ARRAY(SELECT st.term FROM scanned_terms AS st))
     ),
     df AS (SELECT p.term, count(*)::float8 AS df FROM postings AS p GROUP BY p.term),
     idf AS (
@@ -123,6 +142,7 @@ AS $$
         SELECT nullif(sum(i.idf), 0) AS idf_mass
         FROM idf AS i
         WHERE i.term NOT IN (SELECT j.term FROM junction AS j)
+            AND i.term IN (SELECT st.term FROM scanned_terms AS st)  -- skipped common terms carry no evidence
     ),
     scored AS (
         SELECT
