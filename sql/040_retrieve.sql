@@ -234,6 +234,8 @@ SET hnsw.iterative_scan = 'relaxed_order'  -- noqa: PRS
 SET hnsw.ef_search = '100'
 AS $$
 BEGIN
+    -- EXECUTE plans with the bound values, so the hidden-id array is a constant
+    -- and `<> ALL` is hashed, while the rows keep the index's distance order.
     -- The model's partial HNSW index is used because the query repeats its
     -- expression and predicate literally; the visibility filter runs inside the
     -- index scan, and iterative scans keep fetching until p_limit rows pass it.
@@ -244,7 +246,7 @@ BEGIN
          INNER JOIN kb.chunks AS c ON c.id = e.chunk_id
          WHERE e.model = %2$L
              AND ($3 IS NULL OR c.namespace = $3)
-             AND NOT EXISTS (SELECT 1 FROM unnest($6::bigint[]) AS h (id) WHERE h.id = c.document_id)
+             AND c.document_id <> ALL($6)
              AND (NOT $7 OR c.document_id IN (SELECT kb.visible_documents($2, $3, $4)))
          ORDER BY e.embedding::vector(%1$s) <=> $1::vector(%1$s)
          LIMIT $5',
