@@ -10,6 +10,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 from pytest_postgresql import factories
+from pytest_postgresql.janitor import DatabaseJanitor
 
 from harness.config import load_settings
 from harness.migrate import migrate
@@ -51,6 +52,43 @@ def kb(db):
     db.execute("DELETE FROM kb.models")
     db.execute("SELECT kb.register_model('hash-64', 'hash', 'hash', 64, '{}', true)")
     return db
+
+
+@pytest.fixture(scope="module")
+def module_db(pg_server, request):
+    """One database per test module, cloned from the migrated template; its only model is `hash-64`."""
+    dbname = f"{pg_server.dbname}_{request.module.__name__.rsplit('.', 1)[-1]}_{os.getpid()}"
+    janitor = DatabaseJanitor(
+        user=pg_server.user,
+        host=pg_server.host,
+        port=pg_server.port,
+        dbname=dbname,
+        template_dbname=pg_server.template_dbname,
+        maintenance_dbname=pg_server.maintenance_dbname,
+        password=pg_server.password,
+    )
+    with janitor:
+        with psycopg.connect(
+            host=pg_server.host,
+            port=pg_server.port,
+            user=pg_server.user,
+            dbname=dbname,
+            autocommit=True,
+            row_factory=dict_row,
+        ) as conn:
+            conn.execute("DELETE FROM kb.models")
+            conn.execute("SELECT kb.register_model('hash-64', 'hash', 'hash', 64, '{}', true)")
+            yield conn
+
+
+@pytest.fixture
+def module_kb(module_db):
+    """The module's database inside a transaction that is rolled back after the test."""
+    module_db.execute("BEGIN")
+    try:
+        yield module_db
+    finally:
+        module_db.execute("ROLLBACK")
 
 
 def insert_document(conn, source: str, body: str, **fields) -> int:

@@ -8,13 +8,8 @@ wrong version showing up is visible in the sources returned.
 
 from __future__ import annotations
 
-import os
-
-import psycopg
 import pytest
 from conftest import insert_document, retrieve
-from psycopg.rows import dict_row
-from pytest_postgresql.janitor import DatabaseJanitor
 
 MODES = ["lexical", "dense", "hybrid", "auto"]
 
@@ -23,41 +18,10 @@ REFUND_V2 = "# 退款政策\n\n退款期限：客户在收货后 14 天内可以
 HOTEL = "# Travel policy\n\nThe hotel allowance for business travel is {amount} CNY per night in tier one cities."
 
 
-@pytest.fixture(scope="module")
-def module_db(pg_server):
-    """One database per module, cloned from the migrated template; its only model is `hash-64`."""
-    dbname = f"{pg_server.dbname}_{__name__.rsplit('.', 1)[-1]}_{os.getpid()}"
-    janitor = DatabaseJanitor(
-        user=pg_server.user,
-        host=pg_server.host,
-        port=pg_server.port,
-        dbname=dbname,
-        template_dbname=pg_server.template_dbname,
-        maintenance_dbname=pg_server.maintenance_dbname,
-        password=pg_server.password,
-    )
-    with janitor:
-        with psycopg.connect(
-            host=pg_server.host,
-            port=pg_server.port,
-            user=pg_server.user,
-            dbname=dbname,
-            autocommit=True,
-            row_factory=dict_row,
-        ) as conn:
-            conn.execute("DELETE FROM kb.models")
-            conn.execute("SELECT kb.register_model('hash-64', 'hash', 'hash', 64, '{}', true)")
-            yield conn
-
-
 @pytest.fixture
-def kb(module_db):
-    """The module's connection inside a transaction that is rolled back after the test."""
-    module_db.execute("BEGIN")
-    try:
-        yield module_db
-    finally:
-        module_db.execute("ROLLBACK")
+def kb(module_kb):
+    """One database per module (hash model), each test inside a rolled-back transaction."""
+    return module_kb
 
 
 def sources(rows: list[dict]) -> list[str]:

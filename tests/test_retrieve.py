@@ -7,54 +7,20 @@ padding", explain output, input validation, the reader role and de-duplication.
 
 from __future__ import annotations
 
-import os
 import uuid
 
 import psycopg
 import pytest
 from conftest import insert_document, retrieve
-from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from pytest_postgresql.janitor import DatabaseJanitor
 
 MODES = ["lexical", "dense", "hybrid", "auto"]
 
 
-@pytest.fixture(scope="module")
-def module_db(pg_server):
-    """One database per module, cloned from the migrated template; its only model is `hash-64`."""
-    dbname = f"{pg_server.dbname}_{__name__.rsplit('.', 1)[-1]}_{os.getpid()}"
-    janitor = DatabaseJanitor(
-        user=pg_server.user,
-        host=pg_server.host,
-        port=pg_server.port,
-        dbname=dbname,
-        template_dbname=pg_server.template_dbname,
-        maintenance_dbname=pg_server.maintenance_dbname,
-        password=pg_server.password,
-    )
-    with janitor:
-        with psycopg.connect(
-            host=pg_server.host,
-            port=pg_server.port,
-            user=pg_server.user,
-            dbname=dbname,
-            autocommit=True,
-            row_factory=dict_row,
-        ) as conn:
-            conn.execute("DELETE FROM kb.models")
-            conn.execute("SELECT kb.register_model('hash-64', 'hash', 'hash', 64, '{}', true)")
-            yield conn
-
-
 @pytest.fixture
-def kb(module_db):
-    """The module's connection inside a transaction that is rolled back after the test."""
-    module_db.execute("BEGIN")
-    try:
-        yield module_db
-    finally:
-        module_db.execute("ROLLBACK")
+def kb(module_kb):
+    """One database per module (hash model), each test inside a rolled-back transaction."""
+    return module_kb
 
 
 def sources(rows: list[dict]) -> list[str]:
