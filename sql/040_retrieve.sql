@@ -161,7 +161,7 @@ AS $$
     FROM scored AS s
     CROSS JOIN total AS t
     WHERE (p_namespace IS NULL OR s.namespace = p_namespace)
-        AND NOT EXISTS (SELECT 1 FROM unnest(p_hidden) AS h (id) WHERE h.id = s.document_id)
+        AND s.document_id NOT IN (SELECT unnest(p_hidden))  -- a hashed subplan, built once
         AND (NOT p_restricted OR s.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters)))
     ORDER BY s.score DESC, s.chunk_id
     LIMIT p_limit
@@ -185,7 +185,7 @@ AS $$
     FROM kb.chunks AS c
     WHERE p_query <% c.content
         AND (p_namespace IS NULL OR c.namespace = p_namespace)
-        AND NOT EXISTS (SELECT 1 FROM unnest(p_hidden) AS h (id) WHERE h.id = c.document_id)
+        AND c.document_id NOT IN (SELECT unnest(p_hidden))  -- a hashed subplan, built once
         AND (NOT p_restricted OR c.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters)))
     ORDER BY 2 DESC, c.id
     LIMIT p_limit
@@ -212,7 +212,7 @@ AS $$
         AND c.content ILIKE '%' || kb.escape_like(i.ident) || '%'
         AND c.content ~* ('(^|[^a-z0-9_])' || kb.escape_regex(i.ident) || '($|[^a-z0-9_])')
     WHERE (p_namespace IS NULL OR c.namespace = p_namespace)
-        AND NOT EXISTS (SELECT 1 FROM unnest(p_hidden) AS h (id) WHERE h.id = c.document_id)
+        AND c.document_id NOT IN (SELECT unnest(p_hidden))  -- a hashed subplan, built once
         AND (NOT p_restricted OR c.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters)))
     GROUP BY c.id
     ORDER BY 2 DESC, c.id
