@@ -6,7 +6,7 @@
 * ATX headings (``#`` .. ``######``) and one-line setext headings (``===`` / ``---``
   underline) build a section path, e.g. ``["Refund policy", "Eligibility"]``.  A
   heading resets every deeper level.  The document title comes first when given,
-  unless the document's first H1 is the title itself (compared case- and
+  unless the document's first H1 is the title itself (compared on letters and digits only, case- and
   whitespace-insensitively), in which case it is not repeated.  Lines inside
   fenced code blocks are never headings.
 * The body between headings is cut into blocks: paragraphs, lists (a contiguous
@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -409,7 +410,8 @@ def _trim(text: str, s: int, e: int) -> tuple[int, int]:
 
 
 def _norm_key(s: str) -> str:
-    return " ".join(s.split()).casefold()
+    # letters and digits only: "规范 Data Policy" and "规范（Data Policy）" are the same title
+    return "".join(ch for ch in unicodedata.normalize("NFKC", s).casefold() if ch.isalnum())
 
 
 def chunk_document(body: str, title: str | None = None, max_tokens: int = 380, overlap_tokens: int = 48) -> list[Chunk]:

@@ -382,3 +382,9 @@ def test_long_heading_path_counts_against_budget() -> None:
     body = "# " + "very long heading words " * 10 + "\n\n" + " ".join(EN_SENTENCES[:60])
     chunks = chunk_document(body, max_tokens=200)
     _check_invariants(body, chunks, 200)
+
+
+def test_title_repeated_as_h1_with_other_punctuation_is_not_duplicated():
+    body = "# 数据保留规范（Data Retention Policy）\n\n## 目的\n\n明确各类数据的保留期限。"
+    chunks = chunk_document(body, title="数据保留规范 Data Retention Policy")
+    assert chunks[0].section_path == ["数据保留规范 Data Retention Policy", "目的"]
