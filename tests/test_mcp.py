@@ -207,12 +207,13 @@ def reader_role(corpus):
             "kb.embed_queue, "
             f"kb.models, kb.settings, kb.schema_migrations, kb.model_readiness, kb.ingest_status TO {role}"
         )
-        kb.execute("ALTER TABLE kb.documents ENABLE ROW LEVEL SECURITY")
-        kb.execute(f"CREATE POLICY mcp_public ON kb.documents FOR SELECT TO {role} USING (namespace = 'public')")
+        # pgkb's own row-level security: namespace grants, enforced with tenant_isolation on
+        kb.execute("UPDATE kb.settings SET value = 'true' WHERE key = 'tenant_isolation'")
+        kb.execute("INSERT INTO kb.namespace_grants (role_name, namespace) VALUES (%s, 'public')", (role,))
         yield role
     finally:
-        kb.execute("DROP POLICY IF EXISTS mcp_public ON kb.documents")
-        kb.execute("ALTER TABLE kb.documents DISABLE ROW LEVEL SECURITY")
+        kb.execute("UPDATE kb.settings SET value = 'false' WHERE key = 'tenant_isolation'")
+        kb.execute("DELETE FROM kb.namespace_grants WHERE role_name = %s", (role,))
         kb.execute(f"DROP OWNED BY {role}")
         kb.execute(f"DROP ROLE {role}")
 
