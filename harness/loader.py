@@ -113,6 +113,8 @@ def split_front_matter(text: str, where: str) -> tuple[dict, str]:
         line = mark.line + 2 if mark is not None else 1  # +1 for the opening '---', +1 for 1-based
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise DocumentError(f"{where}:{line}: invalid YAML front matter: {problem}") from None
+    except ValueError as exc:  # YAML that parses but cannot be built, e.g. the date 2026-02-30
+        raise DocumentError(f"{where}: invalid value in front matter: {exc}") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
