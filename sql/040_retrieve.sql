@@ -376,6 +376,7 @@ DECLARE
     t_fused numeric;
     t_snippets numeric := 0;
     t_visibility numeric;
+    prev_terms text[];
     hidden bigint[];
     restricted boolean;
     result jsonb;
@@ -440,6 +441,13 @@ BEGIN
         IF mode IN ('lexical', 'hybrid') THEN
             t := clock_timestamp();
             terms := kb.query_terms(stage);
+            -- a later stage with the same BM25 terms (the question form only dropped
+            -- stop words) would find the same evidence again: skip it
+            IF stage_no > 1 AND terms = prev_terms THEN
+                t_lex := t_lex + kb.ms_since(t);
+                CONTINUE;
+            END IF;
+            prev_terms := terms;
             SELECT coalesce(jsonb_agg(jsonb_build_object('id', l.chunk_id, 's', l.score, 'cov', l.coverage)
                 ORDER BY l.score DESC, l.chunk_id), '[]')
             INTO lex
