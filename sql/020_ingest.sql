@@ -88,10 +88,12 @@ BEGIN
             WHEN s.queued > 0 THEN 'pending'
             ELSE 'indexed' END,
         ingest_error = s.error,
+        chunk_count = s.chunks,
         indexed_at = now()
     FROM (
         SELECT
             d2.id,
+            count(DISTINCT c.id) AS chunks,
             count(q.chunk_id) FILTER (WHERE q.last_error IS NOT NULL) AS failed,
             count(q.chunk_id) AS queued,
             max(coalesce(q.error_kind || ': ', '') || q.last_error) AS error
@@ -106,7 +108,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb.refresh_ingest_status(bigint[]) IS
-'Recomputes ingest_status/ingest_error of documents from the embedding queue of the active model.';
+'Recomputes ingest_status, ingest_error and chunk_count of documents from their chunks and the embedding queue of the active model.';
 
 CREATE OR REPLACE FUNCTION kb.hnsw_index_name(p_model text)
 RETURNS text
@@ -251,16 +253,12 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
     -- Small corpora: always (cheap). Large ones: at most once a minute, and a
     -- writer that finds another writer refreshing skips instead of waiting.
-    UPDATE kb.lexical_stats AS s
-    SET chunk_count = t.n, avg_length = t.avg_len, refreshed_at = now()
+    SELECT kb.refresh_lexical_stats()
     FROM (
-        SELECT count(*) AS n, greatest(coalesce(avg(lexical_length), 1), 1) AS avg_len FROM kb.chunks
-    ) AS t
-    WHERE s.id IN (
         SELECT l.id FROM kb.lexical_stats AS l
         WHERE l.chunk_count < 2000 OR l.refreshed_at < now() - interval '60 seconds'
         FOR UPDATE SKIP LOCKED
-    )
+    ) AS claimed
 $$;
 COMMENT ON FUNCTION kb.maybe_refresh_lexical_stats() IS
 'Refreshes BM25 statistics from the ingest trigger: always while the corpus is small, else at most once a minute, never waiting on another writer.';

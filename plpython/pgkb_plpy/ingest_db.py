@@ -119,50 +119,21 @@ def sync_document(plpy, GD, SD, new: dict) -> None:
     if plan.insert:
         new_ids = insert_chunks(plpy, SD, doc_id, new["namespace"], [chunks[i] for i in plan.insert])
 
-    status, error_text = "indexed", None
-    models = model_rows(plpy)
-    active = next((m for m in models if m["active"]), None)
-    for model in models:
-        if not new_ids:
-            break
-        if model is not active or conf["embed_mode"] != "sync":
-            _enqueue(plpy, SD, model["name"], new_ids, None)
-            continue
-        texts = [chunks[i].embed_text for i in plan.insert]
-        try:
-            vectors = embed_texts(GD, model, texts, int(conf["embed_batch_size"]))
-        except Exception as exc:  # noqa: BLE001 - any provider failure must keep the document
-            error = as_embedding_error(exc)
-            _enqueue(plpy, SD, model["name"], new_ids, error)
-            status, error_text = "failed", f"{error.kind}: {error}"
-            continue
-        _store_vectors(plpy, SD, model, new_ids, vectors)
-    if active is not None and status == "indexed":
-        pending = plpy.execute(
-            _plan(
-                plpy,
-                SD,
-                "doc_pending",
-                """SELECT count(*) AS n, max(coalesce(q.error_kind || ': ', '') || q.last_error) AS err
-                   FROM kb.embed_queue q JOIN kb.chunks c ON c.id = q.chunk_id
-                   WHERE c.document_id = $1 AND q.model = $2""",
-                ["bigint", "text"],
-            ),
-            [doc_id, active["name"]],
-        )[0]
-        if pending["n"]:
-            status, error_text = ("failed", pending["err"]) if pending["err"] else ("pending", None)
-    plpy.execute(
-        _plan(
-            plpy,
-            SD,
-            "doc_outcome",
-            """UPDATE kb.documents SET ingest_status = $2, ingest_error = $3, chunk_count = $4, indexed_at = now()
-               WHERE id = $1""",
-            ["bigint", "text", "text", "int"],
-        ),
-        [doc_id, status, error_text, len(chunks)],
-    )
+    if new_ids:
+        active_is_sync = conf["embed_mode"] == "sync"
+        for model in model_rows(plpy):
+            if not (model["active"] and active_is_sync):
+                _enqueue(plpy, SD, model["name"], new_ids, None)
+                continue
+            texts = [chunks[i].embed_text for i in plan.insert]
+            try:
+                vectors = embed_texts(GD, model, texts, int(conf["embed_batch_size"]))
+            except Exception as exc:  # noqa: BLE001 - any provider failure must keep the document
+                _enqueue(plpy, SD, model["name"], new_ids, as_embedding_error(exc))
+                continue
+            _store_vectors(plpy, SD, model, new_ids, vectors)
+    # status, error and chunk count derive from the queue and the chunks, one rule for all paths
+    _refresh_document_status(plpy, SD, [doc_id])
     plpy.execute("SELECT kb.maybe_refresh_lexical_stats()")
 
 
