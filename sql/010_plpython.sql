@@ -103,24 +103,13 @@ import json
 if "pgkb_ready" not in GD:
     plpy.execute("SELECT kb.plpython_init()")
 from pgkb_plpy import query_analysis
-return json.dumps(query_analysis.analyze(p_query or "", list(p_context or[])), ensure_ascii=False)
+return json.dumps(query_analysis.analyze(p_query or "", list(p_context or [])), ensure_ascii=False)
 $$;
 COMMENT ON FUNCTION kb.py_analyze_query(text, text[]) IS
 'Query analysis: language, short/long, identifiers, normalised question form, core terms, follow-up composition, stages.';
 
-CREATE OR REPLACE FUNCTION kb.py_snippet(p_content text, p_query text, p_width integer)
-RETURNS text
-LANGUAGE plpython3u
-IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$
-if "pgkb_ready" not in GD:
-    plpy.execute("SELECT kb.plpython_init()")
-from pgkb_plpy import snippets
-return snippets.make_snippet(p_content or "", p_query or "", width=p_width)
-$$;
-COMMENT ON FUNCTION kb.py_snippet(text, text, integer) IS
-'A query-aware window of a passage with the matched terms marked «like this».';
+-- one snippet entry point: kb.py_snippets (below) serves single passages too
+DROP FUNCTION IF EXISTS kb.py_snippet(text, text, integer);
 
 CREATE OR REPLACE FUNCTION kb.py_snippets(p_contents text[], p_query text, p_width integer)
 RETURNS text[]

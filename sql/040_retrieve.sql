@@ -56,7 +56,7 @@ LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT kb.py_snippet(p_content, p_query, p_width) $$;
+AS $$ SELECT (kb.py_snippets(ARRAY[p_content], p_query, p_width))[1] $$;
 COMMENT ON FUNCTION kb.snippet(text, text, integer) IS 'Query-aware snippet (SECURITY DEFINER wrapper for readers).';
 
 CREATE OR REPLACE FUNCTION kb.embed_query(p_query text, p_model text)
@@ -434,6 +434,17 @@ BEGIN
     idents := coalesce(analysis -> 'identifiers', '[]');
     t_embed := kb.ms_since(t);  -- analysis time is reported with embedding
 
+    -- chunks holding the query's identifiers verbatim: the same for every stage, so found once
+    IF jsonb_array_length(idents) > 0 AND mode <> 'dense' THEN
+        t := clock_timestamp();
+        SELECT coalesce(jsonb_agg(i.chunk_id), '[]') INTO best_idents
+        FROM kb.identifier_candidates(
+            ARRAY(SELECT jsonb_array_elements_text(idents)), p_as_of, p_namespace, filters, n_candidates,
+            hidden, restricted
+        ) AS i;
+        t_lex := t_lex + kb.ms_since(t);
+    END IF;
+
     FOR stage IN SELECT jsonb_array_elements_text(analysis -> 'stages') LOOP
         stage_no := stage_no + 1;
         lex := '[]';
@@ -491,10 +502,7 @@ BEGIN
             CASE WHEN mode <> 'lexical' THEN kb.calibrate(dense_top, min_sim, strong_sim) ELSE 0 END
         );
         -- an identifier found verbatim is strong evidence
-        IF jsonb_array_length(idents) > 0 AND mode <> 'dense' AND EXISTS (
-            SELECT 1 FROM kb.identifier_candidates(
-                ARRAY(SELECT jsonb_array_elements_text(idents)), p_as_of, p_namespace, filters, 1, hidden, restricted)
-        ) THEN
+        IF jsonb_array_length(best_idents) > 0 THEN
             evidence := 1;
         END IF;
         stages := stages || jsonb_build_object(
@@ -512,13 +520,6 @@ BEGIN
     END LOOP;
 
     t_fuse := clock_timestamp();
-    IF jsonb_array_length(idents) > 0 AND mode <> 'dense' THEN
-        SELECT coalesce(jsonb_agg(i.chunk_id), '[]') INTO best_idents
-        FROM kb.identifier_candidates(
-            ARRAY(SELECT jsonb_array_elements_text(idents)), p_as_of, p_namespace, filters, n_candidates,
-            hidden, restricted
-        ) AS i;
-    END IF;
 
     IF no_evidence_cutoff AND best_evidence <= 0 THEN
         rows := '[]';

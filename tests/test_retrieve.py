@@ -560,7 +560,7 @@ def test_plain_reader_role(kb):
     for call in (
         "kb.py_query_terms('x')",
         "kb.py_analyze_query('x', NULL)",
-        "kb.py_snippet('x', 'x', 10)",
+        "kb.py_snippets(ARRAY['x'], 'x', 10)",
         "kb.py_embed_query('x', 'hash-64')",
         "kb.embed_queue_batch('hash-64', 1)",
     ):
