@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 from fake_ollama import FakeOllama
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from tests_support import wait_for
+from tests_support import start_slow_ingest, wait_for
 
 from harness import backfill, cluster
 from harness.config import Settings, load_settings, postgres_bin_dir
@@ -68,24 +67,7 @@ def test_sigkill_of_a_backend_mid_ingest_leaves_no_partial_document(crash_cluste
     with _connect(settings) as conn:
         conn.execute("DELETE FROM kb.models")
         conn.execute("SELECT kb.register_model('hash-64', 'hash', 'hash', 64, '{}', true)")
-    big = "\n\n".join(f"## Part {i}\n\n" + "Refunds and returns are explained here. " * 60 for i in range(200))
-    holder: dict = {}
-
-    def ingest() -> None:
-        try:
-            with _connect(settings) as conn:
-                holder["pid"] = conn.info.backend_pid
-                conn.execute(
-                    "INSERT INTO kb.documents (source, body) SELECT 'big-' || g || '.md', %s "
-                    "FROM generate_series(1, 50) AS g",
-                    (big,),
-                )
-        except psycopg.Error as exc:
-            holder["error"] = exc
-
-    t = threading.Thread(target=ingest)
-    t.start()
-    wait_for(lambda: "pid" in holder, timeout=10)
+    t, holder = start_slow_ingest(settings.embedded_dsn)
     time.sleep(1.0)
     os.kill(holder["pid"], signal.SIGKILL)
     t.join(timeout=60)

@@ -8,7 +8,7 @@ import time
 import psycopg
 import pytest
 from psycopg.rows import dict_row
-from tests_support import wait_for
+from tests_support import start_slow_ingest, wait_for
 
 WRITERS = 4
 DOCS_PER_WRITER = 250
@@ -86,24 +86,7 @@ def test_four_concurrent_writers_with_readers_lose_nothing(kb, dsn, embed_mode):
 
 def test_terminated_backend_leaves_no_partial_document(kb, dsn):
     """A backend killed in the middle of a (slow) ingest transaction writes nothing."""
-    big = "\n\n".join(f"## Part {i}\n\n" + "Sentence about refunds and returns. " * 60 for i in range(200))
-    holder: dict = {}
-
-    def ingest() -> None:
-        try:
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                holder["pid"] = conn.info.backend_pid
-                conn.execute(
-                    "INSERT INTO kb.documents (namespace, source, body) "
-                    "SELECT 'crash', 'big-' || g || '.md', %s FROM generate_series(1, 50) AS g",
-                    (big,),
-                )
-        except psycopg.Error as exc:
-            holder["error"] = exc
-
-    t = threading.Thread(target=ingest)
-    t.start()
-    wait_for(lambda: "pid" in holder, timeout=10)
+    t, holder = start_slow_ingest(dsn)
     wait_for(
         lambda: (
             kb.execute("SELECT state FROM pg_stat_activity WHERE pid = %s", (holder["pid"],)).fetchone()["state"]
