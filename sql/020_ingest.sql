@@ -196,6 +196,30 @@ AS $$
 $$;
 COMMENT ON FUNCTION kb.active_model() IS 'The active embedding model row (NULL when none is active).';
 
+CREATE OR REPLACE FUNCTION kb.refresh_term_stats()
+RETURNS bigint
+LANGUAGE sql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- O(postings); kb.refresh_lexical_stats runs it when the corpus has changed
+    -- by a tenth since the last time. The watermark is read before the counts,
+    -- so a chunk is counted here or by the lexical leg, never by both.
+    UPDATE kb.lexical_stats AS s
+    SET terms_max_chunk_id = coalesce((SELECT max(c.id) FROM kb.chunks AS c), 0),
+        terms_chunk_count = (SELECT count(*) FROM kb.chunks)
+    WHERE s.id;
+    DELETE FROM kb.lexical_terms;
+    INSERT INTO kb.lexical_terms (term, df)
+    SELECT lp.term, count(*)
+    FROM kb.lexical_postings AS lp
+    WHERE lp.chunk_id <= (SELECT s.terms_max_chunk_id FROM kb.lexical_stats AS s)
+    GROUP BY lp.term;
+    SELECT count(*) FROM kb.lexical_terms;
+$$;
+COMMENT ON FUNCTION kb.refresh_term_stats() IS
+'Recounts every BM25 term''s document frequency into kb.lexical_terms (chunks up to the new watermark); returns the number of terms.';
+
 CREATE OR REPLACE FUNCTION kb.refresh_lexical_stats()
 RETURNS kb.lexical_stats
 LANGUAGE sql
@@ -207,11 +231,17 @@ AS $$
     FROM (
         SELECT count(*) AS n, greatest(coalesce(avg(lexical_length), 1), 1) AS avg_len FROM kb.chunks
     ) AS t
-    WHERE s.id
-    RETURNING s.*
+    WHERE s.id;
+    -- recount document frequencies once the corpus has grown or shrunk by a
+    -- tenth; below 1,000 chunks the lexical leg simply counts them all
+    SELECT kb.refresh_term_stats()
+    FROM kb.lexical_stats AS s
+    WHERE abs(s.chunk_count - s.terms_chunk_count) > 0.1 * s.terms_chunk_count
+        AND greatest(s.chunk_count, s.terms_chunk_count) >= 1000;
+    SELECT s.* FROM kb.lexical_stats AS s;
 $$;
 COMMENT ON FUNCTION kb.refresh_lexical_stats() IS
-'Recomputes the BM25 corpus statistics (chunk count, average chunk length); run after bulk loads (pgkb ingest and backfill do).';
+'Recomputes the BM25 corpus statistics (chunk count, average chunk length; document frequencies when the corpus changed by a tenth); run after bulk loads (pgkb ingest and backfill do).';
 
 CREATE OR REPLACE PROCEDURE kb.embed_pending(
     p_batch_size integer DEFAULT 32, p_model text DEFAULT NULL, p_include_exhausted boolean DEFAULT false

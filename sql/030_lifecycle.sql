@@ -108,7 +108,7 @@ AS $$
     ),
     superseders AS (
         -- any document in force (of any scope) can supersede one in the same namespace
-        SELECT d.namespace, d.supersedes AS source
+        SELECT d.namespace, d.supersedes AS source, d.source AS origin
         FROM kb.documents AS d, opts AS o
         WHERE d.supersedes IS NOT NULL
             AND (p_namespace IS NULL OR d.namespace = p_namespace)
@@ -118,10 +118,10 @@ AS $$
             AND (d.status <> 'deprecated' OR d.effective_to IS NOT NULL)
             AND (d.removed_at IS NULL OR d.removed_at > p_as_of)
     ),
-    superseded (namespace, source) AS (
-        SELECT namespace, source FROM superseders
+    superseded (namespace, source, origin) AS (
+        SELECT namespace, source, origin FROM superseders
         UNION
-        SELECT d.namespace, d.supersedes
+        SELECT d.namespace, d.supersedes, s.origin
         FROM superseded AS s
         INNER JOIN kb.documents AS d ON d.namespace = s.namespace AND d.source = s.source
         WHERE d.supersedes IS NOT NULL
@@ -131,69 +131,59 @@ AS $$
     SELECT f.id FROM in_force AS f, opts AS o
     WHERE NOT o.history
         -- NOT IN over the (small) superseded set is a hashed subplan, linear in documents
-        AND (f.namespace, f.source) NOT IN (SELECT x.namespace, x.source FROM superseded AS x)
+        -- (a chain that cycles back to its origin does not hide the origin)
+        AND (f.namespace, f.source) NOT IN (SELECT x.namespace, x.source FROM superseded AS x WHERE x.source <> x.origin)
 $$;
 COMMENT ON FUNCTION kb.visible_documents(timestamptz, text, jsonb) IS
 'Ids of the documents a retrieval may use: current at as_of (lifecycle rules of DESIGN.md) within the namespace and filters; a status filter or include_history returns history too.';
 
-CREATE OR REPLACE FUNCTION kb.visibility(p_as_of timestamptz, p_namespace text, p_filters jsonb)
-RETURNS TABLE (hidden bigint[], restricted boolean)
+DROP FUNCTION IF EXISTS kb.visibility(timestamptz, text, jsonb);
+
+CREATE OR REPLACE FUNCTION kb.filters_restrict(p_filters jsonb)
+RETURNS boolean
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT coalesce((p_filters ->> 'include_history')::boolean, false)
+        OR coalesce(p_filters ?| ARRAY['status', 'doc_type', 'metadata', 'tags', 'source_prefix'], false)
+$$;
+COMMENT ON FUNCTION kb.filters_restrict(jsonb) IS
+'True when filters (or include_history) decide visibility, so the legs use kb.visible_documents instead of kb.document_is_current.';
+
+CREATE OR REPLACE FUNCTION kb.document_is_current(p_document_id bigint, p_as_of timestamptz)
+RETURNS boolean
 LANGUAGE sql
 STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
--- look superseded sources up through the (namespace, source) btree, never the trigram index
-SET enable_bitmapscan = 'off'  -- noqa: PRS
 AS $$
-    -- The fast form of kb.visible_documents for the retrieval legs. Usually
-    -- most documents are current, so compute the few that are NOT (from the
-    -- partial index documents_lifecycle, plus superseded ones) and let the legs
-    -- exclude them. With filters or history the legs use kb.visible_documents
-    -- instead (restricted = true). Same rules, tested against each other.
-    WITH RECURSIVE
-    opts AS (
-        SELECT
-            p_as_of::date AS day,
-            coalesce((p_filters ->> 'include_history')::boolean, false)
-            OR p_filters ?| ARRAY['status', 'doc_type', 'metadata', 'tags', 'source_prefix'] AS restricted
-    ),
-    lifecycle_docs AS (
-        SELECT d.id, d.namespace, d.source, d.supersedes, d.status, d.effective_from, d.effective_to, d.removed_at,
-            d.status <> 'draft'
-            AND (d.effective_from IS NULL OR d.effective_from <= o.day)
-            AND (d.effective_to IS NULL OR o.day <= d.effective_to)
-            AND (d.status <> 'deprecated' OR d.effective_to IS NOT NULL)
-            AND (d.removed_at IS NULL OR d.removed_at > p_as_of) AS in_force
-        FROM kb.documents AS d, opts AS o
-        WHERE (d.status <> 'active' OR d.effective_from IS NOT NULL OR d.effective_to IS NOT NULL
-            OR d.removed_at IS NOT NULL)
-            AND (p_namespace IS NULL OR d.namespace = p_namespace)
-    ),
-    superseders AS (
-        -- documents naming another one: in force when they carry no lifecycle attribute at all
-        SELECT d.namespace, d.supersedes AS source
+    -- The per-candidate form of kb.visible_documents' lifecycle rule, for the
+    -- legs without filters: its cost is a few index probes per candidate, not a
+    -- pass over the documents. The chain holds the document and every document
+    -- naming it in `supersedes`, directly or through others (v3 -> v2 -> v1);
+    -- it is current when it is in force and none of the others is.
+    WITH RECURSIVE chain (id, namespace, source, status, effective_from, effective_to, removed_at) AS (
+        SELECT d.id, d.namespace, d.source, d.status, d.effective_from, d.effective_to, d.removed_at
         FROM kb.documents AS d
-        LEFT JOIN lifecycle_docs AS l ON l.id = d.id
-        WHERE d.supersedes IS NOT NULL
-            AND (p_namespace IS NULL OR d.namespace = p_namespace)
-            AND coalesce(l.in_force, true)
-    ),
-    superseded (namespace, source) AS (
-        SELECT namespace, source FROM superseders
+        WHERE d.id = p_document_id
         UNION
-        SELECT d.namespace, d.supersedes
-        FROM superseded AS s
-        INNER JOIN kb.documents AS d ON d.namespace = s.namespace AND d.source = s.source
-        WHERE d.supersedes IS NOT NULL
+        SELECT d.id, d.namespace, d.source, d.status, d.effective_from, d.effective_to, d.removed_at
+        FROM chain AS c
+        INNER JOIN kb.documents AS d ON d.namespace = c.namespace AND d.supersedes = c.source
+    ),
+    judged AS (
+        SELECT
+            c.id = p_document_id AS self,
+            c.status <> 'draft'
+            AND (c.effective_from IS NULL OR c.effective_from <= p_as_of::date)
+            AND (c.effective_to IS NULL OR p_as_of::date <= c.effective_to)
+            AND (c.status <> 'deprecated' OR c.effective_to IS NOT NULL)
+            AND (c.removed_at IS NULL OR c.removed_at > p_as_of) AS in_force
+        FROM chain AS c
     )
-    SELECT
-        CASE WHEN o.restricted THEN '{}'::bigint[] ELSE ARRAY(
-            SELECT l.id FROM lifecycle_docs AS l WHERE NOT l.in_force
-            UNION
-            SELECT d.id FROM superseded AS x
-            INNER JOIN kb.documents AS d ON d.namespace = x.namespace AND d.source = x.source
-        ) END,
-        o.restricted
-    FROM opts AS o
+    SELECT coalesce(bool_or(j.in_force) FILTER (WHERE j.self), false)
+        AND NOT coalesce(bool_or(j.in_force) FILTER (WHERE NOT j.self), false)
+    FROM judged AS j
 $$;
-COMMENT ON FUNCTION kb.visibility(timestamptz, text, jsonb) IS
-'For the retrieval legs: ids of documents hidden at as_of (not current), or restricted = true when filters/history require kb.visible_documents.';
+COMMENT ON FUNCTION kb.document_is_current(bigint, timestamptz) IS
+'Whether one document is current at as_of (DESIGN.md lifecycle: in force and not superseded by a document in force, through chains); same rule as kb.visible_documents.';

@@ -1,26 +1,12 @@
 -- kb_retrieve: BM25 lexical leg (+ trigram for short/identifier queries) and
--- HNSW dense leg, both restricted to visible documents (kb.visibility) before ranking, fused
+-- HNSW dense leg, both restricted to visible documents before ranking, fused
 -- (min-max linear by default, RRF selectable), boosted, with snippets.
 
--- the 5-argument forms of these legs were replaced by forms that take the visibility
-DROP FUNCTION IF EXISTS kb.trigram_candidates(text, timestamptz, text, jsonb, integer);
-DROP FUNCTION IF EXISTS kb.identifier_candidates(text[], timestamptz, text, jsonb, integer);
-
-CREATE OR REPLACE FUNCTION kb.setting(p_key text, p_default jsonb)
-RETURNS jsonb
-LANGUAGE sql
-STABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$
-    -- a session GUC pgkb.<key> overrides kb.settings (handy for evaluation runs)
-    SELECT coalesce(
-        to_jsonb(nullif(current_setting('pgkb.' || p_key, true), '')),
-        (SELECT s.value FROM kb.settings AS s WHERE s.key = p_key AND s.value <> 'null'),
-        p_default
-    )
-$$;
-COMMENT ON FUNCTION kb.setting(text, jsonb) IS
-'A retrieval setting: the session GUC pgkb.<key> if set, else kb.settings, else the default.';
+-- the legs judge visibility per candidate now; their forms that took a hidden-id set go
+DROP FUNCTION IF EXISTS kb.lexical_candidates(text[], timestamptz, text, jsonb, integer, bigint[], boolean);
+DROP FUNCTION IF EXISTS kb.trigram_candidates(text, timestamptz, text, jsonb, integer, bigint[], boolean);
+DROP FUNCTION IF EXISTS kb.identifier_candidates(text[], timestamptz, text, jsonb, integer, bigint[], boolean);
+DROP FUNCTION IF EXISTS kb.dense_candidates(text, text, integer, timestamptz, text, jsonb, integer, bigint[], boolean);
 
 CREATE OR REPLACE FUNCTION kb.query_terms(p_text text)
 RETURNS text[]
@@ -70,61 +56,55 @@ COMMENT ON FUNCTION kb.embed_query(text, text) IS
 'Query vector (pgvector text form) from the named model''s provider (SECURITY DEFINER wrapper for readers).';
 
 CREATE OR REPLACE FUNCTION kb.lexical_candidates(
-    p_terms text[], p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer,
-    p_hidden bigint[], p_restricted boolean
+    p_terms text[], p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
 )
 RETURNS TABLE (chunk_id bigint, score double precision, coverage double precision)
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    -- BM25 (Robertson idf, k1/b from settings) over the postings of the query
-    -- terms. Document frequencies are counted from the same index scan, so they
-    -- are always exact; N and the average length come from kb.lexical_stats.
-    -- coverage = share of the query's idf mass that the chunk contains (CJK
-    -- bigrams that merely straddle two words of the query left out).
-    WITH
+#variable_conflict use_column
+BEGIN
+    -- BM25: Robertson idf, k1/b from settings, N and average length from
+    -- kb.lexical_stats, df from kb.lexical_terms plus the postings of chunks
+    -- added since its refresh. coverage = share of the query's idf mass that
+    -- the chunk contains (CJK bigrams that merely straddle two words of the
+    -- query left out).
+    -- Without filters a term with more than bm25_postings_per_term postings is
+    -- "truncated": only that many of its highest-impact postings are read (an
+    -- index range, not all its postings) to find candidates. The best
+    -- candidates (a shortlist of 2 x p_limit, at least 200) then get their
+    -- exact score: the truncated terms' weights are looked up per chunk. With
+    -- filters every posting is read and every score is exact.
+    -- (plpgsql for its plan cache: a SQL function would plan this on every call)
+    RETURN QUERY WITH
     params AS (
         SELECT
             (kb.setting('bm25_k1', '1.2') #>> '{}')::float8 AS k1,
             (kb.setting('bm25_b', '0.4') #>> '{}')::float8 AS b,
             greatest(st.chunk_count, 1)::float8 AS n,
-            greatest(st.avg_length, 1) AS avgdl
+            greatest(st.avg_length, 1) AS avgdl,
+            st.terms_max_chunk_id AS watermark,
+            kb.filters_restrict(p_filters) AS restricted,
+            CASE WHEN NOT kb.filters_restrict(p_filters)
+                THEN (kb.setting('bm25_postings_per_term', '1000') #>> '{}')::integer END AS per_term,
+            CASE WHEN NOT kb.filters_restrict(p_filters) THEN greatest(2 * p_limit, 200) END AS shortlist
         FROM kb.lexical_stats AS st
     ),
     terms AS (
         SELECT t.term, min(t.pos) AS pos FROM unnest(p_terms) WITH ORDINALITY AS t (term, pos) GROUP BY t.term
     ),
-    common AS (
-        -- terms ANALYZE found in more than bm25_max_df_ratio of the chunks: scanning
-        -- their postings costs the most and their idf adds the least
-        SELECT m.term
-        FROM pg_stats AS st
-        CROSS JOIN LATERAL unnest(st.most_common_vals::text::text[], st.most_common_freqs) AS m (term, freq)
-        CROSS JOIN params AS pr
-        WHERE st.schemaname = 'kb' AND st.tablename = 'lexical_postings' AND st.attname = 'term'
-            AND pr.n >= 10000  -- only where scanning costs: small corpora keep every term
-            AND m.term = ANY(p_terms)
-            AND m.freq * (SELECT c.reltuples FROM pg_class AS c WHERE c.oid = 'kb.lexical_postings'::regclass)
-            > (kb.setting('bm25_max_df_ratio', '1.0') #>> '{}')::float8 * pr.n
+    term_df AS MATERIALIZED (
+        SELECT t.term, t.pos,
+            (coalesce((SELECT lt.df FROM kb.lexical_terms AS lt WHERE lt.term = t.term), 0)
+            + (SELECT count(*) FROM kb.lexical_postings AS lp
+                WHERE lp.term = t.term AND lp.chunk_id > pr.watermark))::float8 AS df
+        FROM terms AS t CROSS JOIN params AS pr
     ),
-    scanned_terms AS (
-        -- never skip every term of a query
-        SELECT t.term FROM terms AS t
-        WHERE t.term NOT IN (SELECT c.term FROM common AS c)
-            OR NOT EXISTS (SELECT 1 FROM terms AS t2 WHERE t2.term NOT IN (SELECT c.term FROM common AS c))
-    ),
-    postings AS MATERIALIZED (
-        SELECT lp.term, lp.chunk_id, lp.document_id, lp.namespace, lp.tf, lp.chunk_length
-        FROM kb.lexical_postings AS lp
-        WHERE lp.term = ANY(ARRAY(SELECT st.term FROM scanned_terms AS st))
-    ),
-    df AS (SELECT p.term, count(*)::float8 AS df FROM postings AS p GROUP BY p.term),
-    idf AS (
-        SELECT t.term, t.pos, coalesce(df.df, 0) AS df,
-            ln(1 + (greatest(pr.n, coalesce(df.df, 0)) - coalesce(df.df, 0) + 0.5)
-                / (coalesce(df.df, 0) + 0.5)) AS idf
-        FROM terms AS t CROSS JOIN params AS pr LEFT JOIN df ON df.term = t.term
+    idf AS MATERIALIZED (
+        SELECT f.term, f.pos, f.df, ln(1 + (greatest(pr.n, f.df) - f.df + 0.5) / (f.df + 0.5)) AS idf,
+            coalesce(f.df > pr.per_term, false) AS truncated
+        FROM term_df AS f CROSS JOIN params AS pr
     ),
     junction AS (
         -- a CJK bigram that no chunk contains, between two query bigrams that some
@@ -142,36 +122,82 @@ AS $$
         SELECT nullif(sum(i.idf), 0) AS idf_mass
         FROM idf AS i
         WHERE i.term NOT IN (SELECT j.term FROM junction AS j)
-            AND i.term IN (SELECT st.term FROM scanned_terms AS st)  -- skipped common terms carry no evidence
     ),
-    scored AS (
+    candidates AS (
         SELECT
             p.chunk_id,
             p.document_id,
-            p.namespace,
-            sum(i.idf * p.tf * (pr.k1 + 1) / (p.tf + pr.k1 * (1 - pr.b + pr.b * p.chunk_length / pr.avgdl)))
-                AS score,
-            sum(i.idf) AS matched_idf
-        FROM postings AS p
-        INNER JOIN idf AS i ON i.term = p.term
+            sum(p.weight) AS partial_score,
+            coalesce(sum(p.weight) FILTER (WHERE NOT i.truncated), 0) AS exact_part,
+            coalesce(sum(i.idf) FILTER (WHERE NOT i.truncated), 0) AS exact_idf
+        FROM idf AS i
         CROSS JOIN params AS pr
-        GROUP BY p.chunk_id, p.document_id, p.namespace
+        CROSS JOIN LATERAL (
+            SELECT lp.chunk_id, lp.document_id,
+                i.idf * lp.tf * (pr.k1 + 1) / (lp.tf + pr.k1 * (1 - pr.b + pr.b * lp.chunk_length / pr.avgdl))
+                    AS weight
+            FROM kb.lexical_postings AS lp
+            WHERE lp.term = i.term AND (p_namespace IS NULL OR lp.namespace = p_namespace)
+            ORDER BY lp.impact DESC
+            LIMIT pr.per_term  -- NULL: all
+        ) AS p
+        GROUP BY p.chunk_id, p.document_id
+    ),
+    shortlisted AS MATERIALIZED (
+        SELECT c.* FROM candidates AS c
+        ORDER BY c.partial_score DESC, c.chunk_id
+        LIMIT (SELECT pr.shortlist FROM params AS pr)  -- NULL: all
+    ),
+    completed AS (
+        -- the shortlisted chunks' exact part, plus the truncated terms' weights
+        -- by primary-key probes (LIMIT 1 keeps each a (term, chunk_id) lookup)
+        SELECT s.chunk_id, s.document_id, s.exact_part AS weight, s.exact_idf AS idf
+        FROM shortlisted AS s
+        UNION ALL
+        SELECT s.chunk_id, s.document_id, w.weight, w.idf
+        FROM shortlisted AS s
+        CROSS JOIN idf AS i
+        CROSS JOIN params AS pr
+        CROSS JOIN LATERAL (
+            SELECT i.idf, i.idf * x.tf * (pr.k1 + 1) / (x.tf + pr.k1 * (1 - pr.b + pr.b * x.chunk_length / pr.avgdl))
+                AS weight
+            FROM kb.lexical_postings AS x
+            WHERE x.term = i.term AND x.chunk_id = s.chunk_id
+            LIMIT 1
+        ) AS w
+        WHERE i.truncated
+    ),
+    ranked AS (
+        -- sorted first, then judged lazily: only as many candidates are checked
+        -- for visibility as it takes to fill the limit (OFFSET 0 keeps the
+        -- visibility condition from being pushed below the sort)
+        SELECT c.chunk_id, c.document_id, sum(c.weight) AS score,
+            coalesce(sum(c.idf) / (SELECT t.idf_mass FROM total AS t), 0) AS coverage
+        FROM completed AS c
+        GROUP BY c.chunk_id, c.document_id
+        ORDER BY 3 DESC, c.chunk_id
+        OFFSET 0
     )
-    SELECT s.chunk_id, s.score, coalesce(s.matched_idf / t.idf_mass, 0)
-    FROM scored AS s
-    CROSS JOIN total AS t
-    WHERE (p_namespace IS NULL OR s.namespace = p_namespace)
-        AND s.document_id NOT IN (SELECT unnest(p_hidden))  -- a hashed subplan, built once
-        AND (NOT p_restricted OR s.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters)))
-    ORDER BY s.score DESC, s.chunk_id
-    LIMIT p_limit
+    SELECT r.chunk_id, r.score, r.coverage
+    FROM ranked AS r
+    CROSS JOIN params AS pr
+    INNER JOIN kb.documents AS d ON d.id = r.document_id
+    WHERE CASE WHEN pr.restricted
+        THEN r.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters))
+        -- fast path (as in kb.dense_candidates): an active, undated document that
+        -- no document names in `supersedes` is current; anything else is judged
+        -- by kb.document_is_current
+        ELSE (d.status = 'active' AND d.effective_from IS NULL AND d.effective_to IS NULL AND d.removed_at IS NULL
+            AND NOT EXISTS (SELECT 1 FROM kb.documents AS s WHERE s.namespace = d.namespace AND s.supersedes = d.source))
+            OR kb.document_is_current(d.id, p_as_of) END
+    LIMIT p_limit;
+END;
 $$;
-COMMENT ON FUNCTION kb.lexical_candidates(text[], timestamptz, text, jsonb, integer, bigint[], boolean) IS
+COMMENT ON FUNCTION kb.lexical_candidates(text[], timestamptz, text, jsonb, integer) IS
 'BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage.';
 
 CREATE OR REPLACE FUNCTION kb.trigram_candidates(
-    p_query text, p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer,
-    p_hidden bigint[], p_restricted boolean
+    p_query text, p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
 )
 RETURNS TABLE (chunk_id bigint, score double precision)
 LANGUAGE sql
@@ -180,22 +206,26 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
     -- Fuzzy matching of a short query (typos, partial identifiers) through the
     -- GIN trigram index; <% uses pg_trgm.word_similarity_threshold (default 0.6),
-    -- which keeps the candidate set small.
-    SELECT c.id, word_similarity(p_query, c.content)::float8
-    FROM kb.chunks AS c
-    WHERE p_query <% c.content
-        AND (p_namespace IS NULL OR c.namespace = p_namespace)
-        AND c.document_id NOT IN (SELECT unnest(p_hidden))  -- a hashed subplan, built once
-        AND (NOT p_restricted OR c.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters)))
-    ORDER BY 2 DESC, c.id
+    -- which keeps the candidate set small. Sorted, then judged lazily (as in
+    -- kb.lexical_candidates).
+    SELECT r.id, r.score
+    FROM (
+        SELECT c.id, c.document_id, word_similarity(p_query, c.content)::float8 AS score
+        FROM kb.chunks AS c
+        WHERE p_query <% c.content AND (p_namespace IS NULL OR c.namespace = p_namespace)
+        ORDER BY 3 DESC, c.id
+        OFFSET 0
+    ) AS r
+    WHERE CASE WHEN kb.filters_restrict(p_filters)
+        THEN r.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters))
+        ELSE kb.document_is_current(r.document_id, p_as_of) END
     LIMIT p_limit
 $$;
-COMMENT ON FUNCTION kb.trigram_candidates(text, timestamptz, text, jsonb, integer, bigint[], boolean) IS
+COMMENT ON FUNCTION kb.trigram_candidates(text, timestamptz, text, jsonb, integer) IS
 'pg_trgm leg for short queries: word_similarity over chunk text via the GIN index (pg_trgm.word_similarity_threshold).';
 
 CREATE OR REPLACE FUNCTION kb.identifier_candidates(
-    p_identifiers text[], p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer,
-    p_hidden bigint[], p_restricted boolean
+    p_identifiers text[], p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
 )
 RETURNS TABLE (chunk_id bigint, matched integer)
 LANGUAGE sql
@@ -205,26 +235,30 @@ AS $$
     -- chunks containing identifiers verbatim (case-insensitive, LIKE-escaped) as
     -- whole tokens: E-4031 is not found inside E-40310 (the ILIKE uses the trigram
     -- index, the regular expression with escaped input rechecks the boundaries)
-    SELECT c.id, count(*)::integer
-    FROM kb.chunks AS c
-    INNER JOIN unnest(p_identifiers) AS i (ident)
-        ON length(i.ident) >= 3
-        AND c.content ILIKE '%' || kb.escape_like(i.ident) || '%'
-        AND c.content ~* ('(^|[^a-z0-9_])' || kb.escape_regex(i.ident) || '($|[^a-z0-9_])')
-    WHERE (p_namespace IS NULL OR c.namespace = p_namespace)
-        AND c.document_id NOT IN (SELECT unnest(p_hidden))  -- a hashed subplan, built once
-        AND (NOT p_restricted OR c.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters)))
-    GROUP BY c.id
-    ORDER BY 2 DESC, c.id
+    SELECT r.id, r.matched
+    FROM (
+        SELECT c.id, c.document_id, count(*)::integer AS matched
+        FROM kb.chunks AS c
+        INNER JOIN unnest(p_identifiers) AS i (ident)
+            ON length(i.ident) >= 3
+            AND c.content ILIKE '%' || kb.escape_like(i.ident) || '%'
+            AND c.content ~* ('(^|[^a-z0-9_])' || kb.escape_regex(i.ident) || '($|[^a-z0-9_])')
+        WHERE p_namespace IS NULL OR c.namespace = p_namespace
+        GROUP BY c.id, c.document_id
+        ORDER BY 3 DESC, c.id
+        OFFSET 0
+    ) AS r
+    WHERE CASE WHEN kb.filters_restrict(p_filters)
+        THEN r.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters))
+        ELSE kb.document_is_current(r.document_id, p_as_of) END
     LIMIT p_limit
 $$;
-COMMENT ON FUNCTION kb.identifier_candidates(text[], timestamptz, text, jsonb, integer, bigint[], boolean) IS
+COMMENT ON FUNCTION kb.identifier_candidates(text[], timestamptz, text, jsonb, integer) IS
 'Chunks that contain the query''s identifiers verbatim as whole tokens (trigram-indexed ILIKE, escaped input).';
 
 CREATE OR REPLACE FUNCTION kb.dense_candidates(
     p_query_vector text, p_model text, p_dimensions integer,
-    p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer,
-    p_hidden bigint[], p_restricted boolean
+    p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
 )
 RETURNS TABLE (chunk_id bigint, score double precision)
 LANGUAGE plpgsql
@@ -234,64 +268,37 @@ SET hnsw.iterative_scan = 'relaxed_order'  -- noqa: PRS
 SET hnsw.ef_search = '100'
 AS $$
 BEGIN
-    -- EXECUTE plans with the bound values, so the hidden-id array is a constant
-    -- and `<> ALL` is hashed, while the rows keep the index's distance order.
     -- The model's partial HNSW index is used because the query repeats its
-    -- expression and predicate literally; the visibility filter runs inside the
-    -- index scan, and iterative scans keep fetching until p_limit rows pass it.
-    PERFORM set_config('hnsw.ef_search', (kb.setting('hnsw_ef_search', '100') #>> '{}'), true);
+    -- expression and predicate literally. The visibility condition runs inside
+    -- the index scan, row by row in distance order, and iterative scans keep
+    -- fetching until p_limit rows pass it. EXECUTE plans with the bound values,
+    -- so the CASE over filters_restrict is decided before the scan. Fast path
+    -- as in kb.lexical_candidates.
+    -- ef_search below the number of rows wanted makes the iterative scan start
+    -- a second pass (about doubling the time); 1.5 x p_limit leaves room for
+    -- the rows the visibility condition removes
+    PERFORM set_config('hnsw.ef_search', least(1000, greatest(
+        (kb.setting('hnsw_ef_search', '100') #>> '{}')::integer, p_limit * 3 / 2))::text, true);
     RETURN QUERY EXECUTE format(
         'SELECT e.chunk_id, (1 - (e.embedding::vector(%1$s) <=> $1::vector(%1$s)))::float8 AS score
          FROM kb.embeddings AS e
          INNER JOIN kb.chunks AS c ON c.id = e.chunk_id
+         INNER JOIN kb.documents AS d ON d.id = c.document_id
          WHERE e.model = %2$L
              AND ($3 IS NULL OR c.namespace = $3)
-             AND c.document_id <> ALL($6)
-             AND (NOT $7 OR c.document_id IN (SELECT kb.visible_documents($2, $3, $4)))
+             AND CASE WHEN $6 THEN c.document_id IN (SELECT kb.visible_documents($2, $3, $4))
+                 ELSE (d.status = ''active'' AND d.effective_from IS NULL AND d.effective_to IS NULL
+                     AND d.removed_at IS NULL AND NOT EXISTS (SELECT 1 FROM kb.documents AS s
+                         WHERE s.namespace = d.namespace AND s.supersedes = d.source))
+                     OR kb.document_is_current(d.id, $2) END
          ORDER BY e.embedding::vector(%1$s) <=> $1::vector(%1$s)
          LIMIT $5',
         p_dimensions, p_model
-    ) USING p_query_vector, p_as_of, p_namespace, p_filters, p_limit, p_hidden, p_restricted;
+    ) USING p_query_vector, p_as_of, p_namespace, p_filters, p_limit, kb.filters_restrict(p_filters);
 END;
 $$;
-COMMENT ON FUNCTION kb.dense_candidates(text, text, integer, timestamptz, text, jsonb, integer, bigint[], boolean) IS
-'Dense leg: HNSW cosine search over the named model''s vectors with the visibility filter inside the scan (iterative scan).';
-
--- Convenience forms of the legs for benchmarks and ad-hoc use: visibility computed per call.
-CREATE OR REPLACE FUNCTION kb.lexical_candidates(
-    p_terms text[], p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
-)
-RETURNS TABLE (chunk_id bigint, score double precision, coverage double precision)
-LANGUAGE sql
-STABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$
-    SELECT l.*
-    FROM kb.visibility(p_as_of, p_namespace, p_filters) AS v
-    CROSS JOIN LATERAL kb.lexical_candidates(
-        p_terms, p_as_of, p_namespace, p_filters, p_limit, v.hidden, v.restricted
-    ) AS l
-$$;
-COMMENT ON FUNCTION kb.lexical_candidates(text[], timestamptz, text, jsonb, integer) IS
-'BM25 lexical leg with visibility computed for this call (see the 7-argument form).';
-
-CREATE OR REPLACE FUNCTION kb.dense_candidates(
-    p_query_vector text, p_model text, p_dimensions integer,
-    p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
-)
-RETURNS TABLE (chunk_id bigint, score double precision)
-LANGUAGE sql
-STABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$
-    SELECT d.*
-    FROM kb.visibility(p_as_of, p_namespace, p_filters) AS v
-    CROSS JOIN LATERAL kb.dense_candidates(
-        p_query_vector, p_model, p_dimensions, p_as_of, p_namespace, p_filters, p_limit, v.hidden, v.restricted
-    ) AS d
-$$;
 COMMENT ON FUNCTION kb.dense_candidates(text, text, integer, timestamptz, text, jsonb, integer) IS
-'Dense leg with visibility computed for this call (see the 9-argument form).';
+'Dense leg: HNSW cosine search over the named model''s vectors with the visibility condition inside the scan (iterative scan).';
 
 CREATE OR REPLACE FUNCTION kb.ms_since(p_start timestamptz)
 RETURNS numeric
@@ -375,10 +382,7 @@ DECLARE
     t_fuse timestamptz;
     t_fused numeric;
     t_snippets numeric := 0;
-    t_visibility numeric;
     prev_terms text[];
-    hidden bigint[];
-    restricted boolean;
     result jsonb;
     snips text[];
 BEGIN
@@ -405,10 +409,6 @@ BEGIN
         q := left(q, 2000);
     END IF;
 
-    t := clock_timestamp();
-    -- which documents are hidden at as_of: computed once, used by every leg and stage
-    SELECT v.hidden, v.restricted INTO hidden, restricted FROM kb.visibility(p_as_of, p_namespace, filters) AS v;
-    t_visibility := kb.ms_since(t);
     t := clock_timestamp();
     analysis := kb.analyze_query(q, p_context);
     SELECT * INTO model FROM kb.models AS m WHERE m.active;
@@ -439,8 +439,7 @@ BEGIN
         t := clock_timestamp();
         SELECT coalesce(jsonb_agg(i.chunk_id), '[]') INTO best_idents
         FROM kb.identifier_candidates(
-            ARRAY(SELECT jsonb_array_elements_text(idents)), p_as_of, p_namespace, filters, n_candidates,
-            hidden, restricted
+            ARRAY(SELECT jsonb_array_elements_text(idents)), p_as_of, p_namespace, filters, n_candidates
         ) AS i;
         t_lex := t_lex + kb.ms_since(t);
     END IF;
@@ -462,13 +461,13 @@ BEGIN
             SELECT coalesce(jsonb_agg(jsonb_build_object('id', l.chunk_id, 's', l.score, 'cov', l.coverage)
                 ORDER BY l.score DESC, l.chunk_id), '[]')
             INTO lex
-            FROM kb.lexical_candidates(terms, p_as_of, p_namespace, filters, n_candidates, hidden, restricted) AS l;
+            FROM kb.lexical_candidates(terms, p_as_of, p_namespace, filters, n_candidates) AS l;
             -- fuzzy fallback only: a short query that BM25 could not match at all
             IF (analysis ->> 'is_short')::boolean AND jsonb_array_length(lex) = 0 THEN
                 SELECT lex || coalesce(jsonb_agg(jsonb_build_object('id', g.chunk_id, 's', 0, 'cov', 0,
                     'trgm', g.score) ORDER BY g.score DESC, g.chunk_id), '[]')
                 INTO lex
-                FROM kb.trigram_candidates(stage, p_as_of, p_namespace, filters, n_candidates, hidden, restricted) AS g
+                FROM kb.trigram_candidates(stage, p_as_of, p_namespace, filters, n_candidates) AS g
                 WHERE NOT lex @> jsonb_build_array(jsonb_build_object('id', g.chunk_id));
             END IF;
             t_lex := t_lex + kb.ms_since(t);
@@ -491,7 +490,7 @@ BEGIN
                     ORDER BY d.score DESC, d.chunk_id), '[]')
                 INTO den
                 FROM kb.dense_candidates(qvec, model.name, model.dimensions, p_as_of, p_namespace, filters,
-                    n_candidates, hidden, restricted) AS d;
+                    n_candidates) AS d;
             END IF;
             t_dense := t_dense + kb.ms_since(t);
         END IF;
@@ -656,7 +655,7 @@ BEGIN
             'returned', jsonb_array_length(rows),
             'notes', to_jsonb(notes),
             'timings_ms', jsonb_build_object(
-                'visibility', t_visibility, 'embed', t_embed, 'lexical', t_lex, 'dense', t_dense, 'fuse', t_fused,
+                'embed', t_embed, 'lexical', t_lex, 'dense', t_dense, 'fuse', t_fused,
                 'snippets', t_snippets, 'total', kb.ms_since(started))
         )
     );

@@ -40,11 +40,13 @@ END;
 $$;
 
 GRANT USAGE ON SCHEMA kb TO pgkb_reader, pgkb_writer, pgkb_admin;
-GRANT SELECT ON kb.documents, kb.chunks, kb.embeddings, kb.lexical_postings, kb.lexical_stats, kb.models,
+GRANT SELECT ON kb.documents, kb.chunks, kb.embeddings, kb.lexical_postings, kb.lexical_stats, kb.lexical_terms,
+kb.models,
 kb.settings, kb.embed_queue, kb.model_readiness, kb.ingest_status TO pgkb_reader, pgkb_writer, pgkb_admin;
 GRANT INSERT, UPDATE, DELETE ON kb.documents, kb.chunks, kb.embeddings, kb.lexical_postings, kb.embed_queue
 TO pgkb_writer, pgkb_admin;
 GRANT UPDATE ON kb.lexical_stats TO pgkb_writer, pgkb_admin;
+GRANT INSERT, DELETE ON kb.lexical_terms TO pgkb_writer, pgkb_admin;
 GRANT EXECUTE ON FUNCTION kb.plpython_init(), kb.embed_queue_batch(text, integer, boolean)
 TO pgkb_writer, pgkb_admin;
 GRANT SELECT, INSERT, UPDATE, DELETE ON kb.settings, kb.models, kb.namespace_grants TO pgkb_admin;

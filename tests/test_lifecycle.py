@@ -163,13 +163,17 @@ def test_removed_document_hidden_after_removal(kb):
     assert sources(retrieve(kb, "退款期限", mode="lexical", as_of="2024-04-30")) == ["refund.md"]
 
 
-def test_visibility_agrees_with_visible_documents(versions):
-    """The legs exclude kb.visibility's hidden ids; that must equal kb.visible_documents' complement."""
+def test_document_is_current_agrees_with_visible_documents(versions):
+    """Without filters the legs judge each candidate with kb.document_is_current (or its fast path
+    for plain documents); that must give exactly kb.visible_documents' set."""
     insert_document(versions, "draft.md", REFUND_V2, status="draft", supersedes="refund-v2.md")
     insert_document(versions, "old.md", "# Old\n\nOld rule.", status="deprecated", effective_to="2022-06-30")
     insert_document(versions, "legacy.md", "# Legacy\n\nLegacy rule.", status="deprecated")
     insert_document(versions, "next.md", "# Next\n\nNext rule.", effective_from="2030-01-01", supersedes="hotel-v3.md")
     insert_document(versions, "other-ns.md", "# Other\n\nOther rule.", namespace="other", supersedes="refund-v2.md")
+    # a cycle: each names the other
+    insert_document(versions, "loop-a.md", "# Loop A\n\nA.", supersedes="loop-b.md")
+    insert_document(versions, "loop-b.md", "# Loop B\n\nB.", supersedes="loop-a.md", effective_to="2022-12-31")
     all_ids = {r["id"] for r in versions.execute("SELECT id FROM kb.documents").fetchall()}
     for as_of in ("2020-01-01", "2021-06-01", "2022-06-30", "2022-07-01", "2023-06-01", "2024-06-01", "2031-01-01"):
         for namespace in (None, "default", "other"):
@@ -180,13 +184,13 @@ def test_visibility_agrees_with_visible_documents(versions):
                     "SELECT kb.visible_documents(%(as_of)s, %(ns)s, '{}') AS id", params
                 ).fetchall()
             }
-            row = versions.execute("SELECT * FROM kb.visibility(%(as_of)s, %(ns)s, '{}')", params).fetchone()
-            assert row["restricted"] is False
-            in_scope = {
+            current = {
                 r["id"]
                 for r in versions.execute(
-                    "SELECT id FROM kb.documents WHERE %(ns)s::text IS NULL OR namespace = %(ns)s", params
+                    """SELECT id FROM kb.documents
+                       WHERE (%(ns)s::text IS NULL OR namespace = %(ns)s) AND kb.document_is_current(id, %(as_of)s)""",
+                    params,
                 ).fetchall()
             }
-            assert visible == in_scope - set(row["hidden"]), (as_of, namespace)
+            assert visible == current, (as_of, namespace)
             assert visible <= all_ids

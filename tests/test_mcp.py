@@ -204,7 +204,7 @@ def reader_role(corpus):
         kb.execute(f"GRANT USAGE ON SCHEMA kb TO {role}")
         kb.execute(
             "GRANT SELECT ON kb.documents, kb.chunks, kb.embeddings, kb.lexical_postings, kb.lexical_stats, "
-            "kb.embed_queue, "
+            "kb.lexical_terms, kb.embed_queue, "
             f"kb.models, kb.settings, kb.schema_migrations, kb.model_readiness, kb.ingest_status TO {role}"
         )
         # pgkb's own row-level security: namespace grants, enforced with tenant_isolation on

@@ -245,7 +245,7 @@ def test_wildcards_do_not_match_everything(identifiers):
     # a literal percent sign is found where it really is
     assert identifiers.execute("SELECT kb.escape_like('a%b_c\\d') AS e").fetchone()["e"] == "a\\%b\\_c\\\\d"
     got = identifiers.execute(
-        "SELECT chunk_id FROM kb.identifier_candidates(ARRAY['20%', 'a_b', 'x%y'], now(), NULL, '{}', 10, '{}', false)"
+        "SELECT chunk_id FROM kb.identifier_candidates(ARRAY['20%', 'a_b', 'x%y'], now(), NULL, '{}', 10)"
     ).fetchall()
     assert len(got) == 1
 
@@ -551,7 +551,7 @@ def test_plain_reader_role(kb):
     kb.execute(f"GRANT USAGE ON SCHEMA kb TO {role}")
     kb.execute(
         "GRANT SELECT ON kb.documents, kb.chunks, kb.embeddings, kb.lexical_postings, kb.lexical_stats, "
-        f"kb.models, kb.settings TO {role}"
+        f"kb.lexical_terms, kb.models, kb.settings TO {role}"
     )
     kb.execute(f"SET ROLE {role}")
     for mode in MODES:

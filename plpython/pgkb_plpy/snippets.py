@@ -98,11 +98,26 @@ def _query_keys(query: str) -> tuple[set[str], list[str], list[str]]:
     return words, idents, grams
 
 
+# Snowball English stems whose word does not start with the stem minus its last letter.
+_STEM_EXCEPTIONS = {"die": "dy", "lie": "ly", "tie": "ty"}  # dying, lying, tying
+
+
+def _term_prefixes(words: set[str]) -> tuple[str, ...]:
+    """Prefixes a word part must start with (lowercased) to have one of ``words`` as its term.
+
+    A Snowball stem changes at most its last letter (``accuracy`` -> ``accuraci``), apart from
+    the exceptions above; so the parts of a passage that cannot match are skipped unstemmed."""
+    prefixes = {w[:-1] if len(w) > 1 else w for w in words}
+    prefixes.update(_STEM_EXCEPTIONS[w] for w in words if w in _STEM_EXCEPTIONS)
+    return tuple(prefixes)
+
+
 def _matches(text: str, query: str) -> list[tuple[int, int, frozenset[str]]]:
     """Merged match spans ``(start, end, keys)`` in ``text``, sorted."""
     words, idents, grams = _query_keys(query)
     raw: list[tuple[int, int, str]] = []
     if words:
+        prefixes = _term_prefixes(words)
         for kind, start, end in lexical.spans(text):
             if kind != "word":
                 continue
@@ -112,11 +127,15 @@ def _matches(text: str, query: str) -> list[tuple[int, int, frozenset[str]]]:
                 raw.append((start, end, norm.lower()))
             if norm == token:
                 for part in _PART_RE.finditer(token):
+                    if not part.group(0).lower().startswith(prefixes):
+                        continue
                     term = lexical.word_term(part.group(0))
                     if term is not None and term in words:
                         raw.append((start + part.start(), start + part.end(), term))
             else:  # compatibility forms: offsets of parts differ, mark the whole token
                 for part in _PART_RE.findall(norm):
+                    if not part.lower().startswith(prefixes):
+                        continue
                     term = lexical.word_term(part)
                     if term is not None and term in words:
                         raw.append((start, end, term))
