@@ -9,7 +9,8 @@ ALTER TABLE kb.lexical_postings
 ADD COLUMN impact real GENERATED ALWAYS AS ((tf::float8 / (tf + 1.2 * (0.6 + 0.4 * chunk_length::float8 / 128)))::real) STORED;
 
 ALTER TABLE kb.lexical_postings DROP CONSTRAINT lexical_postings_pkey;
-ALTER TABLE kb.lexical_postings ADD PRIMARY KEY (term, chunk_id);
+-- tf and length in the key make the shortlist's (term, chunk_id) probes index-only
+ALTER TABLE kb.lexical_postings ADD PRIMARY KEY (term, chunk_id) INCLUDE (tf, chunk_length);
 CREATE INDEX lexical_postings_impact ON kb.lexical_postings (term, impact DESC)
 INCLUDE (chunk_id, document_id, namespace, tf, chunk_length);
 

@@ -102,9 +102,14 @@ BEGIN
         FROM terms AS t CROSS JOIN params AS pr
     ),
     idf AS MATERIALIZED (
-        SELECT f.term, f.pos, f.df, ln(1 + (greatest(pr.n, f.df) - f.df + 0.5) / (f.df + 0.5)) AS idf,
-            coalesce(f.df > pr.per_term, false) AS truncated
-        FROM term_df AS f CROSS JOIN params AS pr
+        SELECT w.*, coalesce(w.df > w.read_limit, false) AS truncated
+        FROM (
+            SELECT f.term, f.pos, f.df, x.idf,
+                ceil(pr.per_term * x.idf / nullif(max(x.idf) OVER (), 0))::integer AS read_limit
+            FROM term_df AS f
+            CROSS JOIN params AS pr
+            CROSS JOIN LATERAL (SELECT ln(1 + (greatest(pr.n, f.df) - f.df + 0.5) / (f.df + 0.5)) AS idf) AS x
+        ) AS w
     ),
     junction AS (
         -- a CJK bigram that no chunk contains, between two query bigrams that some
@@ -139,7 +144,7 @@ BEGIN
             FROM kb.lexical_postings AS lp
             WHERE lp.term = i.term AND (p_namespace IS NULL OR lp.namespace = p_namespace)
             ORDER BY lp.impact DESC
-            LIMIT pr.per_term  -- NULL: all
+            LIMIT i.read_limit  -- NULL: all
         ) AS p
         GROUP BY p.chunk_id, p.document_id
     ),
