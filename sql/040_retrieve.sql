@@ -105,7 +105,8 @@ BEGIN
         SELECT w.*, coalesce(w.df > w.read_limit, false) AS truncated
         FROM (
             SELECT f.term, f.pos, f.df, x.idf,
-                ceil(pr.per_term * x.idf / nullif(max(x.idf) OVER (), 0))::integer AS read_limit
+                greatest(ceil(pr.per_term * x.idf / nullif(max(x.idf) OVER (), 0)), pr.per_term / 10)::integer
+                    AS read_limit
             FROM term_df AS f
             CROSS JOIN params AS pr
             CROSS JOIN LATERAL (SELECT ln(1 + (greatest(pr.n, f.df) - f.df + 0.5) / (f.df + 0.5)) AS idf) AS x

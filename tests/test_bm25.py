@@ -1,0 +1,64 @@
+"""The BM25 leg's bounded reads and its document-frequency statistics (docs/RETRIEVAL.md)."""
+
+import pytest
+from conftest import insert_document
+
+LEG = "SELECT chunk_id, score, coverage FROM kb.lexical_candidates(%s::text[], now(), NULL, %s::jsonb, %s)"
+
+
+def leg(conn, query: str, limit: int = 50, filters: str = "{}") -> list[tuple]:
+    terms = conn.execute("SELECT kb.query_terms(%s) AS t", [query]).fetchone()["t"]
+    rows = conn.execute(LEG, [terms, filters, limit]).fetchall()
+    return [(r["chunk_id"], round(r["score"], 9), round(r["coverage"], 9)) for r in rows]
+
+
+@pytest.fixture
+def corpus(kb):
+    # "refund" in every document (1-4 times), "policy" in every third, "window" in two
+    for i in range(24):
+        words = ["refund"] * (1 + i % 4) + (["policy"] if i % 3 == 0 else []) + (["window"] if i in (5, 17) else [])
+        filler = [f"filler{j}" for j in range(i % 7)]
+        insert_document(kb, f"d{i}.md", f"# Doc {i}\n\n" + " ".join(words + filler) + ".")
+    return kb
+
+
+def test_truncated_terms_still_give_exact_scores(corpus):
+    exact = leg(corpus, "refund policy window")
+    assert len(exact) == 24
+    # the rarest term may read 2 postings, the common ones fewer: both common terms are truncated
+    corpus.execute("SET pgkb.bm25_postings_per_term = '2'")
+    bounded = leg(corpus, "refund policy window")
+    assert 2 <= len(bounded) < len(exact)
+    by_chunk = {chunk: (score, coverage) for chunk, score, coverage in exact}
+    # every chunk found has its full score: the truncated terms' weights were looked up
+    assert [(c, by_chunk[c][0], by_chunk[c][1]) for c, _, _ in bounded] == bounded
+    assert bounded[:2] == exact[:2]  # the two "window" documents lead either way
+
+
+def test_filters_read_every_posting(corpus):
+    corpus.execute("SET pgkb.bm25_postings_per_term = '2'")
+    assert leg(corpus, "refund policy window", filters='{"include_history": true}') == leg(
+        corpus, "refund policy window", filters='{"include_history": true}'
+    )
+    corpus.execute("RESET pgkb.bm25_postings_per_term")
+    exact = leg(corpus, "refund policy window")
+    corpus.execute("SET pgkb.bm25_postings_per_term = '2'")
+    assert leg(corpus, "refund policy window", filters='{"include_history": true}') == exact
+
+
+def test_document_frequencies_count_chunks_added_after_the_refresh(corpus):
+    assert corpus.execute("SELECT kb.refresh_term_stats() AS n").fetchone()["n"] > 0
+    stored = corpus.execute("SELECT df FROM kb.lexical_terms WHERE term = 'window'").fetchone()["df"]
+    assert stored == 2
+    for i in range(3):
+        insert_document(corpus, f"new{i}.md", f"# New {i}\n\nwindow refund.")
+    after_inserts = leg(corpus, "refund window")
+    corpus.execute("SELECT kb.refresh_term_stats()")
+    assert corpus.execute("SELECT df FROM kb.lexical_terms WHERE term = 'window'").fetchone()["df"] == 5
+    assert leg(corpus, "refund window") == after_inserts  # the new chunks were counted before the recount
+
+
+def test_refresh_runs_once_the_corpus_changed_by_a_tenth(kb):
+    kb.execute("UPDATE kb.lexical_stats SET terms_chunk_count = 1000, chunk_count = 1000")
+    kb.execute("SELECT kb.refresh_lexical_stats()")  # 0 chunks now: changed by far more than a tenth
+    assert kb.execute("SELECT terms_chunk_count FROM kb.lexical_stats").fetchone()["terms_chunk_count"] == 0
