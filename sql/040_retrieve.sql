@@ -64,6 +64,11 @@ STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    restricted boolean := kb.filters_restrict(p_filters);
+    per_term integer := CASE WHEN NOT restricted
+        THEN (kb.setting('bm25_postings_per_term', '1000') #>> '{}')::integer END;  -- NULL: read all
+    shortlist integer := CASE WHEN NOT restricted THEN greatest(2 * p_limit, 200) END;  -- NULL: all
 BEGIN
     -- BM25: Robertson idf, k1/b from settings, N and average length from
     -- kb.lexical_stats, df from kb.lexical_terms plus the postings of chunks
@@ -84,11 +89,7 @@ BEGIN
             (kb.setting('bm25_b', '0.4') #>> '{}')::float8 AS b,
             greatest(st.chunk_count, 1)::float8 AS n,
             greatest(st.avg_length, 1) AS avgdl,
-            st.terms_max_chunk_id AS watermark,
-            kb.filters_restrict(p_filters) AS restricted,
-            CASE WHEN NOT kb.filters_restrict(p_filters)
-                THEN (kb.setting('bm25_postings_per_term', '1000') #>> '{}')::integer END AS per_term,
-            CASE WHEN NOT kb.filters_restrict(p_filters) THEN greatest(2 * p_limit, 200) END AS shortlist
+            st.terms_max_chunk_id AS watermark
         FROM kb.lexical_stats AS st
     ),
     terms AS (
@@ -105,7 +106,7 @@ BEGIN
         SELECT w.*, coalesce(w.df > w.read_limit, false) AS truncated
         FROM (
             SELECT f.term, f.pos, f.df, x.idf,
-                greatest(ceil(pr.per_term * x.idf / nullif(max(x.idf) OVER (), 0)), pr.per_term / 10)::integer
+                greatest(ceil(per_term * x.idf / nullif(max(x.idf) OVER (), 0)), per_term / 10)::integer
                     AS read_limit
             FROM term_df AS f
             CROSS JOIN params AS pr
@@ -152,7 +153,7 @@ BEGIN
     shortlisted AS MATERIALIZED (
         SELECT c.* FROM candidates AS c
         ORDER BY c.partial_score DESC, c.chunk_id
-        LIMIT (SELECT pr.shortlist FROM params AS pr)  -- NULL: all
+        LIMIT shortlist
     ),
     completed AS (
         -- the shortlisted chunks' exact part, plus the truncated terms' weights
@@ -186,9 +187,8 @@ BEGIN
     )
     SELECT r.chunk_id, r.score, r.coverage
     FROM ranked AS r
-    CROSS JOIN params AS pr
     INNER JOIN kb.documents AS d ON d.id = r.document_id
-    WHERE CASE WHEN pr.restricted
+    WHERE CASE WHEN restricted
         THEN r.document_id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters))
         -- fast path (as in kb.dense_candidates): an active, undated document that
         -- no document names in `supersedes` is current; anything else is judged
