@@ -1,17 +1,156 @@
--- Settings lookup shared by ingest and retrieval.
+-- The settings catalogue: every key pgkb reads, with its type, default and
+-- description, in this one list. A new key is added here (and read through
+-- kb.setting); migrate inserts it with its default and never overwrites a
+-- value an admin has set.
 
-CREATE OR REPLACE FUNCTION kb.setting(p_key text, p_default jsonb)
+INSERT INTO kb.settings AS s (key, value, value_type, default_value, choices, session_override, description)
+SELECT c.key, c.default_value, c.value_type, c.default_value, c.choices, c.session_override, c.description
+FROM (VALUES
+    -- ingest
+    ('embed_mode', 'text', '"sync"'::jsonb, '["sync", "deferred"]'::jsonb, true,
+        'sync: embed inside the ingest trigger; deferred: the trigger only chunks, kb.embed_pending embeds'),
+    ('chunk_max_tokens', 'integer', '380', NULL, true,
+        'upper bound of a chunk in estimated tokens (plpython/pgkb_plpy/chunker.py)'),
+    ('chunk_overlap_tokens', 'integer', '48', NULL, true,
+        'overlap between the pieces of one unit that had to be split'),
+    ('embed_batch_size', 'integer', '16', NULL, true, 'texts per provider call'),
+    ('embed_max_attempts', 'integer', '5', NULL, true,
+        'after this many failed attempts a chunk is no longer retried automatically by kb.embed_pending'),
+    -- where the in-database Python is: a session must not point PL/Python at other code
+    ('python_path', 'text', 'null', NULL, false,
+        'site-packages of the server-side venv that holds pgkb_plpy; written by pgkb migrate'),
+    -- the term rules the stored postings were built with; code with other rules must re-index first
+    ('lexical_terms_version', 'integer', '1', NULL, false,
+        'version of the BM25 term rules (pgkb_plpy.lexical.TERMS_VERSION) the stored postings were built with'),
+    -- BM25 leg
+    ('bm25_k1', 'number', '1.2', NULL, true, 'BM25 term-frequency saturation'),
+    ('bm25_b', 'number', '0.4', NULL, true, 'BM25 length normalisation'),
+    ('bm25_postings_per_term', 'integer', '1000', NULL, true,
+        'BM25 reads at most this many postings of each query term, the highest-impact ones (retrievals without filters; with filters every posting is read)'),
+    -- dense leg
+    ('hnsw_ef_search', 'integer', '100', NULL, true,
+        'HNSW candidate list size of the dense leg (pgvector hnsw.ef_search); raised to 1.5 x the candidates wanted, at most 1000'),
+    -- fusion and answerability
+    ('candidates_per_leg', 'integer', '100', NULL, true,
+        'candidates each leg hands to fusion (at least 5 x k)'),
+    ('fusion', 'text', '"linear"', '["linear", "rrf"]', true,
+        'linear: min-max normalised scores, weighted; rrf: reciprocal rank fusion'),
+    ('weight_dense', 'number', '0.45', NULL, true, 'weight of the dense leg in fusion'),
+    ('weight_lexical', 'number', '0.55', NULL, true, 'weight of the lexical leg in fusion'),
+    ('exact_weight_dense', 'number', '0.2', NULL, true,
+        'weight of the dense leg in mode auto for short, exact-looking queries'),
+    ('exact_weight_lexical', 'number', '0.8', NULL, true,
+        'weight of the lexical leg in mode auto for short, exact-looking queries'),
+    ('rrf_k', 'number', '60', NULL, true, 'the k of reciprocal rank fusion: 1 / (k + rank)'),
+    ('boost_identifier', 'number', '0.5', NULL, true,
+        'added to a passage that contains an identifier of the query verbatim'),
+    ('boost_title', 'number', '0.1', NULL, true,
+        'added to a passage whose document title contains the query''s core terms'),
+    ('min_lexical_coverage', 'number', '0.2', NULL, true,
+        'top BM25 idf coverage at or below which the lexical leg gives no evidence'),
+    ('strong_lexical_coverage', 'number', '0.6', NULL, true,
+        'top BM25 idf coverage at or above which the lexical leg gives strong evidence (no later stage is tried)'),
+    ('no_evidence_cutoff', 'boolean', 'true', NULL, true,
+        'true: a retrieval whose legs give no evidence returns no rows'),
+    ('snippets', 'boolean', 'true', NULL, true, 'true: kb_retrieve computes query-aware snippets'),
+    -- observability: a reader must not be able to keep its queries out of the log
+    ('retrieval_log', 'boolean', 'false', NULL, false,
+        'true: every kb_retrieve call appends a row to kb.retrieval_log (query hash, mode, timings, results)'),
+    -- security: row-level security must not depend on what a session sets, or
+    -- any reader could switch it off with SET pgkb.tenant_isolation = false
+    ('tenant_isolation', 'boolean', 'false', NULL, false,
+        'true: roles that do not own the kb tables see only the namespaces kb.namespace_grants gives them')
+) AS c (key, value_type, default_value, choices, session_override, description)
+ON CONFLICT (key) DO UPDATE SET
+    value_type = excluded.value_type,
+    default_value = excluded.default_value,
+    choices = excluded.choices,
+    session_override = excluded.session_override,
+    description = excluded.description
+WHERE (s.value_type, s.default_value, s.choices, s.session_override, s.description)
+IS DISTINCT FROM (excluded.value_type, excluded.default_value, excluded.choices, excluded.session_override,
+    excluded.description);
+
+CREATE OR REPLACE FUNCTION kb.setting(p_key text)
 RETURNS jsonb
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    entry kb.settings;
+    session_value text;
+    value jsonb;
+BEGIN
+    SELECT * INTO entry FROM kb.settings AS s WHERE s.key = p_key;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'pgkb: unknown setting "%"', p_key
+            USING HINT = 'the settings and their descriptions: SELECT * FROM kb.settings_catalogue';
+    END IF;
+    IF entry.session_override THEN
+        session_value := nullif(current_setting('pgkb.' || p_key, true), '');
+    END IF;
+    IF session_value IS NULL THEN
+        RETURN entry.value;
+    END IF;
+    -- GUCs are text: a boolean or number must be spelled as JSON spells it
+    IF (CASE entry.value_type
+        WHEN 'boolean' THEN session_value !~ '^(true|false)$'
+        WHEN 'integer' THEN session_value !~ '^-?[0-9]+$'
+        WHEN 'number' THEN session_value !~ '^-?[0-9]+(\.[0-9]+)?([eE][-+]?[0-9]+)?$'
+        ELSE false END) THEN
+        RAISE EXCEPTION 'pgkb: session setting pgkb.% = "%" is not a valid %', p_key, session_value, entry.value_type
+            USING HINT = format('RESET pgkb.%s, or SET it to a valid value', p_key);
+    END IF;
+    value := CASE entry.value_type WHEN 'text' THEN to_jsonb(session_value) ELSE session_value::jsonb END;
+    IF entry.choices IS NOT NULL AND NOT entry.choices @> jsonb_build_array(value) THEN
+        RAISE EXCEPTION 'pgkb: session setting pgkb.% = "%" is not one of %', p_key, session_value, entry.choices
+            USING HINT = format('RESET pgkb.%s, or SET it to a valid value', p_key);
+    END IF;
+    RETURN value;
+END;
+$$;
+COMMENT ON FUNCTION kb.setting(text) IS
+'The value of a setting: the session GUC pgkb.<key> where the catalogue allows session overrides, else kb.settings; an unknown key is an error.';
+
+CREATE OR REPLACE VIEW kb.settings_catalogue WITH (security_invoker = true) AS
+SELECT
+    s.key,
+    kb.setting(s.key) AS value,
+    CASE WHEN s.session_override AND nullif(current_setting('pgkb.' || s.key, true), '') IS NOT NULL
+        THEN 'session'
+        WHEN s.value = s.default_value THEN 'default'
+        ELSE 'kb.settings' END AS source,
+    s.value_type,
+    s.default_value,
+    s.choices,
+    s.session_override,
+    s.description
+FROM kb.settings AS s;
+COMMENT ON VIEW kb.settings_catalogue IS
+'Every setting with the value in force for this session, where it comes from (session, kb.settings or default), its type and description.';
+
+CREATE OR REPLACE FUNCTION kb.read_retrieval_settings()
+RETURNS kb.retrieval_settings
 LANGUAGE sql
 STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    -- a session GUC pgkb.<key> overrides kb.settings (handy for evaluation runs)
-    SELECT coalesce(
-        to_jsonb(nullif(current_setting('pgkb.' || p_key, true), '')),
-        (SELECT s.value FROM kb.settings AS s WHERE s.key = p_key AND s.value <> 'null'),
-        p_default
-    )
+    SELECT ROW(
+        (kb.setting('candidates_per_leg') #>> '{}')::integer,
+        kb.setting('fusion') #>> '{}',
+        (kb.setting('weight_dense') #>> '{}')::float8,
+        (kb.setting('weight_lexical') #>> '{}')::float8,
+        (kb.setting('exact_weight_dense') #>> '{}')::float8,
+        (kb.setting('exact_weight_lexical') #>> '{}')::float8,
+        (kb.setting('rrf_k') #>> '{}')::float8,
+        (kb.setting('boost_identifier') #>> '{}')::float8,
+        (kb.setting('boost_title') #>> '{}')::float8,
+        (kb.setting('min_lexical_coverage') #>> '{}')::float8,
+        (kb.setting('strong_lexical_coverage') #>> '{}')::float8,
+        (kb.setting('no_evidence_cutoff') #>> '{}')::boolean,
+        (kb.setting('snippets') #>> '{}')::boolean
+    )::kb.retrieval_settings
 $$;
-COMMENT ON FUNCTION kb.setting(text, jsonb) IS
-'A retrieval setting: the session GUC pgkb.<key> if set, else kb.settings, else the default.';
+COMMENT ON FUNCTION kb.read_retrieval_settings() IS
+'The retrieval settings in force for this session, typed, in one composite (read once per kb_retrieve call).';

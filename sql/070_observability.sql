@@ -1,6 +1,6 @@
 -- Retrieval log writer and the views BI tools read (docs/OBSERVABILITY.md has example queries).
 
-CREATE OR REPLACE FUNCTION kb.log_retrieval(p_explain jsonb, p_rows jsonb, p_namespace text, p_k integer)
+CREATE OR REPLACE FUNCTION kb.log_retrieval(p_explain jsonb, p_rows kb.retrieval_row[], p_namespace text, p_k integer)
 RETURNS void
 LANGUAGE sql
 VOLATILE PARALLEL UNSAFE
@@ -18,18 +18,18 @@ AS $$
         p_explain ->> 'mode_requested',
         p_explain ->> 'mode',
         p_k,
-        jsonb_array_length(p_rows),
+        cardinality(p_rows),
         (p_explain ->> 'low_confidence')::boolean,
         (p_explain ->> 'no_evidence')::boolean,
         ARRAY(
-            SELECT DISTINCT (r ->> 'namespace') || '/' || (r ->> 'source') FROM jsonb_array_elements(p_rows) AS r
+            SELECT DISTINCT r.namespace || '/' || r.source FROM unnest(p_rows) AS r
         ),
         p_explain -> 'timings_ms',
         (p_explain #>> '{timings_ms,total}')::double precision,
         session_user
-    WHERE (kb.setting('retrieval_log', 'false') #>> '{}')::boolean
+    WHERE (kb.setting('retrieval_log') #>> '{}')::boolean
 $$;
-COMMENT ON FUNCTION kb.log_retrieval(jsonb, jsonb, text, integer) IS
+COMMENT ON FUNCTION kb.log_retrieval(jsonb, kb.retrieval_row[], text, integer) IS
 'Appends one kb_retrieve call to kb.retrieval_log when the setting retrieval_log is true (query stored only as a hash).';
 
 CREATE OR REPLACE VIEW kb.retrieval_latency_daily AS

@@ -1,6 +1,6 @@
 -- Privileges. kb_retrieve and kb_retrieve_explain are SECURITY INVOKER and run
 -- with the caller's rights; they reach PL/Python only through the SECURITY
--- DEFINER wrappers of 040_retrieve.sql (kb.query_terms, kb.analyze_query,
+-- DEFINER wrappers of 040_reader_gateways.sql (kb.query_terms, kb.analyze_query,
 -- kb.snippet, kb.embed_query). The PL/Python functions themselves are not for
 -- readers: EXECUTE is revoked from PUBLIC on every plpython3u function of the
 -- kb schema (the trigger function still fires for whoever may write documents,
@@ -42,7 +42,8 @@ $$;
 GRANT USAGE ON SCHEMA kb TO pgkb_reader, pgkb_writer, pgkb_admin;
 GRANT SELECT ON kb.documents, kb.chunks, kb.embeddings, kb.lexical_postings, kb.lexical_stats, kb.lexical_terms,
 kb.models,
-kb.settings, kb.embed_queue, kb.model_readiness, kb.ingest_status TO pgkb_reader, pgkb_writer, pgkb_admin;
+kb.settings, kb.settings_catalogue, kb.embedding_providers, kb.embed_queue, kb.model_readiness, kb.ingest_status
+TO pgkb_reader, pgkb_writer, pgkb_admin;
 GRANT INSERT, UPDATE, DELETE ON kb.documents, kb.chunks, kb.embeddings, kb.lexical_postings, kb.embed_queue
 TO pgkb_writer, pgkb_admin;
 GRANT UPDATE ON kb.lexical_stats TO pgkb_writer, pgkb_admin;
@@ -50,6 +51,8 @@ GRANT INSERT, DELETE ON kb.lexical_terms TO pgkb_writer, pgkb_admin;
 GRANT EXECUTE ON FUNCTION kb.plpython_init(), kb.embed_queue_batch(text, integer, boolean)
 TO pgkb_writer, pgkb_admin;
 GRANT SELECT, INSERT, UPDATE, DELETE ON kb.settings, kb.models, kb.namespace_grants TO pgkb_admin;
+-- what each provider's similarities mean is no secret, and every retrieval reads it
+GRANT SELECT ON kb.embedding_providers TO PUBLIC;
 GRANT SELECT ON ALL TABLES IN SCHEMA kb TO pgkb_admin;
 
 CREATE OR REPLACE FUNCTION kb.allowed_namespaces(p_role name)

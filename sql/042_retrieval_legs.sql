@@ -1,0 +1,249 @@
+-- The retrieval legs. Each returns its best candidates among the documents a
+-- retrieval may see (kb.visible_candidate, judged inside the leg, before
+-- ranking): BM25 over the postings, pg_trgm for short fuzzy queries,
+-- verbatim identifiers, and HNSW over the active model's vectors.
+
+CREATE OR REPLACE FUNCTION kb.bm25_weight(
+    p_idf double precision, p_tf integer, p_length integer, p_k1 double precision, p_b double precision,
+    p_avgdl double precision
+)
+RETURNS double precision
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+-- no SET search_path, so that it is inlined into the lexical leg (see 030_lifecycle.sql)
+AS $$
+    SELECT p_idf * p_tf * (p_k1 + 1) / (p_tf + p_k1 * (1 - p_b + p_b * p_length / p_avgdl))
+$$;
+COMMENT ON FUNCTION kb.bm25_weight(double precision, integer, integer, double precision, double precision, double precision) IS
+'A posting''s BM25 weight: idf x tf saturation (k1) with length normalisation (b, average length avgdl). Inlined.';
+
+CREATE OR REPLACE FUNCTION kb.lexical_candidates(
+    p_terms text[], p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
+)
+RETURNS TABLE (chunk_id bigint, score double precision, coverage double precision)
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    restricted boolean := kb.filters_restrict(p_filters);
+    per_term integer := CASE WHEN NOT restricted
+        THEN (kb.setting('bm25_postings_per_term') #>> '{}')::integer END;  -- NULL: read all
+    shortlist integer := CASE WHEN NOT restricted THEN greatest(2 * p_limit, 200) END;  -- NULL: all
+BEGIN
+    -- BM25: Robertson idf, k1/b from settings, N and average length from
+    -- kb.lexical_stats, df from kb.lexical_terms plus the postings of chunks
+    -- added since its refresh. coverage = share of the query's idf mass that
+    -- the chunk contains (CJK bigrams that merely straddle two words of the
+    -- query left out).
+    -- Without filters a term with more than bm25_postings_per_term postings is
+    -- "truncated": only that many of its highest-impact postings are read (an
+    -- index range, not all its postings) to find candidates. The best
+    -- candidates (a shortlist of 2 x p_limit, at least 200) then get their
+    -- exact score: the truncated terms' weights are looked up per chunk. With
+    -- filters every posting is read and every score is exact.
+    -- (plpgsql for its plan cache: a SQL function would plan this on every call)
+    RETURN QUERY WITH
+    params AS (
+        SELECT
+            (kb.setting('bm25_k1') #>> '{}')::float8 AS k1,
+            (kb.setting('bm25_b') #>> '{}')::float8 AS b,
+            greatest(st.chunk_count, 1)::float8 AS n,
+            greatest(st.avg_length, 1) AS avgdl,
+            st.terms_max_chunk_id AS watermark
+        FROM kb.lexical_stats AS st
+    ),
+    terms AS (
+        SELECT t.term, min(t.pos) AS pos FROM unnest(p_terms) WITH ORDINALITY AS t (term, pos) GROUP BY t.term
+    ),
+    term_df AS MATERIALIZED (
+        SELECT t.term, t.pos,
+            (coalesce((SELECT lt.df FROM kb.lexical_terms AS lt WHERE lt.term = t.term), 0)
+            + (SELECT count(*) FROM kb.lexical_postings AS lp
+                WHERE lp.term = t.term AND lp.chunk_id > pr.watermark))::float8 AS df
+        FROM terms AS t CROSS JOIN params AS pr
+    ),
+    idf AS MATERIALIZED (
+        SELECT w.*, coalesce(w.df > w.read_limit, false) AS truncated
+        FROM (
+            SELECT f.term, f.pos, f.df, x.idf,
+                greatest(ceil(per_term * x.idf / nullif(max(x.idf) OVER (), 0)), per_term / 10)::integer
+                    AS read_limit
+            FROM term_df AS f
+            CROSS JOIN params AS pr
+            CROSS JOIN LATERAL (SELECT ln(1 + (greatest(pr.n, f.df) - f.df + 0.5) / (f.df + 0.5)) AS idf) AS x
+        ) AS w
+    ),
+    junction AS (
+        -- a CJK bigram that no chunk contains, between two query bigrams that some
+        -- chunk does contain (公司|司员|员工): a word boundary of the query, not a
+        -- missing concept, so it does not count against coverage
+        SELECT i.term
+        FROM idf AS i
+        INNER JOIN idf AS prev ON prev.pos = i.pos - 1
+        INNER JOIN idf AS nxt ON nxt.pos = i.pos + 1
+        WHERE i.df = 0 AND prev.df > 0 AND nxt.df > 0
+            AND length(i.term) = 2 AND length(prev.term) = 2 AND length(nxt.term) = 2
+            AND right(prev.term, 1) = left(i.term, 1) AND right(i.term, 1) = left(nxt.term, 1)
+    ),
+    total AS (
+        SELECT nullif(sum(i.idf), 0) AS idf_mass
+        FROM idf AS i
+        WHERE i.term NOT IN (SELECT j.term FROM junction AS j)
+    ),
+    candidates AS (
+        SELECT
+            p.chunk_id,
+            p.document_id,
+            sum(p.weight) AS partial_score,
+            coalesce(sum(p.weight) FILTER (WHERE NOT i.truncated), 0) AS exact_part,
+            coalesce(sum(i.idf) FILTER (WHERE NOT i.truncated), 0) AS exact_idf
+        FROM idf AS i
+        CROSS JOIN params AS pr
+        CROSS JOIN LATERAL (
+            SELECT lp.chunk_id, lp.document_id,
+                kb.bm25_weight(i.idf, lp.tf, lp.chunk_length, pr.k1, pr.b, pr.avgdl) AS weight
+            FROM kb.lexical_postings AS lp
+            WHERE lp.term = i.term AND (p_namespace IS NULL OR lp.namespace = p_namespace)
+            ORDER BY lp.impact DESC
+            LIMIT i.read_limit  -- NULL: all
+        ) AS p
+        GROUP BY p.chunk_id, p.document_id
+    ),
+    shortlisted AS MATERIALIZED (
+        SELECT c.* FROM candidates AS c
+        ORDER BY c.partial_score DESC, c.chunk_id
+        LIMIT shortlist
+    ),
+    completed AS (
+        -- the shortlisted chunks' exact part, plus the truncated terms' weights
+        -- by primary-key probes (LIMIT 1 keeps each a (term, chunk_id) lookup)
+        SELECT s.chunk_id, s.document_id, s.exact_part AS weight, s.exact_idf AS idf
+        FROM shortlisted AS s
+        UNION ALL
+        SELECT s.chunk_id, s.document_id, w.weight, w.idf
+        FROM shortlisted AS s
+        CROSS JOIN idf AS i
+        CROSS JOIN params AS pr
+        CROSS JOIN LATERAL (
+            SELECT i.idf, kb.bm25_weight(i.idf, x.tf, x.chunk_length, pr.k1, pr.b, pr.avgdl) AS weight
+            FROM kb.lexical_postings AS x
+            WHERE x.term = i.term AND x.chunk_id = s.chunk_id
+            LIMIT 1
+        ) AS w
+        WHERE i.truncated
+    ),
+    ranked AS (
+        -- sorted first, then judged lazily: only as many candidates are checked
+        -- for visibility (kb.visible_candidate) as it takes to fill the limit
+        -- (OFFSET 0 keeps the condition from being pushed below the sort)
+        SELECT c.chunk_id, c.document_id, sum(c.weight) AS score,
+            coalesce(sum(c.idf) / (SELECT t.idf_mass FROM total AS t), 0) AS coverage
+        FROM completed AS c
+        GROUP BY c.chunk_id, c.document_id
+        ORDER BY 3 DESC, c.chunk_id
+        OFFSET 0
+    )
+    SELECT r.chunk_id, r.score, r.coverage
+    FROM ranked AS r
+    CROSS JOIN LATERAL kb.visible_candidate(r.document_id, p_as_of, p_namespace, p_filters, restricted) AS v
+    LIMIT p_limit;
+END;
+$$;
+COMMENT ON FUNCTION kb.lexical_candidates(text[], timestamptz, text, jsonb, integer) IS
+'BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage.';
+
+CREATE OR REPLACE FUNCTION kb.trigram_candidates(
+    p_query text, p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
+)
+RETURNS TABLE (chunk_id bigint, score double precision)
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- Fuzzy matching of a short query (typos, partial identifiers) through the
+    -- GIN trigram index; <% uses pg_trgm.word_similarity_threshold (default 0.6),
+    -- which keeps the candidate set small. Sorted, then judged lazily (as in
+    -- kb.lexical_candidates).
+    SELECT r.id, r.score
+    FROM (
+        SELECT c.id, c.document_id, word_similarity(p_query, c.content)::float8 AS score
+        FROM kb.chunks AS c
+        WHERE p_query <% c.content AND (p_namespace IS NULL OR c.namespace = p_namespace)
+        ORDER BY 3 DESC, c.id
+        OFFSET 0
+    ) AS r
+    CROSS JOIN LATERAL kb.visible_candidate(r.document_id, p_as_of, p_namespace, p_filters, kb.filters_restrict(p_filters)) AS v
+    LIMIT p_limit
+$$;
+COMMENT ON FUNCTION kb.trigram_candidates(text, timestamptz, text, jsonb, integer) IS
+'pg_trgm leg for short queries: word_similarity over chunk text via the GIN index (pg_trgm.word_similarity_threshold).';
+
+CREATE OR REPLACE FUNCTION kb.identifier_candidates(
+    p_identifiers text[], p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
+)
+RETURNS TABLE (chunk_id bigint, matched integer)
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- chunks containing identifiers verbatim (case-insensitive, LIKE-escaped) as
+    -- whole tokens: E-4031 is not found inside E-40310 (the ILIKE uses the trigram
+    -- index, the regular expression with escaped input rechecks the boundaries)
+    SELECT r.id, r.matched
+    FROM (
+        SELECT c.id, c.document_id, count(*)::integer AS matched
+        FROM kb.chunks AS c
+        INNER JOIN unnest(p_identifiers) AS i (ident)
+            ON length(i.ident) >= 3
+            AND c.content ILIKE '%' || kb.escape_like(i.ident) || '%'
+            AND c.content ~* ('(^|[^a-z0-9_])' || kb.escape_regex(i.ident) || '($|[^a-z0-9_])')
+        WHERE p_namespace IS NULL OR c.namespace = p_namespace
+        GROUP BY c.id, c.document_id
+        ORDER BY 3 DESC, c.id
+        OFFSET 0
+    ) AS r
+    CROSS JOIN LATERAL kb.visible_candidate(r.document_id, p_as_of, p_namespace, p_filters, kb.filters_restrict(p_filters)) AS v
+    LIMIT p_limit
+$$;
+COMMENT ON FUNCTION kb.identifier_candidates(text[], timestamptz, text, jsonb, integer) IS
+'Chunks that contain the query''s identifiers verbatim as whole tokens (trigram-indexed ILIKE, escaped input).';
+
+CREATE OR REPLACE FUNCTION kb.dense_candidates(
+    p_query_vector text, p_model text, p_dimensions integer,
+    p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
+)
+RETURNS TABLE (chunk_id bigint, score double precision)
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+SET hnsw.iterative_scan = 'relaxed_order'  -- noqa: PRS
+SET hnsw.ef_search = '100'
+AS $$
+BEGIN
+    -- The model's partial HNSW index is used because the query repeats its
+    -- expression and predicate literally. The visibility condition runs inside
+    -- the index scan, row by row in distance order, and iterative scans keep
+    -- fetching until p_limit rows pass it. EXECUTE plans with the bound values,
+    -- so the CASE over filters_restrict is decided before the scan.
+    -- ef_search below the number of rows wanted makes the iterative scan start
+    -- a second pass (about doubling the time); 1.5 x p_limit leaves room for
+    -- the rows the visibility condition removes
+    PERFORM set_config('hnsw.ef_search', least(1000, greatest(
+        (kb.setting('hnsw_ef_search') #>> '{}')::integer, p_limit * 3 / 2))::text, true);
+    RETURN QUERY EXECUTE format(
+        'SELECT e.chunk_id, (1 - (e.embedding::vector(%1$s) <=> $1::vector(%1$s)))::float8 AS score
+         FROM kb.embeddings AS e
+         INNER JOIN kb.chunks AS c ON c.id = e.chunk_id
+         CROSS JOIN LATERAL kb.visible_candidate(c.document_id, $2, $3, $4, $6) AS v
+         WHERE e.model = %2$L
+             AND ($3 IS NULL OR c.namespace = $3)
+         ORDER BY e.embedding::vector(%1$s) <=> $1::vector(%1$s)
+         LIMIT $5',
+        p_dimensions, p_model
+    ) USING p_query_vector, p_as_of, p_namespace, p_filters, p_limit, kb.filters_restrict(p_filters);
+END;
+$$;
+COMMENT ON FUNCTION kb.dense_candidates(text, text, integer, timestamptz, text, jsonb, integer) IS
+'Dense leg: HNSW cosine search over the named model''s vectors with the visibility condition inside the scan (iterative scan).';

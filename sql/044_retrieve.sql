@@ -1,0 +1,286 @@
+-- kb_retrieve and kb_retrieve_explain: the orchestration of the named parts.
+-- request (041) -> plan (041) -> stages of the legs (042) -> fusion and
+-- passages (043) -> snippets -> explain object and log.
+
+CREATE OR REPLACE FUNCTION kb.ms_since(p_start timestamptz)
+RETURNS numeric
+LANGUAGE sql
+VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT round((extract(epoch FROM clock_timestamp() - p_start) * 1000)::numeric, 2) $$;
+COMMENT ON FUNCTION kb.ms_since(timestamptz) IS 'Milliseconds elapsed since a clock_timestamp(), for explain timings.';
+
+CREATE OR REPLACE FUNCTION kb.identifier_chunks(p_request kb.retrieval_request, p_plan kb.retrieval_plan)
+RETURNS bigint[]
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- the same for every stage, so found once per call; the dense mode does not look
+    SELECT coalesce(array_agg(i.chunk_id), '{}')
+    FROM kb.identifier_candidates(
+        p_plan.identifiers, p_request.as_of, p_request.namespace, p_request.filters, p_plan.candidates
+    ) AS i
+    WHERE cardinality(p_plan.identifiers) > 0 AND p_plan.mode <> 'dense'
+$$;
+COMMENT ON FUNCTION kb.identifier_chunks(kb.retrieval_request, kb.retrieval_plan) IS
+'Chunks that hold an identifier of the query verbatim (none in dense mode): strong evidence, and boosted.';
+
+CREATE OR REPLACE FUNCTION kb.run_stage(
+    p_request kb.retrieval_request,
+    p_plan kb.retrieval_plan,
+    p_settings kb.retrieval_settings,
+    p_stage_no integer,
+    p_query text,
+    p_previous_terms text[],
+    p_identifier_found boolean
+)
+RETURNS kb.retrieval_stage
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    stage kb.retrieval_stage;
+    t timestamptz;
+    query_vector text;
+BEGIN
+    stage := ROW(p_stage_no, p_query, NULL, false, '{}', '{}', NULL, NULL, 0, '{}', 0, 0, 0);
+    IF p_plan.mode IN ('lexical', 'hybrid') THEN
+        t := clock_timestamp();
+        stage.terms := kb.query_terms(p_query);
+        -- a later stage with the same BM25 terms (the question form only dropped
+        -- stop words) would find the same evidence again
+        IF p_stage_no > 1 AND stage.terms = p_previous_terms THEN
+            stage.skipped := true;
+            stage.lexical_ms := kb.ms_since(t);
+            RETURN stage;
+        END IF;
+        stage.lexical := ARRAY(
+            SELECT ROW(l.chunk_id, row_number() OVER (ORDER BY l.score DESC, l.chunk_id), l.score, l.coverage,
+                false)::kb.leg_hit
+            FROM kb.lexical_candidates(stage.terms, p_request.as_of, p_request.namespace, p_request.filters,
+                p_plan.candidates) AS l
+            ORDER BY l.score DESC, l.chunk_id
+        );
+        -- fuzzy fallback only: a short query that BM25 could not match at all
+        IF (p_plan.analysis ->> 'is_short')::boolean AND cardinality(stage.lexical) = 0 THEN
+            stage.lexical := ARRAY(
+                SELECT ROW(g.chunk_id, row_number() OVER (ORDER BY g.score DESC, g.chunk_id), g.score, 0, true)::kb.leg_hit
+                FROM kb.trigram_candidates(p_query, p_request.as_of, p_request.namespace, p_request.filters,
+                    p_plan.candidates) AS g
+                ORDER BY g.score DESC, g.chunk_id
+            );
+        END IF;
+        stage.lexical_ms := kb.ms_since(t);
+    END IF;
+    IF p_plan.mode IN ('dense', 'hybrid') THEN
+        t := clock_timestamp();
+        BEGIN
+            query_vector := kb.embed_query(p_query, (p_plan.model).name);
+        EXCEPTION WHEN OTHERS THEN
+            IF p_request.mode_requested = 'dense' THEN
+                RAISE;
+            END IF;
+            stage.notes := stage.notes || ('query embedding failed, dense leg skipped: ' || SQLERRM);
+        END;
+        stage.embed_ms := kb.ms_since(t);
+        t := clock_timestamp();
+        IF query_vector IS NOT NULL THEN
+            stage.dense := ARRAY(
+                SELECT ROW(d.chunk_id, row_number() OVER (ORDER BY d.score DESC, d.chunk_id), d.score, NULL,
+                    false)::kb.leg_hit
+                FROM kb.dense_candidates(query_vector, (p_plan.model).name, (p_plan.model).dimensions,
+                    p_request.as_of, p_request.namespace, p_request.filters, p_plan.candidates) AS d
+                ORDER BY d.score DESC, d.chunk_id
+            );
+        END IF;
+        stage.dense_ms := kb.ms_since(t);
+    END IF;
+    stage.lexical_top_coverage := (stage.lexical[1]).coverage;
+    stage.dense_top_similarity := (stage.dense[1]).score;
+    -- the better leg decides; an identifier found verbatim is strong evidence
+    stage.evidence := CASE WHEN p_identifier_found THEN 1 ELSE greatest(
+        CASE WHEN p_plan.mode <> 'dense'
+            THEN kb.calibrate(stage.lexical_top_coverage, p_settings.min_lexical_coverage,
+                p_settings.strong_lexical_coverage)
+            ELSE 0 END,
+        CASE WHEN p_plan.mode <> 'lexical'
+            THEN kb.calibrate(stage.dense_top_similarity, p_plan.min_similarity, p_plan.strong_similarity)
+            ELSE 0 END
+    ) END;
+    RETURN stage;
+END;
+$$;
+COMMENT ON FUNCTION kb.run_stage(
+    kb.retrieval_request, kb.retrieval_plan, kb.retrieval_settings, integer, text, text[], boolean
+) IS
+'One stage of the staged fallback: the lexical leg (BM25, trigram when a short query matched nothing) and the dense leg for one form of the query, and the evidence of their best hits (kb.calibrate against the thresholds).';
+
+CREATE OR REPLACE FUNCTION kb.explain_object(
+    p_request kb.retrieval_request,
+    p_settings kb.retrieval_settings,
+    p_plan kb.retrieval_plan,
+    p_stages kb.retrieval_stage[],
+    p_best kb.retrieval_stage,
+    p_identifier_chunks bigint[],
+    p_returned integer,
+    p_timings jsonb
+)
+RETURNS jsonb
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT jsonb_build_object(
+        'query', p_request.query,
+        'analysis', p_plan.analysis,
+        'mode_requested', p_request.mode_requested,
+        'mode', p_plan.mode,
+        'model', CASE WHEN (p_plan.model).name IS NULL THEN NULL ELSE jsonb_build_object(
+            'name', (p_plan.model).name, 'provider', (p_plan.model).provider, 'model', (p_plan.model).model,
+            'dimensions', (p_plan.model).dimensions, 'ready', p_plan.model_ready) END,
+        'fusion', jsonb_build_object('method', p_settings.fusion, 'weight_dense', p_plan.weight_dense,
+            'weight_lexical', p_plan.weight_lexical, 'rrf_k', p_settings.rrf_k),
+        'stages', coalesce((
+            SELECT jsonb_agg(jsonb_build_object(
+                'stage', s.stage_no, 'query', s.query, 'lexical_candidates', cardinality(s.lexical),
+                'dense_candidates', cardinality(s.dense), 'lexical_top_coverage', s.lexical_top_coverage,
+                'dense_top_similarity', s.dense_top_similarity, 'evidence', round(s.evidence::numeric, 3)
+            ) ORDER BY s.stage_no)
+            FROM unnest(p_stages) AS s
+            WHERE NOT s.skipped
+        ), '[]'),
+        'stage_used', p_best.query,
+        'candidates', jsonb_build_object('lexical', coalesce(cardinality(p_best.lexical), 0),
+            'dense', coalesce(cardinality(p_best.dense), 0), 'identifier', cardinality(p_identifier_chunks)),
+        'evidence', round(greatest(coalesce(p_best.evidence, 0), 0)::numeric, 3),
+        'low_confidence', coalesce(p_best.evidence, -1) < 1,
+        'no_evidence', coalesce(p_best.evidence, -1) <= 0,
+        'thresholds', jsonb_build_object('min_lexical_coverage', p_settings.min_lexical_coverage,
+            'strong_lexical_coverage', p_settings.strong_lexical_coverage, 'min_similarity', p_plan.min_similarity,
+            'strong_similarity', p_plan.strong_similarity, 'no_evidence_cutoff', p_settings.no_evidence_cutoff),
+        'returned', p_returned,
+        'notes', to_jsonb(p_request.notes || p_plan.notes
+            || coalesce((SELECT array_agg(n ORDER BY s.stage_no) FROM unnest(p_stages) AS s, unnest(s.notes) AS n), '{}')),
+        'timings_ms', p_timings
+    )
+$$;
+COMMENT ON FUNCTION kb.explain_object(
+    kb.retrieval_request, kb.retrieval_settings, kb.retrieval_plan, kb.retrieval_stage[], kb.retrieval_stage,
+    bigint[], integer, jsonb
+) IS
+'The explain object of a kb_retrieve call: query analysis, mode, model, fusion, stages tried, candidates, evidence, thresholds, notes, timings.';
+
+CREATE OR REPLACE FUNCTION kb.retrieve_core(
+    p_query text, p_k integer, p_namespace text, p_mode text, p_filters jsonb, p_as_of timestamptz, p_context text[]
+)
+RETURNS kb.retrieval_result
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+-- JIT compilation costs far more than these millisecond queries ever save
+SET jit = 'off'  -- noqa: PRS
+AS $$
+DECLARE
+    started timestamptz := clock_timestamp();
+    t timestamptz := clock_timestamp();
+    request kb.retrieval_request := kb.validated_request(p_query, p_k, p_namespace, p_mode, p_filters, p_as_of, p_context);
+    settings kb.retrieval_settings := kb.read_retrieval_settings();
+    plan kb.retrieval_plan := kb.plan_retrieval(request, settings);
+    analysis_ms numeric := kb.ms_since(t);  -- reported with embedding
+    identifier_ms numeric;
+    identifier_chunks bigint[];
+    stage kb.retrieval_stage;
+    stages kb.retrieval_stage[] := '{}';
+    best kb.retrieval_stage;
+    rows kb.retrieval_row[] := '{}';
+    fuse_ms numeric;
+    explain jsonb;
+BEGIN
+    t := clock_timestamp();
+    identifier_chunks := kb.identifier_chunks(request, plan);
+    identifier_ms := kb.ms_since(t);
+    FOR stage_no IN 1 .. coalesce(cardinality(plan.stages), 0) LOOP
+        stage := kb.run_stage(request, plan, settings, stage_no, plan.stages[stage_no],
+            (stages[cardinality(stages)]).terms, cardinality(identifier_chunks) > 0);
+        stages := stages || stage;
+        CONTINUE WHEN stage.skipped;
+        IF best IS NULL OR stage.evidence > best.evidence THEN
+            best := stage;
+        END IF;
+        EXIT WHEN stage.evidence >= 1;
+    END LOOP;
+
+    t := clock_timestamp();
+    IF NOT (settings.no_evidence_cutoff AND coalesce(best.evidence, 0) <= 0) THEN
+        rows := ARRAY(SELECT p FROM kb.passages(
+            ARRAY(SELECT kb.fuse(best.lexical, best.dense, identifier_chunks, settings.fusion, plan.weight_lexical,
+                plan.weight_dense, settings.rrf_k)),
+            plan.analysis ->> 'core_terms', settings.boost_identifier, settings.boost_title, request.k
+        ) AS p ORDER BY p.rank);
+    END IF;
+    fuse_ms := kb.ms_since(t);
+    t := clock_timestamp();
+    IF settings.snippets AND cardinality(rows) > 0 THEN
+        rows := kb.with_snippets(rows, best.query);
+    END IF;
+
+    explain := kb.explain_object(request, settings, plan, stages, best, identifier_chunks, cardinality(rows),
+        jsonb_build_object(
+            'embed', analysis_ms + (SELECT coalesce(sum(s.embed_ms), 0) FROM unnest(stages) AS s),
+            'lexical', identifier_ms + (SELECT coalesce(sum(s.lexical_ms), 0) FROM unnest(stages) AS s),
+            'dense', (SELECT coalesce(sum(s.dense_ms), 0) FROM unnest(stages) AS s),
+            'fuse', fuse_ms, 'snippets', kb.ms_since(t), 'total', kb.ms_since(started)));
+    PERFORM kb.log_retrieval(explain, rows, request.namespace, request.k);
+    RETURN ROW(rows, explain);
+END;
+$$;
+COMMENT ON FUNCTION kb.retrieve_core(text, integer, text, text, jsonb, timestamptz, text[]) IS
+'The retrieval pipeline behind kb_retrieve and kb_retrieve_explain: the passages (kb.retrieval_row[]) and the explain object.';
+
+CREATE OR REPLACE FUNCTION public.kb_retrieve(
+    query text,
+    k integer DEFAULT 8,
+    namespace text DEFAULT NULL,
+    mode text DEFAULT 'auto',
+    filters jsonb DEFAULT '{}',
+    as_of timestamptz DEFAULT now(),
+    context text[] DEFAULT NULL
+)
+RETURNS SETOF kb.retrieval_row
+LANGUAGE sql
+VOLATILE PARALLEL UNSAFE
+SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT r.*
+    FROM unnest((kb.retrieve_core(query, k, namespace, mode, filters, as_of, context)).rows) AS r
+    ORDER BY r.rank
+$$;
+COMMENT ON FUNCTION public.kb_retrieve(text, integer, text, text, jsonb, timestamptz, text[]) IS
+'Ranked passages for a question from the documents current at as_of: hybrid BM25 + HNSW, per-leg ranks and scores, snippets. Modes: lexical, dense, hybrid, auto.';
+
+CREATE OR REPLACE FUNCTION public.kb_retrieve_explain(
+    query text,
+    k integer DEFAULT 8,
+    namespace text DEFAULT NULL,
+    mode text DEFAULT 'auto',
+    filters jsonb DEFAULT '{}',
+    as_of timestamptz DEFAULT now(),
+    context text[] DEFAULT NULL
+)
+RETURNS jsonb
+LANGUAGE sql
+VOLATILE PARALLEL UNSAFE
+SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- the results as kb_retrieve returns them, without the passage text
+    SELECT r.explain || jsonb_build_object('results', coalesce((
+        SELECT jsonb_agg(to_jsonb(x) - 'content' - 'snippet' ORDER BY x.rank) FROM unnest(r.rows) AS x
+    ), '[]'))
+    FROM kb.retrieve_core(query, k, namespace, mode, filters, as_of, context) AS r
+$$;
+COMMENT ON FUNCTION public.kb_retrieve_explain(text, integer, text, text, jsonb, timestamptz, text[]) IS
+'How kb_retrieve answered: query analysis, stages tried, candidates per leg, evidence and low-confidence flag, model, timings per stage, and the results.';
