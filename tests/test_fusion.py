@@ -1,0 +1,122 @@
+"""Fusion on hand-made leg hits: kb.fuse is a pure function of the legs' candidates and the
+weights, so its rules are checked without documents; kb.passages (boosts, duplicates, top k,
+row shape) on a few real chunks."""
+
+from __future__ import annotations
+
+import pytest
+from helpers import insert_document
+
+FUSE = """SELECT f.* FROM kb.fuse(
+    %(lexical)s::kb.leg_hit[], %(dense)s::kb.leg_hit[], %(identifiers)s::bigint[],
+    %(method)s, %(w_lexical)s, %(w_dense)s, %(rrf_k)s) AS f ORDER BY f.chunk_id"""
+
+
+def hits(*rows: tuple) -> str:
+    """A kb.leg_hit[] literal from (chunk_id, score[, coverage[, trigram]]) tuples, ranked in the given order."""
+    items = []
+    for rank, (chunk_id, score, *rest) in enumerate(rows, start=1):
+        coverage = rest[0] if rest else ""
+        trigram = "t" if len(rest) > 1 and rest[1] else "f"
+        items.append(f'"({chunk_id},{rank},{score},{coverage},{trigram})"')
+    return "{" + ",".join(items) + "}"
+
+
+def fuse(conn, lexical="{}", dense="{}", identifiers="{}", method="linear", w_lexical=0.55, w_dense=0.45, rrf_k=60):
+    params = dict(
+        lexical=lexical,
+        dense=dense,
+        identifiers=identifiers,
+        method=method,
+        w_lexical=w_lexical,
+        w_dense=w_dense,
+        rrf_k=rrf_k,
+    )
+    return {r["chunk_id"]: r for r in conn.execute(FUSE, params).fetchall()}
+
+
+def test_linear_fusion_weights_min_max_normalised_scores(module_db):
+    got = fuse(module_db, lexical=hits((1, 10.0), (2, 6.0), (3, 2.0)), dense=hits((2, 0.9), (3, 0.5)))
+    assert got[1]["fused_score"] == pytest.approx(0.55 * 1.0)  # top of lexical, absent from dense
+    assert got[2]["fused_score"] == pytest.approx(0.55 * 0.5 + 0.45 * 1.0)
+    assert got[3]["fused_score"] == pytest.approx(0.0)  # bottom of both legs
+    assert (got[2]["lexical_rank"], got[2]["dense_rank"]) == (2, 1)
+    assert (got[2]["lexical_score"], got[2]["dense_score"]) == (6.0, 0.9)
+
+
+def test_a_leg_whose_candidates_all_score_the_same_gives_each_full_weight(module_db):
+    got = fuse(module_db, lexical=hits((1, 3.0)), dense=hits((1, 0.7), (2, 0.7)))
+    assert got[1]["fused_score"] == pytest.approx(1.0)
+    assert got[2]["fused_score"] == pytest.approx(0.45)
+
+
+def test_trigram_hits_count_half_their_reciprocal_rank_and_stay_out_of_the_score_range(module_db):
+    got = fuse(module_db, lexical=hits((1, 4.0, 0.5, False), (2, 2.0, 0.3, False), (3, 0.9, 0, True)))
+    assert got[3]["fused_score"] == pytest.approx(0.55 * 0.5 / 3)
+    assert got[3]["trigram"] is True and got[3]["lexical_score"] is None
+    assert got[2]["fused_score"] == pytest.approx(0.0), "the range is 2..4, not 0.9..4"
+
+
+def test_rrf_scales_rank_one_in_both_legs_to_one(module_db):
+    got = fuse(module_db, method="rrf", lexical=hits((1, 9.0), (2, 1.0)), dense=hits((1, 0.8), (3, 0.2)))
+    assert got[1]["fused_score"] == pytest.approx(1.0)
+    scale = (0.55 + 0.45) / 61
+    assert got[2]["fused_score"] == pytest.approx((0.55 / 62) / scale)
+    assert got[3]["fused_score"] == pytest.approx((0.45 / 62) / scale)
+
+
+def test_identifier_hits_are_marked_and_kept_even_outside_both_legs(module_db):
+    got = fuse(module_db, lexical=hits((1, 2.0)), identifiers="{1,7}")
+    assert got[1]["identifier_hit"] and got[7]["identifier_hit"]
+    assert got[7]["fused_score"] == 0 and got[7]["lexical_rank"] is None and got[7]["dense_rank"] is None
+
+
+def test_no_candidates_fuse_to_nothing(module_db):
+    assert fuse(module_db) == {}
+    assert (
+        module_db.execute("SELECT count(*) AS n FROM kb.fuse(NULL, NULL, NULL, 'linear', 1, 1, 60)").fetchone()["n"]
+        == 0
+    )
+
+
+PASSAGES = """SELECT p.* FROM kb.passages(
+    ARRAY(SELECT f FROM kb.fuse(%(lexical)s::kb.leg_hit[], '{}', %(identifiers)s::bigint[], 'linear', 1, 0, 60) AS f),
+    %(core)s, 0.5, 0.1, %(k)s) AS p"""
+
+
+def chunk_of(conn, document_id: int) -> int:
+    return conn.execute("SELECT min(id) AS id FROM kb.chunks WHERE document_id = %s", (document_id,)).fetchone()["id"]
+
+
+def test_passages_boost_dedupe_rank_and_shape_rows(rolled_back_db):
+    a = chunk_of(rolled_back_db, insert_document(rolled_back_db, "a.md", "# A\n\nShared text about refunds."))
+    b = chunk_of(rolled_back_db, insert_document(rolled_back_db, "b.md", "# A\n\nShared text about refunds."))
+    c = chunk_of(
+        rolled_back_db, insert_document(rolled_back_db, "c.md", "# Refund window\n\nOther text.", title="Refund window")
+    )
+    lexical = hits((a, 3.0), (b, 2.0), (c, 1.0))
+    rows = rolled_back_db.execute(
+        PASSAGES, dict(lexical=lexical, identifiers="{}", core="refund window", k=5)
+    ).fetchall()
+    # a and b have the same text: only the better one (a) stays; c gets the title boost
+    assert [r["source"] for r in rows] == ["a.md", "c.md"]
+    assert [r["rank"] for r in rows] == [1, 2]
+    assert rows[1]["score"] == pytest.approx(0.1)
+    assert rows[0]["snippet"] is None and rows[0]["match_type"] == "lexical"
+    boosted = rolled_back_db.execute(PASSAGES, dict(lexical="{}", identifiers=f"{{{c}}}", core="", k=1)).fetchall()
+    assert [(r["source"], r["match_type"], r["score"]) for r in boosted] == [("c.md", "identifier", 0.5)]
+
+
+def test_kb_retrieve_returns_the_retrieval_row_type(rolled_back_db):
+    """kb_retrieve's columns are kb.retrieval_row's attributes, in order."""
+    attributes = [
+        r["attname"]
+        for r in rolled_back_db.execute(
+            """SELECT attname FROM pg_attribute WHERE attrelid = 'kb.retrieval_row'::regclass AND attnum > 0
+               ORDER BY attnum"""
+        ).fetchall()
+    ]
+    insert_document(rolled_back_db, "a.md", "# Refunds\n\nRefunds take 14 days.")
+    cur = rolled_back_db.execute("SELECT * FROM kb_retrieve('refunds', mode => 'lexical')")
+    assert [d.name for d in cur.description] == attributes
+    assert cur.fetchall()[0]["source"] == "a.md"
