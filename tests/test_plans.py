@@ -1,0 +1,65 @@
+"""The plans the retrieval legs are written for: the functions meant to be inlined are inlined
+(no per-row call), and with sequential scans disabled each leg can use the index it is written
+for. Nested plans are read with auto_explain, sent to the client as notices."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import insert_document
+
+
+@pytest.fixture
+def plans(rolled_back_db):
+    """Runs a statement and returns {query text: plan as JSON text} of every statement it ran inside."""
+    for i in range(30):
+        insert_document(rolled_back_db, f"doc-{i}.md", f"# Doc {i}\n\nRefunds take {i} days. Policy E-40{i:02d}.")
+    rolled_back_db.execute("LOAD 'auto_explain'")
+    for name, value in {
+        "auto_explain.log_min_duration": "0",
+        "auto_explain.log_nested_statements": "on",
+        "auto_explain.log_verbose": "on",
+        "auto_explain.log_level": "notice",
+        "auto_explain.log_format": "json",
+        "enable_seqscan": "off",
+    }.items():
+        rolled_back_db.execute(f"SET LOCAL {name} = '{value}'")
+    notices: list[str] = []
+    rolled_back_db.add_notice_handler(lambda d: notices.append(d.message_primary))
+
+    def run(statement: str) -> dict[str, str]:
+        notices.clear()
+        rolled_back_db.execute(statement).fetchall()
+        explained = [json.loads(n[n.index("{") :]) for n in notices if "plan:" in n]
+        return {e["Query Text"]: json.dumps(e["Plan"]) for e in explained}
+
+    yield run
+    rolled_back_db.execute("RESET ALL")
+
+
+@pytest.mark.parametrize("function", ["kb.in_force(", "kb.visible_candidate(", "kb.bm25_weight("])
+def test_the_inlined_functions_never_appear_as_calls_in_a_plan(plans, function):
+    explained = plans("SELECT * FROM kb_retrieve('refunds days', mode => 'hybrid')")
+    queries = "\n".join(explained)
+    assert "kb.visible_candidate(" in queries and "kb.bm25_weight(" in queries, "auto_explain saw the legs"
+    assert not [q for q, plan in explained.items() if function in plan]
+
+
+def test_the_dense_leg_scans_the_models_hnsw_index_with_visibility_inside(plans):
+    explained = plans("SELECT * FROM kb_retrieve('refunds days', mode => 'dense')")
+    dense = next(plan for q, plan in explained.items() if "ORDER BY e.embedding" in q)
+    assert '"Index Name": "embeddings_hnsw_hash_64' in dense
+    assert "kb.document_is_current" in dense, "the visibility condition runs in the leg's own plan"
+
+
+def test_the_lexical_leg_reads_postings_best_impact_first(plans):
+    explained = plans("SELECT * FROM kb_retrieve('refunds days', mode => 'lexical')")
+    lexical = next(plan for q, plan in explained.items() if "FROM kb.lexical_postings AS lp" in q)
+    assert '"Index Name": "lexical_postings_impact"' in lexical
+
+
+def test_filters_make_visibility_one_hashed_subplan(plans):
+    explained = plans("""SELECT * FROM kb_retrieve('refunds days', mode => 'dense', filters => '{"doc_type": null}')""")
+    dense = next(plan for q, plan in explained.items() if "ORDER BY e.embedding" in q)
+    assert "hashed SubPlan" in dense and "kb.visible_documents" in dense
