@@ -8,7 +8,7 @@ import sys
 
 import psycopg
 
-from . import cluster, loader, migrate, status
+from . import cluster, loader, migrate, retrieval, status
 from .config import load_settings
 from .db import connect
 
@@ -99,19 +99,15 @@ def cmd_backfill(args) -> int:
 
 def cmd_query(args) -> int:
     with connect(load_settings().dsn) as conn:
-        params = {
-            "q": args.text,
-            "k": args.k,
-            "ns": args.namespace,
-            "mode": args.mode,
-            "as_of": args.as_of,
-            "context": args.context or None,
-        }
-        rows = conn.execute(
-            """SELECT * FROM kb_retrieve(%(q)s, k => %(k)s, namespace => %(ns)s, mode => %(mode)s,
-                   as_of => coalesce(%(as_of)s::timestamptz, now()), context => %(context)s::text[])""",
-            params,
-        ).fetchall()
+        rows = retrieval.retrieve(
+            conn,
+            args.text,
+            k=args.k,
+            namespace=args.namespace,
+            mode=args.mode,
+            as_of=args.as_of,
+            context=args.context or None,
+        )
         if args.json:
             _print_json(rows)
             return 0
@@ -167,7 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("text")
     p.add_argument("--k", type=int, default=5)
     p.add_argument("--namespace")
-    p.add_argument("--mode", default="auto", choices=["auto", "hybrid", "lexical", "dense"])
+    p.add_argument("--mode", default="auto", choices=retrieval.MODES)
     p.add_argument("--as-of")
     p.add_argument("--context", action="append", help="an earlier question (repeatable)")
     p.add_argument("--json", action="store_true")

@@ -17,11 +17,9 @@ import psycopg
 from psycopg.types.json import Jsonb
 from tqdm import tqdm
 
-from . import metrics
+from . import metrics, retrieval
 from .config import REPO_ROOT, load_settings
 from .db import connect
-
-MODES = ("lexical", "dense", "hybrid", "auto")
 
 
 @dataclass
@@ -142,18 +140,15 @@ def run_mode(conn, cases: list[Case], mode: str, k: int, default_namespace: str 
     for case in tqdm(cases, desc=f"eval {mode}", unit="q", disable=not progress, file=sys.stderr):
         started = time.perf_counter()
         try:
-            explain = conn.execute(
-                """SELECT kb_retrieve_explain(%(q)s, k => %(k)s, namespace => %(ns)s, mode => %(mode)s,
-                       as_of => coalesce(%(as_of)s::timestamptz, now()), context => %(ctx)s::text[]) AS e""",
-                {
-                    "q": case.query,
-                    "k": k,
-                    "ns": case.namespace or default_namespace,
-                    "mode": mode,
-                    "as_of": case.as_of,
-                    "ctx": case.context,
-                },
-            ).fetchone()["e"]
+            explain = retrieval.explain(
+                conn,
+                case.query,
+                k=k,
+                namespace=case.namespace or default_namespace,
+                mode=mode,
+                as_of=case.as_of,
+                context=case.context,
+            )
         except psycopg.Error as exc:
             results.append({"case": case, "error": exc.diag.message_primary or str(exc), "latency": None})
             continue
@@ -233,10 +228,10 @@ def evaluate(
     settings: dict[str, str] | None = None,
     progress: bool = True,
 ) -> dict:
-    modes = list(MODES) if mode == "all" else [m.strip() for m in mode.split(",")]
-    bad = [m for m in modes if m not in MODES]
+    modes = list(retrieval.MODES) if mode == "all" else [m.strip() for m in mode.split(",")]
+    bad = [m for m in modes if m not in retrieval.MODES]
     if bad:
-        raise RuntimeError(f"unknown mode {bad[0]!r}; modes: {', '.join(MODES)}, all")
+        raise RuntimeError(f"unknown mode {bad[0]!r}; modes: {', '.join(retrieval.MODES)}, all")
     if beir:
         corpus, cases = load_beir(beir, queries, qrels, limit)
         name = Path(beir).resolve().name

@@ -25,7 +25,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pydantic import Field
 
-from . import status
+from . import retrieval, status
 from .config import load_settings
 from .db import connect
 
@@ -50,37 +50,10 @@ Call kb_retrieve with the user's question; it returns passages from the document
 cite them (the `citation` field is ready to quote), and say so when no passage supports an answer.
 Use as_of (an ISO date) for questions about what applied on a past day."""
 
-RESULT_FIELDS = (
-    "rank",
-    "source",
-    "title",
-    "section_path",
-    "namespace",
-    "doc_type",
-    "status",
-    "version",
-    "effective_from",
-    "effective_to",
-    "score",
-    "match_type",
-    "dense_rank",
-    "lexical_rank",
-    "snippet",
-    "content",
-    "document_id",
-    "chunk_id",
-)
-
-RETRIEVE_SQL = """
-SELECT * FROM kb_retrieve(
-    %(query)s,
-    k => %(k)s,
-    namespace => %(namespace)s,
-    mode => %(mode)s,
-    filters => %(filters)s::jsonb,
-    as_of => coalesce(%(as_of)s::timestamptz, now()),
-    context => %(context)s::text[]
-)"""
+# Every column of kb_retrieve's row goes to the assistant except the per-leg raw scores: they sit on
+# different scales (cosine similarity, BM25) and invite comparisons that mean nothing; the per-leg
+# ranks and the fused score carry the explanation an answer needs.
+WITHHELD_FIELDS = frozenset({"dense_score", "lexical_score"})
 
 
 def validate_role(name: str | None) -> str | None:
@@ -189,7 +162,7 @@ def build_server(dsn: str, role: str | None) -> MCPServer:
             str | None, Field(description="Only documents of this type, e.g. 'policy' or 'decision'.")
         ] = None,
         mode: Annotated[
-            Literal["auto", "hybrid", "lexical", "dense"],
+            Literal[retrieval.MODES],
             Field(description="Retrieval mode; 'auto' picks per query."),
         ] = "auto",
         as_of: Annotated[
@@ -208,20 +181,16 @@ def build_server(dsn: str, role: str | None) -> MCPServer:
         """
         if not query.strip():
             raise ToolError("query is empty")
-        params = {
-            "query": query,
-            "k": k,
-            "namespace": namespace,
-            "mode": mode,
-            "filters": psycopg.types.json.Jsonb({"doc_type": doc_type} if doc_type else {}),
-            "as_of": as_of,
-            "context": context or None,
-        }
-        rows = db.run(lambda conn: conn.execute(RETRIEVE_SQL, params).fetchall())
+        filters = {"doc_type": doc_type} if doc_type else None
+        rows = db.run(
+            lambda conn: retrieval.retrieve(
+                conn, query, k=k, namespace=namespace, mode=mode, filters=filters, as_of=as_of, context=context or None
+            )
+        )
         log.info("kb_retrieve mode=%s k=%d namespace=%s: %d rows", mode, k, namespace, len(rows))
         results = []
         for row in rows:
-            item = {name: _plain(row.get(name)) for name in RESULT_FIELDS}
+            item = {name: _plain(value) for name, value in row.items() if name not in WITHHELD_FIELDS}
             item["citation"] = citation(row)
             results.append(item)
         answer: dict[str, Any] = {

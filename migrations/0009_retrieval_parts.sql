@@ -73,8 +73,8 @@ CREATE TYPE kb.retrieval_request AS (
     filters jsonb,
     filters_restrict boolean,
     as_of timestamptz,
-    context text[],
-    notes text[]
+    context text[],  -- noqa: LT01
+    notes text[]  -- noqa: LT01
 );
 
 -- The retrieval settings of kb.settings (or the session), typed, read once per call.
@@ -106,9 +106,9 @@ CREATE TYPE kb.retrieval_plan AS (
     weight_lexical double precision,
     min_similarity double precision,
     strong_similarity double precision,
-    stages text[],
-    identifiers text[],
-    notes text[]
+    stages text[],  -- noqa: LT01
+    identifiers text[],  -- noqa: LT01
+    notes text[]  -- noqa: LT01
 );
 
 -- One stage of the staged fallback (the query as asked, then its normalised
@@ -116,14 +116,14 @@ CREATE TYPE kb.retrieval_plan AS (
 CREATE TYPE kb.retrieval_stage AS (
     stage_no integer,
     query text,
-    terms text[],
+    terms text[],  -- noqa: LT01
     skipped boolean,
-    lexical kb.leg_hit[],
-    dense kb.leg_hit[],
+    lexical kb.leg_hit[],  -- noqa: LT01
+    dense kb.leg_hit[],  -- noqa: LT01
     lexical_top_coverage double precision,
     dense_top_similarity double precision,
     evidence double precision,
-    notes text[],
+    notes text[],  -- noqa: LT01
     embed_ms numeric,
     lexical_ms numeric,
     dense_ms numeric
@@ -131,7 +131,7 @@ CREATE TYPE kb.retrieval_stage AS (
 
 -- What kb.retrieve_core returns: the passages and the explain object.
 CREATE TYPE kb.retrieval_result AS (
-    rows kb.retrieval_row[],
+    rows kb.retrieval_row[],  -- noqa: LT01
     explain jsonb
 );
 

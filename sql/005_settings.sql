@@ -4,7 +4,7 @@
 -- value an admin has set.
 
 INSERT INTO kb.settings AS s (key, value, value_type, default_value, choices, session_override, description)
-SELECT c.key, c.default_value, c.value_type, c.default_value, c.choices, c.session_override, c.description
+SELECT c.key, c.default_value AS value, c.value_type, c.default_value, c.choices, c.session_override, c.description
 FROM (VALUES
     -- ingest
     ('embed_mode', 'text', '"sync"'::jsonb, '["sync", "deferred"]'::jsonb, true,

@@ -253,6 +253,8 @@ AS $$
 DECLARE
     target text := coalesce(p_model, (SELECT m.name FROM kb.models AS m WHERE m.active));
     outcome jsonb;
+    batches integer := 0;
+    embedded_total bigint := 0;
 BEGIN
     IF target IS NULL THEN
         RAISE EXCEPTION 'kb.embed_pending: no model given and no active model' USING HINT = 'see kb.models';
@@ -261,9 +263,24 @@ BEGIN
         RAISE EXCEPTION 'kb.embed_pending: batch size must be between 1 and 10000 (got %)', p_batch_size;
     END IF;
     LOOP
+        -- Progress for clients (pgkb backfill draws its bar from it): before the first batch
+        -- and after each committed one, "pgkb progress: " and a JSON object. embedded counts
+        -- this call's vectors, remaining every queued chunk of the model (pending or failed);
+        -- failed and error describe the batch just done.
+        RAISE NOTICE 'pgkb progress: %', jsonb_build_object(
+            'model', target,
+            'batch', batches,
+            'embedded', embedded_total,
+            'failed', coalesce((outcome ->> 'failed')::int, 0),
+            'remaining', (SELECT count(*) FROM kb.embed_queue AS q WHERE q.model = target),
+            'error', outcome -> 'error'
+        );
+        EXIT WHEN (outcome ->> 'failed')::int > 0;
         outcome := kb.embed_queue_batch(target, p_batch_size, p_include_exhausted);
         COMMIT;
-        EXIT WHEN (outcome ->> 'claimed')::int = 0 OR (outcome ->> 'failed')::int > 0;
+        EXIT WHEN (outcome ->> 'claimed')::int = 0;
+        batches := batches + 1;
+        embedded_total := embedded_total + (outcome ->> 'embedded')::int;
     END LOOP;
     PERFORM kb.refresh_lexical_stats();
     COMMIT;
@@ -273,7 +290,7 @@ BEGIN
 END;
 $$;
 COMMENT ON PROCEDURE kb.embed_pending (integer, text, boolean) IS
-'Embeds queued chunks of a model (default: the active one) batch by batch, committing each; safe with several concurrent workers (SKIP LOCKED). Stops at the first failing batch, whose error stays on the queue rows.';
+'Embeds queued chunks of a model (default: the active one) batch by batch, committing each; safe with several concurrent workers (SKIP LOCKED). Stops at the first failing batch, whose error stays on the queue rows. Reports progress as a NOTICE per batch: pgkb progress: {"model", "batch", "embedded", "failed", "remaining", "error"}.';
 
 CREATE OR REPLACE FUNCTION kb.maybe_refresh_lexical_stats()
 RETURNS void

@@ -2,12 +2,18 @@
 
 CREATE OR REPLACE FUNCTION kb.log_retrieval(p_explain jsonb, p_rows kb.retrieval_row[], p_namespace text, p_k integer)
 RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    -- SECURITY DEFINER so readers without INSERT on the log can still be logged
+BEGIN
+    -- SECURITY DEFINER so readers without INSERT on the log can still be logged.
+    -- A read-only transaction (a hot standby, or BEGIN READ ONLY) retrieves
+    -- without logging: PostgreSQL refuses any INSERT there, even of no rows.
+    IF NOT (kb.setting('retrieval_log') #>> '{}')::boolean OR current_setting('transaction_read_only')::boolean THEN
+        RETURN;
+    END IF;
     INSERT INTO kb.retrieval_log (
         query_hash, namespace, mode_requested, mode, k, result_count, low_confidence, no_evidence,
         sources, timings_ms, total_ms, role_name
@@ -21,16 +27,14 @@ AS $$
         cardinality(p_rows),
         (p_explain ->> 'low_confidence')::boolean,
         (p_explain ->> 'no_evidence')::boolean,
-        ARRAY(
-            SELECT DISTINCT r.namespace || '/' || r.source FROM unnest(p_rows) AS r
-        ),
+        ARRAY(SELECT DISTINCT r.namespace || '/' || r.source FROM unnest(p_rows) AS r),
         p_explain -> 'timings_ms',
         (p_explain #>> '{timings_ms,total}')::double precision,
-        session_user
-    WHERE (kb.setting('retrieval_log') #>> '{}')::boolean
+        session_user;
+END;
 $$;
 COMMENT ON FUNCTION kb.log_retrieval(jsonb, kb.retrieval_row[], text, integer) IS
-'Appends one kb_retrieve call to kb.retrieval_log when the setting retrieval_log is true (query stored only as a hash).';
+'Appends one kb_retrieve call to kb.retrieval_log when the setting retrieval_log is true and the transaction may write (query stored only as a hash).';
 
 CREATE OR REPLACE VIEW kb.retrieval_latency_daily AS
 SELECT

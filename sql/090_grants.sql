@@ -52,7 +52,7 @@ GRANT EXECUTE ON FUNCTION kb.plpython_init(), kb.embed_queue_batch(text, integer
 TO pgkb_writer, pgkb_admin;
 GRANT SELECT, INSERT, UPDATE, DELETE ON kb.settings, kb.models, kb.namespace_grants TO pgkb_admin;
 -- what each provider's similarities mean is no secret, and every retrieval reads it
-GRANT SELECT ON kb.embedding_providers TO PUBLIC;
+GRANT SELECT ON kb.embedding_providers TO public;
 GRANT SELECT ON ALL TABLES IN SCHEMA kb TO pgkb_admin;
 
 CREATE OR REPLACE FUNCTION kb.allowed_namespaces(p_role name)

@@ -1,22 +1,29 @@
 """Shared fixtures: a real PostgreSQL (the test cluster scripts/test.sh starts) with the
 real extensions. pytest-postgresql builds a template database once with the same
-bootstrap users run (harness.migrate), and every test gets a fresh clone of it."""
+bootstrap users run (harness.migrate); databases are clones of it.
+
+| fixture | database | model | lifetime |
+| --- | --- | --- | --- |
+| `dsn` | the test's fresh clone (its connection string) | default | one test |
+| `migrated_db` | the test's fresh clone (an autocommit connection, dict rows) | default (e5-small) | one test |
+| `fresh_db` | the test's fresh clone, as `migrated_db` | `hash-64` only | one test |
+| `module_db` | one clone per test module | `hash-64` only | one module |
+| `rolled_back_db` | `module_db` inside a transaction rolled back after each test | `hash-64` only | one test |
+
+Helpers (insert_document, sources, roles, waiting) are in helpers.py."""
 
 from __future__ import annotations
 
 import os
 
-import psycopg
 import pytest
-from psycopg.rows import dict_row
+from helpers import TEST_HOST, TEST_PORT, use_only_the_hash_model
 from pytest_postgresql import factories
 from pytest_postgresql.janitor import DatabaseJanitor
 
 from harness.config import load_settings
+from harness.db import connect
 from harness.migrate import migrate
-
-TEST_HOST = "127.0.0.1"
-TEST_PORT = int(os.environ.get("PGKB_TEST_PORT", "5498"))
 
 
 def load_schema(host, port, user, dbname, password=None, **_):
@@ -36,22 +43,22 @@ postgresql = factories.postgresql("pg_server")
 
 @pytest.fixture
 def dsn(postgresql) -> str:
+    """The connection string of this test's freshly migrated database."""
     return f"postgresql://postgres@{TEST_HOST}:{TEST_PORT}/{postgresql.info.dbname}"
 
 
 @pytest.fixture
-def db(postgresql, dsn):
-    """An autocommit connection (dict rows) to a freshly migrated database."""
-    with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
+def migrated_db(postgresql, dsn):
+    """An autocommit connection (dict rows) to this test's freshly migrated database, default model."""
+    with connect(dsn) as conn:
         yield conn
 
 
 @pytest.fixture
-def kb(db):
-    """A fresh database whose only model is the fast deterministic `hash` provider."""
-    db.execute("DELETE FROM kb.models")
-    db.execute("SELECT kb.register_model('hash-64', 'hash', 'hash', 64, '{}', true)")
-    return db
+def fresh_db(migrated_db):
+    """This test's freshly migrated database whose only model is `hash-64` (fast, deterministic)."""
+    use_only_the_hash_model(migrated_db)
+    return migrated_db
 
 
 @pytest.fixture(scope="module")
@@ -68,46 +75,16 @@ def module_db(pg_server, request):
         password=pg_server.password,
     )
     with janitor:
-        with psycopg.connect(
-            host=pg_server.host,
-            port=pg_server.port,
-            user=pg_server.user,
-            dbname=dbname,
-            autocommit=True,
-            row_factory=dict_row,
-        ) as conn:
-            conn.execute("DELETE FROM kb.models")
-            conn.execute("SELECT kb.register_model('hash-64', 'hash', 'hash', 64, '{}', true)")
+        with connect(f"postgresql://{pg_server.user}@{pg_server.host}:{pg_server.port}/{dbname}") as conn:
+            use_only_the_hash_model(conn)
             yield conn
 
 
 @pytest.fixture
-def module_kb(module_db):
+def rolled_back_db(module_db):
     """The module's database inside a transaction that is rolled back after the test."""
     module_db.execute("BEGIN")
     try:
         yield module_db
     finally:
         module_db.execute("ROLLBACK")
-
-
-def insert_document(conn, source: str, body: str, **fields) -> int:
-    columns = {"source": source, "body": body, "namespace": "default", **fields}
-    names = ", ".join(columns)
-    placeholders = ", ".join(f"%({k})s" for k in columns)
-    row = conn.execute(
-        f"INSERT INTO kb.documents ({names}) VALUES ({placeholders}) RETURNING id",
-        {k: (psycopg.types.json.Jsonb(v) if isinstance(v, dict) else v) for k, v in columns.items()},
-    ).fetchone()
-    return row["id"] if isinstance(row, dict) else row[0]
-
-
-def retrieve(conn, query: str, **kwargs) -> list[dict]:
-    args = ", ".join(f"{k} => %({k})s" for k in kwargs)
-    sql = f"SELECT * FROM kb_retrieve(%(query)s{', ' + args if args else ''})"
-    params = {"query": query, **kwargs}
-    for k, v in params.items():
-        if isinstance(v, dict):
-            params[k] = psycopg.types.json.Jsonb(v)
-    with conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(sql, params).fetchall()

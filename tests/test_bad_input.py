@@ -7,17 +7,15 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import insert_document, retrieve
+from helpers import insert_document
+from psycopg.types.json import Jsonb
 
 from harness import loader
+from harness.retrieval import retrieve
 
 NOT_BLANK = "documents_body_not_blank"
-
-
-def _insert(conn, **fields):
-    fields.setdefault("source", "bad.md")
-    fields.setdefault("body", "# Ok\n\nSome text.")
-    return insert_document(conn, fields.pop("source"), fields.pop("body"), **fields)
+# a document the database accepts; each case below changes one thing about it
+VALID_DOCUMENT = {"source": "bad.md", "body": "# Ok\n\nSome text."}
 
 
 # (id, kwargs for INSERT, expected error class, text the message must contain)
@@ -46,27 +44,27 @@ INSERT_ERRORS[5] = (
 
 
 @pytest.mark.parametrize("case,fields,error,text", INSERT_ERRORS, ids=[c[0] for c in INSERT_ERRORS])
-def test_bad_documents_are_refused_and_nothing_is_written(kb, case, fields, error, text):
+def test_bad_documents_are_refused_and_nothing_is_written(fresh_db, case, fields, error, text):
     fields = dict(fields)
     with pytest.raises(error) as info:
         if "metadata_json" in fields:
-            kb.execute(
+            fresh_db.execute(
                 "INSERT INTO kb.documents (source, body, metadata) VALUES ('m.md', 'x', %s::jsonb)",
                 (fields.pop("metadata_json"),),
             )
         else:
-            _insert(kb, **fields)
+            insert_document(fresh_db, **(VALID_DOCUMENT | fields))
     assert text.lower() in str(info.value).lower()
     for table in ("kb.documents", "kb.chunks", "kb.lexical_postings", "kb.embeddings"):
-        assert kb.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"] == 0, table
+        assert fresh_db.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"] == 0, table
 
 
-def test_duplicate_source_is_refused_and_the_first_kept(kb):
-    _insert(kb, body="# First\n\nOriginal text.")
+def test_duplicate_source_is_refused_and_the_first_kept(fresh_db):
+    insert_document(fresh_db, "bad.md", "# First\n\nOriginal text.")
     with pytest.raises(psycopg.errors.UniqueViolation) as info:
-        _insert(kb, body="# Second\n\nOther text.")
+        insert_document(fresh_db, "bad.md", "# Second\n\nOther text.")
     assert "documents_source_unique" in str(info.value)
-    assert kb.execute("SELECT body FROM kb.documents").fetchone()["body"].startswith("# First")
+    assert fresh_db.execute("SELECT body FROM kb.documents").fetchone()["body"].startswith("# First")
 
 
 SAFE_BODIES = [
@@ -81,14 +79,14 @@ SAFE_BODIES = [
 
 
 @pytest.mark.parametrize("case,body", SAFE_BODIES, ids=[c[0] for c in SAFE_BODIES])
-def test_unusual_bodies_are_stored_chunked_and_bounded(kb, case, body):
-    doc_id = _insert(kb, body=body)
-    row = kb.execute("SELECT ingest_status, chunk_count FROM kb.documents WHERE id = %s", (doc_id,)).fetchone()
+def test_unusual_bodies_are_stored_chunked_and_bounded(fresh_db, case, body):
+    doc_id = insert_document(fresh_db, "bad.md", body)
+    row = fresh_db.execute("SELECT ingest_status, chunk_count FROM kb.documents WHERE id = %s", (doc_id,)).fetchone()
     assert row["ingest_status"] == "indexed" and row["chunk_count"] >= 1
-    limit = kb.execute("SELECT value::int AS v FROM kb.settings WHERE key = 'chunk_max_tokens'").fetchone()["v"]
-    too_big = kb.execute("SELECT count(*) AS n FROM kb.chunks WHERE token_count > %s", (limit,)).fetchone()["n"]
+    limit = fresh_db.execute("SELECT value::int AS v FROM kb.settings WHERE key = 'chunk_max_tokens'").fetchone()["v"]
+    too_big = fresh_db.execute("SELECT count(*) AS n FROM kb.chunks WHERE token_count > %s", (limit,)).fetchone()["n"]
     assert too_big == 0
-    longest = kb.execute("SELECT max(length(term)) AS n FROM kb.lexical_postings").fetchone()["n"]
+    longest = fresh_db.execute("SELECT max(length(term)) AS n FROM kb.lexical_postings").fetchone()["n"]
     assert (longest or 0) <= 64  # a 1 MB run of one letter yields no term at all
 
 
@@ -120,27 +118,23 @@ RETRIEVE_ERRORS = [
     ("k negative", {"k": -5}, "k must be between 1 and 1000"),
     ("k too large", {"k": 1001}, "k must be between 1 and 1000"),
     ("unknown mode", {"mode": "semantic"}, 'unknown mode "semantic"'),
-    ("filters not an object", {"filters_json": "[1]"}, "filters must be a JSON object"),
+    ("filters not an object", {"filters": Jsonb([1])}, "filters must be a JSON object"),
     ("unknown filter key", {"filters": {"colour": "red"}}, 'unknown filter key "colour"'),
 ]
 
 
 @pytest.mark.parametrize("case,kwargs,text", RETRIEVE_ERRORS, ids=[c[0] for c in RETRIEVE_ERRORS])
-def test_bad_retrieval_arguments_get_clear_errors(kb, case, kwargs, text):
-    _insert(kb)
-    kwargs = dict(kwargs)
+def test_bad_retrieval_arguments_get_clear_errors(fresh_db, case, kwargs, text):
+    insert_document(fresh_db, **VALID_DOCUMENT)
     with pytest.raises(psycopg.errors.RaiseException) as info:
-        if "filters_json" in kwargs:
-            kb.execute("SELECT * FROM kb_retrieve('x', filters => %s::jsonb)", (kwargs.pop("filters_json"),))
-        else:
-            retrieve(kb, "refund", **kwargs)
+        retrieve(fresh_db, "refund", **kwargs)
     assert text in str(info.value)
 
 
 @pytest.mark.parametrize("query", ["", "   ", "\t\n"])
-def test_empty_query_is_an_error(kb, query):
+def test_empty_query_is_an_error(fresh_db, query):
     with pytest.raises(psycopg.errors.RaiseException, match="query is empty"):
-        retrieve(kb, query)
+        retrieve(fresh_db, query)
 
 
 SAFE_QUERIES = [
@@ -161,20 +155,20 @@ SAFE_QUERIES = [
 
 @pytest.mark.parametrize("query", SAFE_QUERIES, ids=range(len(SAFE_QUERIES)))
 @pytest.mark.parametrize("mode", ["lexical", "hybrid"])
-def test_hostile_or_unusual_queries_are_safe(kb, query, mode):
-    _insert(kb, body="# Refunds\n\nRefunds take 14 days. استرداد خلال 14 يومًا. 退款十四天。")
-    rows = retrieve(kb, query, k=5, mode=mode)
+def test_hostile_or_unusual_queries_are_safe(fresh_db, query, mode):
+    insert_document(fresh_db, "bad.md", "# Refunds\n\nRefunds take 14 days. استرداد خلال 14 يومًا. 退款十四天。")
+    rows = retrieve(fresh_db, query, k=5, mode=mode)
     assert len(rows) <= 5
-    assert kb.execute("SELECT count(*) AS n FROM kb.documents").fetchone()["n"] == 1
+    assert fresh_db.execute("SELECT count(*) AS n FROM kb.documents").fetchone()["n"] == 1
 
 
 @pytest.mark.parametrize("as_of", ["0001-01-01", "1900-01-01", "9999-12-31"])
-def test_far_past_and_future_as_of(kb, as_of):
-    _insert(kb, body="# Refunds\n\nRefunds take 14 days.", effective_from="2024-01-01")
-    rows = retrieve(kb, "refunds days", as_of=as_of, mode="lexical")
+def test_far_past_and_future_as_of(fresh_db, as_of):
+    insert_document(fresh_db, "bad.md", "# Refunds\n\nRefunds take 14 days.", effective_from="2024-01-01")
+    rows = retrieve(fresh_db, "refunds days", as_of=as_of, mode="lexical")
     assert (rows == []) == (as_of < "2024-01-01")
 
 
-def test_unknown_namespace_is_an_empty_result(kb):
-    _insert(kb)
-    assert retrieve(kb, "text", namespace="no-such-namespace") == []
+def test_unknown_namespace_is_an_empty_result(fresh_db):
+    insert_document(fresh_db, **VALID_DOCUMENT)
+    assert retrieve(fresh_db, "text", namespace="no-such-namespace") == []

@@ -1,7 +1,7 @@
 """The BM25 leg's bounded reads and its document-frequency statistics (docs/RETRIEVAL.md)."""
 
 import pytest
-from conftest import insert_document
+from helpers import insert_document
 
 LEG = "SELECT chunk_id, score, coverage FROM kb.lexical_candidates(%s::text[], now(), NULL, %s::jsonb, %s)"
 
@@ -13,13 +13,13 @@ def leg(conn, query: str, limit: int = 50, filters: str = "{}") -> list[tuple]:
 
 
 @pytest.fixture
-def corpus(kb):
+def corpus(fresh_db):
     # "refund" in every document (1-4 times), "policy" in every third, "window" in two
     for i in range(24):
         words = ["refund"] * (1 + i % 4) + (["policy"] if i % 3 == 0 else []) + (["window"] if i in (5, 17) else [])
         filler = [f"filler{j}" for j in range(i % 7)]
-        insert_document(kb, f"d{i}.md", f"# Doc {i}\n\n" + " ".join(words + filler) + ".")
-    return kb
+        insert_document(fresh_db, f"d{i}.md", f"# Doc {i}\n\n" + " ".join(words + filler) + ".")
+    return fresh_db
 
 
 def test_truncated_terms_still_give_exact_scores(corpus):
@@ -53,7 +53,7 @@ def test_document_frequencies_count_chunks_added_after_the_refresh(corpus):
     assert leg(corpus, "refund window") == after_inserts  # the new chunks were counted before the recount
 
 
-def test_refresh_runs_once_the_corpus_changed_by_a_tenth(kb):
-    kb.execute("UPDATE kb.lexical_stats SET terms_chunk_count = 1000, chunk_count = 1000")
-    kb.execute("SELECT kb.refresh_lexical_stats()")  # 0 chunks now: changed by far more than a tenth
-    assert kb.execute("SELECT terms_chunk_count FROM kb.lexical_stats").fetchone()["terms_chunk_count"] == 0
+def test_refresh_runs_once_the_corpus_changed_by_a_tenth(fresh_db):
+    fresh_db.execute("UPDATE kb.lexical_stats SET terms_chunk_count = 1000, chunk_count = 1000")
+    fresh_db.execute("SELECT kb.refresh_lexical_stats()")  # 0 chunks now: changed by far more than a tenth
+    assert fresh_db.execute("SELECT terms_chunk_count FROM kb.lexical_stats").fetchone()["terms_chunk_count"] == 0

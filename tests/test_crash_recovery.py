@@ -15,13 +15,14 @@ from pathlib import Path
 import psycopg
 import pytest
 from fake_ollama import FakeOllama
-from psycopg.rows import dict_row
+from helpers import sources, start_slow_ingest, use_only_the_hash_model, wait_for
 from psycopg.types.json import Jsonb
-from tests_support import start_slow_ingest, wait_for
 
 from harness import backfill, cluster
 from harness.config import Settings, load_settings, postgres_bin_dir
+from harness.db import connect
 from harness.migrate import migrate
+from harness.retrieval import retrieve
 
 
 def _free_port() -> int:
@@ -46,14 +47,10 @@ def crash_cluster():
         shutil.rmtree(home, ignore_errors=True)
 
 
-def _connect(settings: Settings):
-    return psycopg.connect(settings.embedded_dsn, autocommit=True, row_factory=dict_row)
-
-
 def _wait_until_accepting(settings: Settings, timeout: float = 60) -> None:
     def ok() -> bool:
         try:
-            with _connect(settings) as conn:
+            with connect(settings.embedded_dsn) as conn:
                 conn.execute("SELECT 1")
             return True
         except psycopg.OperationalError:
@@ -64,27 +61,25 @@ def _wait_until_accepting(settings: Settings, timeout: float = 60) -> None:
 
 def test_sigkill_of_a_backend_mid_ingest_leaves_no_partial_document(crash_cluster):
     settings = crash_cluster
-    with _connect(settings) as conn:
-        conn.execute("DELETE FROM kb.models")
-        conn.execute("SELECT kb.register_model('hash-64', 'hash', 'hash', 64, '{}', true)")
+    with connect(settings.embedded_dsn) as conn:
+        use_only_the_hash_model(conn)
     t, holder = start_slow_ingest(settings.embedded_dsn)
     time.sleep(1.0)
     os.kill(holder["pid"], signal.SIGKILL)
     t.join(timeout=60)
     assert isinstance(holder.get("error"), psycopg.Error)
     _wait_until_accepting(settings)
-    with _connect(settings) as conn:
+    with connect(settings.embedded_dsn) as conn:
         for table in ("kb.documents", "kb.chunks", "kb.lexical_postings", "kb.embeddings", "kb.embed_queue"):
             assert conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"] == 0, table
         conn.execute("INSERT INTO kb.documents (source, body) VALUES ('after.md', '# After\n\nRefunds take 14 days.')")
-        rows = conn.execute("SELECT source FROM kb_retrieve('refunds days', 3)").fetchall()
-        assert [r["source"] for r in rows] == ["after.md"]
+        assert sources(retrieve(conn, "refunds days", k=3)) == ["after.md"]
 
 
 def test_server_restart_mid_backfill_then_backfill_finishes(crash_cluster):
     settings = crash_cluster
     with FakeOllama(dimensions=8, mode="slow", delay_s=0.15) as srv:
-        with _connect(settings) as conn:
+        with connect(settings.embedded_dsn) as conn:
             conn.execute("DELETE FROM kb.models")
             options = {"base_url": srv.url, "timeout_s": 5, "max_retries": 1, "backoff_s": 0.01}
             conn.execute(
@@ -108,7 +103,7 @@ def test_server_restart_mid_backfill_then_backfill_finishes(crash_cluster):
         )
 
         def some_embedded() -> bool:
-            with _connect(settings) as c:
+            with connect(settings.embedded_dsn) as c:
                 return c.execute("SELECT count(*) AS n FROM kb.embeddings").fetchone()["n"] > 0
 
         wait_for(some_embedded, timeout=60, interval=0.1)
@@ -120,12 +115,12 @@ def test_server_restart_mid_backfill_then_backfill_finishes(crash_cluster):
         worker.wait(timeout=60)
         assert worker.returncode != 0, "the backfill should have lost its connection"
         _wait_until_accepting(settings)
-        with _connect(settings) as conn:
+        with connect(settings.embedded_dsn) as conn:
             done_before = conn.execute("SELECT count(*) AS n FROM kb.embeddings").fetchone()["n"]
             assert 0 < done_before < chunks
         outcome = backfill.run(settings.embedded_dsn, progress=False)
         assert outcome["error"] is None and outcome["remaining"] == 0
-        with _connect(settings) as conn:
+        with connect(settings.embedded_dsn) as conn:
             assert conn.execute("SELECT count(*) AS n FROM kb.embeddings").fetchone()["n"] == chunks
             assert conn.execute("SELECT count(*) AS n FROM kb.embed_queue").fetchone()["n"] == 0
             statuses = conn.execute("SELECT DISTINCT ingest_status FROM kb.documents").fetchall()

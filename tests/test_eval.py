@@ -5,7 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 
-from conftest import insert_document
+from helpers import count_rows, insert_document
 
 from harness.evaluate import evaluate, plot
 
@@ -29,38 +29,37 @@ def _beir_folder(tmp_path):
     return tmp_path
 
 
-def test_beir_eval_loads_corpus_once_and_stores_runs(kb, dsn, tmp_path):
+def test_beir_eval_loads_corpus_once_and_stores_runs(fresh_db, dsn, tmp_path):
     folder = _beir_folder(tmp_path)
     report = evaluate(dsn, beir=str(folder), mode="lexical,hybrid", k=10, progress=False)
     lexical = report["modes"]["lexical"]["metrics"]
     assert lexical["cases"] == 3 and lexical["errors"] == 0
     assert lexical["pass_top1"] == 1.0 and lexical["ndcg@10"] == 1.0
-    assert (
-        kb.execute("SELECT count(*) AS n FROM kb.documents WHERE namespace = %s", ("beir-" + folder.name,)).fetchone()[
-            "n"
-        ]
-        == 4
-    )
+    assert count_rows(fresh_db, "kb.documents WHERE namespace = %s", "beir-" + folder.name) == 4
     again = evaluate(dsn, beir=str(folder), mode="lexical", k=10, progress=False)
-    assert kb.execute("SELECT count(*) AS n FROM kb.documents").fetchone()["n"] == 4  # not loaded twice
-    runs = kb.execute("SELECT run_id, mode, ndcg_10 FROM kb.eval_run_summary ORDER BY run_id").fetchall()
+    assert fresh_db.execute("SELECT count(*) AS n FROM kb.documents").fetchone()["n"] == 4  # not loaded twice
+    runs = fresh_db.execute("SELECT run_id, mode, ndcg_10 FROM kb.eval_run_summary ORDER BY run_id").fetchall()
     assert [r["mode"] for r in runs] == ["lexical", "hybrid", "lexical"]
     assert again["modes"]["lexical"]["run_id"] == runs[-1]["run_id"]
-    trend = kb.execute("SELECT count(*) AS n FROM kb.eval_metric_trend WHERE metric = 'ndcg@10'").fetchone()
+    trend = fresh_db.execute("SELECT count(*) AS n FROM kb.eval_metric_trend WHERE metric = 'ndcg@10'").fetchone()
     assert trend["n"] == 3
-    results = kb.execute("SELECT count(*) AS n FROM kb.eval_results").fetchone()
+    results = fresh_db.execute("SELECT count(*) AS n FROM kb.eval_results").fetchone()
     assert results["n"] == 9
     png = tmp_path / "eval.png"
     plot(report, str(png))
     assert png.stat().st_size > 1000
 
 
-def test_cases_eval_no_answer_forbidden_and_settings(kb, dsn, tmp_path):
+def test_cases_eval_no_answer_forbidden_and_settings(fresh_db, dsn, tmp_path):
     insert_document(
-        kb, "v1.md", "# Refund\n\nRefunds are possible within 7 days.", status="active", effective_from="2024-01-01"
+        fresh_db,
+        "v1.md",
+        "# Refund\n\nRefunds are possible within 7 days.",
+        status="active",
+        effective_from="2024-01-01",
     )
     insert_document(
-        kb,
+        fresh_db,
         "v2.md",
         "# Refund\n\nRefunds are possible within 14 days.",
         status="active",
@@ -94,5 +93,5 @@ def test_cases_eval_no_answer_forbidden_and_settings(kb, dsn, tmp_path):
     assert m["metrics"]["forbidden_hits"] == 0
     assert m["metrics"]["no_answer_accuracy"] == 1.0
     assert set(m["by_category"]) == {"lifecycle", "as_of", "no_answer"}
-    params = kb.execute("SELECT params FROM kb.eval_runs").fetchone()["params"]
+    params = fresh_db.execute("SELECT params FROM kb.eval_runs").fetchone()["params"]
     assert params["settings"] == {"fusion": "rrf"}

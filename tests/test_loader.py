@@ -10,9 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import retrieve
 
 from harness import loader
+from harness.retrieval import retrieve
 
 PGKB = os.environ.get("PGKB_BIN", "/opt/pgkb/venv/bin/pgkb")
 
@@ -53,13 +53,13 @@ def docs(conn) -> dict[str, dict]:
     return {r["source"]: r for r in conn.execute("SELECT * FROM kb.documents ORDER BY id")}
 
 
-def test_front_matter_keys_are_mapped(kb, dsn, tmp_path):
+def test_front_matter_keys_are_mapped(fresh_db, dsn, tmp_path):
     write(tmp_path, "finance/refunds.md", POLICY)
     write(tmp_path, "notes.txt", "Plain text without front matter.\n")
     summary = ingest(dsn, tmp_path)
     assert (len(summary.synced), summary.skipped, summary.failed, summary.removed) == (2, [], [], [])
 
-    stored = docs(kb)
+    stored = docs(fresh_db)
     assert set(stored) == {"finance/refunds.md", "notes.txt"}  # relative to the folder, POSIX separators
     d = stored["finance/refunds.md"]
     assert (d["namespace"], d["title"], d["doc_type"], d["status"], d["version"]) == (
@@ -81,24 +81,24 @@ def test_front_matter_keys_are_mapped(kb, dsn, tmp_path):
     n = stored["notes.txt"]
     assert (n["namespace"], n["title"], n["status"], n["metadata"]) == ("default", None, "active", {})
 
-    rows = retrieve(kb, "refund within 14 days", k=3, namespace="policies")
+    rows = retrieve(fresh_db, "refund within 14 days", k=3, namespace="policies")
     assert rows and rows[0]["source"] == "finance/refunds.md"
 
 
-def test_namespace_override_and_single_file(kb, dsn, tmp_path):
+def test_namespace_override_and_single_file(fresh_db, dsn, tmp_path):
     path = write(tmp_path, "deep/dir/refunds.md", POLICY)
     summary = ingest(dsn, path, namespace="other")
     assert len(summary.synced) == 1
-    assert [(d["namespace"], d["source"]) for d in docs(kb).values()] == [("other", "refunds.md")]
+    assert [(d["namespace"], d["source"]) for d in docs(fresh_db).values()] == [("other", "refunds.md")]
 
 
-def test_second_run_skips_unchanged_and_syncs_edited(kb, dsn, tmp_path):
+def test_second_run_skips_unchanged_and_syncs_edited(fresh_db, dsn, tmp_path):
     write(tmp_path, "a.md", "# A\n\nAlpha policy text.\n")
     write(tmp_path, "b.md", "# B\n\nBeta policy text.\n")
     write(tmp_path, "c.md", "---\ntags: [x]\n---\n# C\n\nGamma policy text.\n")
     first = ingest(dsn, tmp_path)
     assert sorted(first.synced) == ["a.md", "b.md", "c.md"]
-    before = docs(kb)
+    before = docs(fresh_db)
 
     second = ingest(dsn, tmp_path)
     assert (second.synced, sorted(second.skipped), second.failed, second.removed) == (
@@ -107,50 +107,50 @@ def test_second_run_skips_unchanged_and_syncs_edited(kb, dsn, tmp_path):
         [],
         [],
     )
-    after = docs(kb)
+    after = docs(fresh_db)
     assert all(after[s]["updated_at"] == before[s]["updated_at"] for s in before)
 
     write(tmp_path, "b.md", "# B\n\nBeta policy text, now revised.\n")
     write(tmp_path, "c.md", "---\ntags: [x, y]\n---\n# C\n\nGamma policy text.\n")  # front matter only
     chunk_ids_c = [
-        r["id"] for r in kb.execute("SELECT id FROM kb.chunks WHERE document_id = %s", (after["c.md"]["id"],))
+        r["id"] for r in fresh_db.execute("SELECT id FROM kb.chunks WHERE document_id = %s", (after["c.md"]["id"],))
     ]
     third = ingest(dsn, tmp_path)
     assert (sorted(third.synced), third.skipped) == (["b.md", "c.md"], ["a.md"])
-    now = docs(kb)
+    now = docs(fresh_db)
     assert "revised" in now["b.md"]["body"] and now["b.md"]["id"] == before["b.md"]["id"]
     assert now["c.md"]["metadata"] == {"tags": ["x", "y"]}
-    assert [r["id"] for r in kb.execute("SELECT id FROM kb.chunks WHERE document_id = %s", (now["c.md"]["id"],))] == (
-        chunk_ids_c
-    )
-    assert retrieve(kb, "revised beta", k=1, mode="lexical")[0]["source"] == "b.md"
+    assert [
+        r["id"] for r in fresh_db.execute("SELECT id FROM kb.chunks WHERE document_id = %s", (now["c.md"]["id"],))
+    ] == (chunk_ids_c)
+    assert retrieve(fresh_db, "revised beta", k=1, mode="lexical")[0]["source"] == "b.md"
 
 
-def test_deleted_file_is_marked_removed_and_not_retrieved(kb, dsn, tmp_path):
+def test_deleted_file_is_marked_removed_and_not_retrieved(fresh_db, dsn, tmp_path):
     write(tmp_path, "keep.md", "# Keep\n\nThe VPN requires a hardware token.\n")
     gone = write(tmp_path, "gone.md", "# Gone\n\nThe cafeteria closes at seven in the evening.\n")
     ingest(dsn, tmp_path)
-    assert retrieve(kb, "cafeteria closes", k=3)[0]["source"] == "gone.md"
+    assert retrieve(fresh_db, "cafeteria closes", k=3)[0]["source"] == "gone.md"
 
     gone.unlink()
     summary = ingest(dsn, tmp_path)
     assert summary.removed == ["default/gone.md"]
     assert summary.skipped == ["keep.md"]
-    stored = docs(kb)
+    stored = docs(fresh_db)
     assert stored["gone.md"]["removed_at"] is not None and stored["keep.md"]["removed_at"] is None
-    assert all(r["source"] != "gone.md" for r in retrieve(kb, "cafeteria closes at seven", k=5))
-    assert kb.execute("SELECT removed FROM kb.ingest_status").fetchone()["removed"] == 1
+    assert all(r["source"] != "gone.md" for r in retrieve(fresh_db, "cafeteria closes at seven", k=5))
+    assert fresh_db.execute("SELECT removed FROM kb.ingest_status").fetchone()["removed"] == 1
 
     # running again does not report it twice; bringing the file back makes it current again
     assert ingest(dsn, tmp_path).removed == []
     write(tmp_path, "gone.md", "# Gone\n\nThe cafeteria closes at seven in the evening.\n")
     back = ingest(dsn, tmp_path)
     assert back.synced == ["gone.md"]
-    assert docs(kb)["gone.md"]["removed_at"] is None
-    assert retrieve(kb, "cafeteria closes", k=3)[0]["source"] == "gone.md"
+    assert docs(fresh_db)["gone.md"]["removed_at"] is None
+    assert retrieve(fresh_db, "cafeteria closes", k=3)[0]["source"] == "gone.md"
 
 
-def test_bad_front_matter_names_file_and_line_and_others_load(kb, dsn, tmp_path):
+def test_bad_front_matter_names_file_and_line_and_others_load(fresh_db, dsn, tmp_path):
     write(tmp_path, "good.md", "# Good\n\nFine document.\n")
     bad = write(tmp_path, "bad.md", "---\ntitle: Bad\ntags: [unclosed\nowner: x\n---\n# Bad\n\nBody.\n")
     unclosed = write(tmp_path, "unclosed.md", "---\ntitle: Never closed\n\n# Body\n")
@@ -167,16 +167,16 @@ def test_bad_front_matter_names_file_and_line_and_others_load(kb, dsn, tmp_path)
     assert errors["unclosed.md"].startswith(f"{unclosed}:1:") and "closing" in errors["unclosed.md"]
     assert str(bad_date) in errors["date.md"] and "effective_from" in errors["date.md"]
     assert str(bad_status) in errors["status.md"] and "archived" in errors["status.md"]
-    assert list(docs(kb)) == ["good.md"]
+    assert list(docs(fresh_db)) == ["good.md"]
 
 
-def test_a_loaded_file_that_turns_bad_is_not_marked_removed(kb, dsn, tmp_path):
+def test_a_loaded_file_that_turns_bad_is_not_marked_removed(fresh_db, dsn, tmp_path):
     write(tmp_path, "doc.md", "---\ntitle: Doc\n---\nThe original text.\n")
     ingest(dsn, tmp_path)
     write(tmp_path, "doc.md", "---\ntitle: [broken\n---\nThe original text.\n")
     summary = ingest(dsn, tmp_path)
     assert len(summary.failed) == 1 and summary.removed == []
-    d = docs(kb)["doc.md"]
+    d = docs(fresh_db)["doc.md"]
     assert d["removed_at"] is None and d["body"] == "The original text.\n"  # the last good version stays
 
 
@@ -189,7 +189,7 @@ def test_a_loaded_file_that_turns_bad_is_not_marked_removed(kb, dsn, tmp_path):
         ("empty.md", b"---\ntitle: Only front matter\n---\n\n", "empty"),
     ],
 )
-def test_unreadable_files_get_clear_errors(kb, dsn, tmp_path, name, content, expected):
+def test_unreadable_files_get_clear_errors(fresh_db, dsn, tmp_path, name, content, expected):
     write(tmp_path, "ok.md", "# Fine\n\nA readable document.\n")
     path = write(tmp_path, name, content)
     summary = ingest(dsn, tmp_path)
@@ -201,17 +201,17 @@ def test_unreadable_files_get_clear_errors(kb, dsn, tmp_path, name, content, exp
         assert error.startswith(f"{path}:1:")  # the first bad byte (é) is on line 1
 
 
-def test_bom_and_crlf_front_matter(kb, dsn, tmp_path):
+def test_bom_and_crlf_front_matter(fresh_db, dsn, tmp_path):
     write(
         tmp_path, "win.md", b"\xef\xbb\xbf---\r\ntitle: Windows\r\nowner: it\r\n---\r\n# Windows\r\n\r\nCRLF body.\r\n"
     )
     summary = ingest(dsn, tmp_path)
     assert summary.synced == ["win.md"], summary.failed
-    d = docs(kb)["win.md"]
+    d = docs(fresh_db)["win.md"]
     assert (d["title"], d["metadata"]) == ("Windows", {"owner": "it"})
 
 
-def test_database_rejection_is_reported_per_file(kb, dsn, tmp_path):
+def test_database_rejection_is_reported_per_file(fresh_db, dsn, tmp_path):
     write(tmp_path, "ok.md", "Fine.\n")
     bad = write(tmp_path, "window.md", "---\neffective_from: 2025-01-01\neffective_to: 2024-01-01\n---\nBackwards.\n")
     summary = ingest(dsn, tmp_path)
@@ -219,7 +219,7 @@ def test_database_rejection_is_reported_per_file(kb, dsn, tmp_path):
     assert len(summary.failed) == 1 and summary.failed[0]["error"].startswith(f"{bad}: rejected by the database")
 
 
-def test_cli_ingest_prints_json_summary(kb, dsn, tmp_path):
+def test_cli_ingest_prints_json_summary(fresh_db, dsn, tmp_path):
     write(tmp_path, "a.md", "# A\n\nAlpha.\n")
     write(tmp_path, "b.md", "---\nbad: [\n---\nBeta.\n")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PGKB_")}

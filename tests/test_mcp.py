@@ -16,7 +16,9 @@ from pathlib import Path
 
 import anyio
 import pytest
-from conftest import insert_document
+from helpers import insert_document, temporary_role
+
+from harness.retrieval import retrieve
 
 mcp = pytest.importorskip("mcp")
 from mcp.client.session import ClientSession  # noqa: E402
@@ -72,9 +74,9 @@ def error_text(result) -> str:
 
 
 @pytest.fixture
-def corpus(kb):
+def corpus(fresh_db):
     insert_document(
-        kb,
+        fresh_db,
         "policies/refund-v1.md",
         "# Refund policy\n\n## Deadline\n\nRefunds are accepted within 7 days of delivery.",
         title="Refund policy",
@@ -84,7 +86,7 @@ def corpus(kb):
         namespace="public",
     )
     insert_document(
-        kb,
+        fresh_db,
         "policies/refund-v2.md",
         "# Refund policy\n\n## Deadline\n\nRefunds are accepted within 14 days of delivery. 退款期限为收货后 14 天。",
         title="Refund policy",
@@ -95,7 +97,7 @@ def corpus(kb):
         namespace="public",
     )
     insert_document(
-        kb,
+        fresh_db,
         "decisions/adr-007-refund-automation.md",
         "# ADR 7: automate refunds\n\n## Decision\n\nRefunds under 50 EUR are approved automatically.",
         title="ADR 7: automate refunds",
@@ -104,7 +106,7 @@ def corpus(kb):
         effective_from="2024-01-15",
         namespace="internal",
     )
-    return kb
+    return fresh_db
 
 
 def test_tools_are_listed_with_their_parameters(dsn):
@@ -152,6 +154,15 @@ def test_retrieve_returns_citable_current_passages(corpus, dsn):
     assert payload(mixed)["results"][0]["source"] == "policies/refund-v2.md"
 
 
+def test_results_carry_every_kb_retrieve_column_but_the_leg_scores(corpus, dsn):
+    (result,) = call(dsn, [("kb_retrieve", {"query": "refunds", "k": 10})])
+    results = payload(result)["results"]
+    columns = set(retrieve(corpus, "refunds", k=10)[0])
+    leg_scores = {"dense_score", "lexical_score"}  # raw scores on different scales; the ranks explain a hit
+    assert leg_scores < columns
+    assert results and all(set(r) == columns - leg_scores | {"citation"} for r in results)
+
+
 def test_no_evidence_is_an_empty_answer_not_an_error(corpus, dsn):
     (result,) = call(dsn, [("kb_retrieve", {"query": "quantum chromodynamics lattice", "mode": "lexical"})])
     data = payload(result)
@@ -196,26 +207,22 @@ def test_unreachable_database_is_a_clear_error():
 def reader_role(corpus):
     """A NOLOGIN role the connecting user may SET ROLE to, with read grants, and an RLS policy that shows
     it only the `public` namespace."""
-    role = f"mcp_reader_{uuid.uuid4().hex[:8]}"
-    kb = corpus
-    kb.execute(f"CREATE ROLE {role} NOLOGIN")
-    kb.execute(f"GRANT {role} TO current_user")
-    try:
-        kb.execute(f"GRANT USAGE ON SCHEMA kb TO {role}")
-        kb.execute(
+    with temporary_role(corpus, f"mcp_reader_{uuid.uuid4().hex[:8]}") as role:
+        corpus.execute(f"GRANT {role} TO current_user")
+        corpus.execute(f"GRANT USAGE ON SCHEMA kb TO {role}")
+        corpus.execute(
             "GRANT SELECT ON kb.documents, kb.chunks, kb.embeddings, kb.lexical_postings, kb.lexical_stats, "
             "kb.lexical_terms, kb.embed_queue, "
             f"kb.models, kb.settings, kb.schema_migrations, kb.model_readiness, kb.ingest_status TO {role}"
         )
         # pgkb's own row-level security: namespace grants, enforced with tenant_isolation on
-        kb.execute("UPDATE kb.settings SET value = 'true' WHERE key = 'tenant_isolation'")
-        kb.execute("INSERT INTO kb.namespace_grants (role_name, namespace) VALUES (%s, 'public')", (role,))
-        yield role
-    finally:
-        kb.execute("UPDATE kb.settings SET value = 'false' WHERE key = 'tenant_isolation'")
-        kb.execute("DELETE FROM kb.namespace_grants WHERE role_name = %s", (role,))
-        kb.execute(f"DROP OWNED BY {role}")
-        kb.execute(f"DROP ROLE {role}")
+        corpus.execute("UPDATE kb.settings SET value = 'true' WHERE key = 'tenant_isolation'")
+        corpus.execute("INSERT INTO kb.namespace_grants (role_name, namespace) VALUES (%s, 'public')", (role,))
+        try:
+            yield role
+        finally:
+            corpus.execute("UPDATE kb.settings SET value = 'false' WHERE key = 'tenant_isolation'")
+            corpus.execute("DELETE FROM kb.namespace_grants WHERE role_name = %s", (role,))
 
 
 def test_retrieve_runs_as_the_configured_role(reader_role, dsn):
@@ -235,13 +242,9 @@ def test_retrieve_runs_as_the_configured_role(reader_role, dsn):
 
 
 def test_role_without_grants_gets_permission_error(corpus, dsn):
-    role = f"mcp_nogrants_{uuid.uuid4().hex[:8]}"
-    corpus.execute(f"CREATE ROLE {role} NOLOGIN")
-    try:
+    with temporary_role(corpus, f"mcp_nogrants_{uuid.uuid4().hex[:8]}") as role:
         (result,) = call(dsn, [("kb_retrieve", {"query": "refund"})], PGKB_MCP_ROLE=role)
         assert "permission denied" in error_text(result)
-    finally:
-        corpus.execute(f"DROP ROLE {role}")
 
 
 def test_nonexistent_role_is_a_clear_error(corpus, dsn):

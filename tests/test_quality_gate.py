@@ -32,7 +32,7 @@ def _assert_lifecycle_clean(by_category: dict) -> None:
         assert by_category[category]["forbidden_hits"] == 0, category
 
 
-def test_lexical_quality_gate(kb, dsn):
+def test_lexical_quality_gate(fresh_db, dsn):
     summary = loader.ingest(dsn, [str(CORPUS)], progress=False)
     assert summary.failed == []
     report = evaluate(dsn, cases_file=str(CASES), mode="lexical", k=10, progress=False)
@@ -44,7 +44,7 @@ def test_lexical_quality_gate(kb, dsn):
 
 
 @pytest.mark.real_model
-def test_hybrid_quality_gate_with_bundled_model(db, dsn):
+def test_hybrid_quality_gate_with_bundled_model(migrated_db, dsn):
     summary = loader.ingest(dsn, [str(CORPUS)], progress=False)
     assert summary.failed == []
     report = evaluate(dsn, cases_file=str(CASES), mode="hybrid,dense", k=10, progress=False)

@@ -7,8 +7,10 @@ import time
 
 import psycopg
 import pytest
-from psycopg.rows import dict_row
-from tests_support import start_slow_ingest, wait_for
+from helpers import sources, start_slow_ingest, wait_for
+
+from harness.db import connect
+from harness.retrieval import retrieve
 
 WRITERS = 4
 DOCS_PER_WRITER = 250
@@ -23,7 +25,7 @@ def _body(writer: int, n: int) -> str:
 
 def _write(dsn: str, writer: int, errors: list) -> None:
     try:
-        with psycopg.connect(dsn, autocommit=True) as conn:
+        with connect(dsn) as conn:
             for n in range(DOCS_PER_WRITER):
                 conn.execute(
                     "INSERT INTO kb.documents (namespace, source, title, body) VALUES ('load', %s, %s, %s)",
@@ -35,17 +37,17 @@ def _write(dsn: str, writer: int, errors: list) -> None:
 
 def _read(dsn: str, stop: threading.Event, errors: list, counter: list) -> None:
     try:
-        with psycopg.connect(dsn, autocommit=True) as conn:
+        with connect(dsn) as conn:
             while not stop.is_set():
-                conn.execute("SELECT count(*) FROM kb_retrieve('报销流程 topic3', 5)").fetchone()
+                retrieve(conn, "报销流程 topic3", k=5)
                 counter.append(1)
     except Exception as exc:  # noqa: BLE001
         errors.append(f"reader: {exc!r}")
 
 
 @pytest.mark.parametrize("embed_mode", ["sync", "deferred"])
-def test_four_concurrent_writers_with_readers_lose_nothing(kb, dsn, embed_mode):
-    kb.execute("UPDATE kb.settings SET value = %s WHERE key = 'embed_mode'", (f'"{embed_mode}"',))
+def test_four_concurrent_writers_with_readers_lose_nothing(fresh_db, dsn, embed_mode):
+    fresh_db.execute("UPDATE kb.settings SET value = %s WHERE key = 'embed_mode'", (f'"{embed_mode}"',))
     errors: list[str] = []
     reads: list[int] = []
     stop = threading.Event()
@@ -61,8 +63,8 @@ def test_four_concurrent_writers_with_readers_lose_nothing(kb, dsn, embed_mode):
     assert errors == []
     assert reads, "the readers never completed a query"
     if embed_mode == "deferred":
-        kb.execute("CALL kb.embed_pending(64)")
-    counts = kb.execute(
+        fresh_db.execute("CALL kb.embed_pending(64)")
+    counts = fresh_db.execute(
         """SELECT
                (SELECT count(*) FROM kb.documents) AS documents,
                (SELECT count(DISTINCT source) FROM kb.documents) AS sources,
@@ -80,35 +82,34 @@ def test_four_concurrent_writers_with_readers_lose_nothing(kb, dsn, embed_mode):
     assert counts["chunks"] == counts["declared_chunks"] == counts["distinct_chunks"] >= total
     assert counts["vectors"] == counts["chunks"]
     assert counts["queued"] == 0 and counts["not_indexed"] == 0 and counts["orphan_postings"] == 0
-    rows = kb.execute("SELECT source FROM kb_retrieve('W3-D0123', 3, mode => 'lexical')").fetchall()
-    assert rows[0]["source"] == "w3/d0123.md"
+    assert sources(retrieve(fresh_db, "W3-D0123", k=3, mode="lexical"))[0] == "w3/d0123.md"
 
 
-def test_terminated_backend_leaves_no_partial_document(kb, dsn):
+def test_terminated_backend_leaves_no_partial_document(fresh_db, dsn):
     """A backend killed in the middle of a (slow) ingest transaction writes nothing."""
     t, holder = start_slow_ingest(dsn)
     wait_for(
         lambda: (
-            kb.execute("SELECT state FROM pg_stat_activity WHERE pid = %s", (holder["pid"],)).fetchone()["state"]
+            fresh_db.execute("SELECT state FROM pg_stat_activity WHERE pid = %s", (holder["pid"],)).fetchone()["state"]
             == "active"
         ),
         timeout=10,
     )
     time.sleep(0.5)
-    assert kb.execute("SELECT pg_terminate_backend(%s) AS ok", (holder["pid"],)).fetchone()["ok"]
+    assert fresh_db.execute("SELECT pg_terminate_backend(%s) AS ok", (holder["pid"],)).fetchone()["ok"]
     t.join(timeout=60)
     assert isinstance(holder.get("error"), psycopg.Error)
     for table in ("kb.documents", "kb.chunks", "kb.lexical_postings", "kb.embeddings"):
-        n = kb.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"]
+        n = fresh_db.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"]
         assert n == 0, f"{table} kept {n} rows of the killed transaction"
 
 
-def test_statement_timeout_on_oversized_input_writes_nothing(kb, dsn):
+def test_statement_timeout_on_oversized_input_writes_nothing(fresh_db, dsn):
     body = "# Huge\n\n" + ("这是一段很长的中文文本，用来测试超时。" * 400_000)  # ~8 MB
-    with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
+    with connect(dsn) as conn:
         conn.execute("SET statement_timeout = '300ms'")
         with pytest.raises(psycopg.errors.QueryCanceled) as info:
             conn.execute("INSERT INTO kb.documents (source, body) VALUES ('huge.md', %s)", (body,))
         assert "statement timeout" in str(info.value)
-    assert kb.execute("SELECT count(*) AS n FROM kb.documents").fetchone()["n"] == 0
-    assert kb.execute("SELECT count(*) AS n FROM kb.chunks").fetchone()["n"] == 0
+    assert fresh_db.execute("SELECT count(*) AS n FROM kb.documents").fetchone()["n"] == 0
+    assert fresh_db.execute("SELECT count(*) AS n FROM kb.chunks").fetchone()["n"] == 0

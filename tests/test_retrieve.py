@@ -11,37 +11,21 @@ import uuid
 
 import psycopg
 import pytest
-from conftest import insert_document, retrieve
+from helpers import insert_document, sources
+from pgkb_plpy.vocabulary import RETRIEVAL_MODES
 from psycopg.types.json import Jsonb
 
-MODES = ["lexical", "dense", "hybrid", "auto"]
-
-
-@pytest.fixture
-def kb(module_kb):
-    """One database per module (hash model), each test inside a rolled-back transaction."""
-    return module_kb
-
-
-def sources(rows: list[dict]) -> list[str]:
-    return [r["source"] for r in rows]
-
-
-def explain(conn, query: str, **kwargs) -> dict:
-    args = "".join(f", {k} => %({k})s" for k in kwargs)
-    params = {"query": query, **{k: Jsonb(v) if isinstance(v, dict) else v for k, v in kwargs.items()}}
-    return conn.execute(f"SELECT kb_retrieve_explain(%(query)s{args}) AS e", params).fetchone()["e"]
-
+from harness.retrieval import MODES, explain, retrieve
 
 # -- namespace and filters ------------------------------------------------------------------------
 
 
 @pytest.fixture
-def scoped(kb):
+def scoped(rolled_back_db):
     """The same topic in two namespaces, with metadata, doc types and tags."""
     body = "# 报销\n\n差旅报销需要在出差结束后 {days} 天内提交发票。Travel expenses are claimed within {days} days."
     insert_document(
-        kb,
+        rolled_back_db,
         "hr/expenses.md",
         body.format(days=30),
         namespace="hr",
@@ -49,7 +33,7 @@ def scoped(kb):
         metadata={"team": "finance", "region": "cn", "tags": ["travel", "money"]},
     )
     insert_document(
-        kb,
+        rolled_back_db,
         "eng/expenses.md",
         body.format(days=15),
         namespace="eng",
@@ -57,14 +41,14 @@ def scoped(kb):
         metadata={"team": "platform", "region": "us", "tags": ["travel"]},
     )
     insert_document(
-        kb,
+        rolled_back_db,
         "eng/oncall.md",
         "# Oncall\n\nThe oncall engineer claims travel expenses like everyone.",
         namespace="eng",
         doc_type="runbook",
         metadata={"team": "platform", "tags": ["oncall"]},
     )
-    return kb
+    return rolled_back_db
 
 
 def test_namespace_scope(scoped):
@@ -97,24 +81,30 @@ def test_filters_reach_both_legs(scoped, filters, expected):
         assert got == expected, mode
 
 
-def test_filter_applies_before_ranking(kb):
+def test_filter_applies_before_ranking(rolled_back_db):
     """Forty better-matching documents outside the filter must not crowd out the one inside it."""
     for i in range(40):
         insert_document(
-            kb, f"noise/{i}.md", f"# Refund {i}\n\nRefund refund refund policy number {i}.", metadata={"team": "noise"}
+            rolled_back_db,
+            f"noise/{i}.md",
+            f"# Refund {i}\n\nRefund refund refund policy number {i}.",
+            metadata={"team": "noise"},
         )
     insert_document(
-        kb, "target.md", "# Shipping\n\nA refund is issued after the parcel returns.", metadata={"team": "target"}
+        rolled_back_db,
+        "target.md",
+        "# Shipping\n\nA refund is issued after the parcel returns.",
+        metadata={"team": "target"},
     )
-    kb.execute("SET pgkb.candidates_per_leg = '10'")
+    rolled_back_db.execute("SET pgkb.candidates_per_leg = '10'")
     for mode in MODES:
-        rows = retrieve(kb, "refund policy", k=1, mode=mode, filters={"metadata": {"team": "target"}})
+        rows = retrieve(rolled_back_db, "refund policy", k=1, mode=mode, filters={"metadata": {"team": "target"}})
         assert sources(rows) == ["target.md"], mode
 
 
-def test_dense_filter_excluding_most_rows_still_returns_k(kb):
+def test_dense_filter_excluding_most_rows_still_returns_k(rolled_back_db):
     """300 documents, 30 pass the filter: the HNSW scan keeps going (iterative scan) until k rows pass."""
-    kb.execute(
+    rolled_back_db.execute(
         """
         INSERT INTO kb.documents (namespace, source, body, metadata)
         SELECT 'default', 'doc-' || i || '.md',
@@ -123,20 +113,20 @@ def test_dense_filter_excluding_most_rows_still_returns_k(kb):
         FROM generate_series(1, 300) AS i
         """
     )
-    assert kb.execute("SELECT count(*) AS n FROM kb.embeddings").fetchone()["n"] == 300
-    kb.execute("SET enable_seqscan = off")
-    kb.execute("SET pgkb.hnsw_ef_search = '10'")  # a small beam: without iterative scans ~1 row would pass
+    assert rolled_back_db.execute("SELECT count(*) AS n FROM kb.embeddings").fetchone()["n"] == 300
+    rolled_back_db.execute("SET enable_seqscan = off")
+    rolled_back_db.execute("SET pgkb.hnsw_ef_search = '10'")  # a small beam: without iterative scans ~1 row would pass
     query = "warehouse ships parcel batch"
-    rows = retrieve(kb, query, k=20, mode="dense", filters={"metadata": {"shard": "rare"}})
+    rows = retrieve(rolled_back_db, query, k=20, mode="dense", filters={"metadata": {"shard": "rare"}})
     assert len(rows) == 20
     assert all(int(s.removeprefix("doc-").removesuffix(".md")) % 10 == 0 for s in sources(rows))
     assert [r["dense_rank"] for r in rows] == list(range(1, 21))
 
     # the query shape of kb.dense_candidates uses the model's partial HNSW index
-    vector = kb.execute("SELECT kb.embed_query(%s, 'hash-64') AS v", [query]).fetchone()["v"]
+    vector = rolled_back_db.execute("SELECT kb.embed_query(%s, 'hash-64') AS v", [query]).fetchone()["v"]
     plan = "\n".join(
         r["QUERY PLAN"]
-        for r in kb.execute(
+        for r in rolled_back_db.execute(
             """
             EXPLAIN SELECT e.chunk_id FROM kb.embeddings AS e
             INNER JOIN kb.chunks AS c ON c.id = e.chunk_id
@@ -148,7 +138,7 @@ def test_dense_filter_excluding_most_rows_still_returns_k(kb):
             {"v": vector},
         )
     )
-    index = kb.execute("SELECT kb.hnsw_index_name('hash-64') AS n").fetchone()["n"]
+    index = rolled_back_db.execute("SELECT kb.hnsw_index_name('hash-64') AS n").fetchone()["n"]
     assert f"Index Scan using {index}" in plan, plan
 
 
@@ -156,16 +146,30 @@ def test_dense_filter_excluding_most_rows_still_returns_k(kb):
 
 
 @pytest.fixture
-def identifiers(kb):
-    insert_document(kb, "errors.md", "# Error codes\n\nE-4031 means the upstream payment gateway timed out.")
-    insert_document(kb, "errors-more.md", "# Error codes\n\nE-40310 and E-4032 mean the card was declined.")
-    insert_document(kb, "rooms.md", "# Rooms\n\nRoom 4031 is the server room; the e-sign desk is next door.")
-    insert_document(kb, "contract.md", "# 合同\n\n合同编号 HT-2024-0173 约定付款周期为 30 天，逾期按日计息。")
-    insert_document(kb, "contract-2.md", "# 合同\n\n合同编号 HT-2024-0174 约定付款周期为 60 天。2024 年 173 号文。")
-    insert_document(kb, "config.md", "# Session\n\nThe key session.ttl_seconds sets how long a login session lasts.")
-    insert_document(kb, "sessions.md", "# Sessions\n\nA session lasts until logout; ttl and seconds are logged.")
-    insert_document(kb, "percent.md", "# Discounts\n\nThe staff discount is 20% on weekdays, a_b testing aside.")
-    return kb
+def identifiers(rolled_back_db):
+    insert_document(
+        rolled_back_db, "errors.md", "# Error codes\n\nE-4031 means the upstream payment gateway timed out."
+    )
+    insert_document(rolled_back_db, "errors-more.md", "# Error codes\n\nE-40310 and E-4032 mean the card was declined.")
+    insert_document(
+        rolled_back_db, "rooms.md", "# Rooms\n\nRoom 4031 is the server room; the e-sign desk is next door."
+    )
+    insert_document(
+        rolled_back_db, "contract.md", "# 合同\n\n合同编号 HT-2024-0173 约定付款周期为 30 天，逾期按日计息。"
+    )
+    insert_document(
+        rolled_back_db, "contract-2.md", "# 合同\n\n合同编号 HT-2024-0174 约定付款周期为 60 天。2024 年 173 号文。"
+    )
+    insert_document(
+        rolled_back_db, "config.md", "# Session\n\nThe key session.ttl_seconds sets how long a login session lasts."
+    )
+    insert_document(
+        rolled_back_db, "sessions.md", "# Sessions\n\nA session lasts until logout; ttl and seconds are logged."
+    )
+    insert_document(
+        rolled_back_db, "percent.md", "# Discounts\n\nThe staff discount is 20% on weekdays, a_b testing aside."
+    )
+    return rolled_back_db
 
 
 @pytest.mark.parametrize(
@@ -254,16 +258,24 @@ def test_wildcards_do_not_match_everything(identifiers):
 
 
 @pytest.fixture
-def chinese(kb):
-    insert_document(kb, "meeting.md", "# 会议规范\n\n会议进行中如果有人需要打断发言，请先举手示意，由主持人安排顺序。")
-    insert_document(kb, "shop.md", "# 售后服务\n\n我们承诺七天无理由退款，运费由商家承担，款项三日内到账。")
-    insert_document(kb, "gray.md", "# 灰度发布\n\n灰度发布是指先让一小部分用户使用新版本，确认稳定后再逐步扩大范围。")
-    insert_document(kb, "bluegreen.md", "# 蓝绿部署\n\n蓝绿部署准备两套相同的环境，发布时切换流量，出问题可立即回退。")
-    insert_document(kb, "refund.md", "# 退款期限\n\n退款期限为收货后 14 天，数字商品激活后不支持退款。")
-    insert_document(kb, "digital.md", "# 数字商品\n\n数字商品包括软件授权和会员卡，购买后立即发放。")
-    insert_document(kb, "session.md", "# Session TTL\n\nThe session TTL is one hour. Change it with the ttl setting.")
-    insert_document(kb, "backup.md", "# Backups\n\nBackups run nightly and are kept for thirty days.")
-    return kb
+def chinese(rolled_back_db):
+    insert_document(
+        rolled_back_db, "meeting.md", "# 会议规范\n\n会议进行中如果有人需要打断发言，请先举手示意，由主持人安排顺序。"
+    )
+    insert_document(rolled_back_db, "shop.md", "# 售后服务\n\n我们承诺七天无理由退款，运费由商家承担，款项三日内到账。")
+    insert_document(
+        rolled_back_db, "gray.md", "# 灰度发布\n\n灰度发布是指先让一小部分用户使用新版本，确认稳定后再逐步扩大范围。"
+    )
+    insert_document(
+        rolled_back_db, "bluegreen.md", "# 蓝绿部署\n\n蓝绿部署准备两套相同的环境，发布时切换流量，出问题可立即回退。"
+    )
+    insert_document(rolled_back_db, "refund.md", "# 退款期限\n\n退款期限为收货后 14 天，数字商品激活后不支持退款。")
+    insert_document(rolled_back_db, "digital.md", "# 数字商品\n\n数字商品包括软件授权和会员卡，购买后立即发放。")
+    insert_document(
+        rolled_back_db, "session.md", "# Session TTL\n\nThe session TTL is one hour. Change it with the ttl setting."
+    )
+    insert_document(rolled_back_db, "backup.md", "# Backups\n\nBackups run nightly and are kept for thirty days.")
+    return rolled_back_db
 
 
 @pytest.mark.parametrize(("query", "source"), [("打断", "meeting.md"), ("退款", "shop.md"), ("扩大范围", "gray.md")])
@@ -368,14 +380,14 @@ ZH_TOPICS = {
 
 
 @pytest.fixture
-def company(kb):
+def company(rolled_back_db):
     """A handbook where company, policy, employee, office, 公司, 员工 and 规定 occur in every document."""
     for topic, fact in COMPANY_TOPICS.items():
         body = f"# {topic.title()} policy\n\nThis company policy applies to all employees in the office: {fact}."
-        insert_document(kb, f"{topic}.md", body)
+        insert_document(rolled_back_db, f"{topic}.md", body)
     for topic, fact in ZH_TOPICS.items():
-        insert_document(kb, f"zh-{topic}.md", f"# {topic}规定\n\n本规定适用于公司全体员工：{fact}。")
-    return kb
+        insert_document(rolled_back_db, f"zh-{topic}.md", f"# {topic}规定\n\n本规定适用于公司全体员工：{fact}。")
+    return rolled_back_db
 
 
 @pytest.mark.parametrize(
@@ -481,15 +493,15 @@ def test_result_columns(chinese):
     assert "«灰度»" in rows[0]["snippet"] or "«灰度发布»" in rows[0]["snippet"]
 
 
-def test_auto_without_vectors_is_lexical(kb):
-    kb.execute("SELECT kb.register_model('hash-32', 'hash', 'hash', 32, '{}', false)")
-    insert_document(kb, "a.md", "# Refunds\n\nRefunds take 14 days.")
-    kb.execute("UPDATE kb.models SET active = (name = 'hash-32')")
-    kb.execute("DELETE FROM kb.embeddings WHERE model = 'hash-32'")
-    ex = explain(kb, "refunds")
+def test_auto_without_vectors_is_lexical(rolled_back_db):
+    rolled_back_db.execute("SELECT kb.register_model('hash-32', 'hash', 'hash', 32, '{}', false)")
+    insert_document(rolled_back_db, "a.md", "# Refunds\n\nRefunds take 14 days.")
+    rolled_back_db.execute("UPDATE kb.models SET active = (name = 'hash-32')")
+    rolled_back_db.execute("DELETE FROM kb.embeddings WHERE model = 'hash-32'")
+    ex = explain(rolled_back_db, "refunds")
     assert ex["mode"] == "lexical" and ex["results"][0]["source"] == "a.md"
     with pytest.raises(psycopg.errors.RaiseException, match="needs vectors"):
-        retrieve(kb, "refunds", mode="dense")
+        retrieve(rolled_back_db, "refunds", mode="dense")
 
 
 # -- input validation -----------------------------------------------------------------------------
@@ -507,56 +519,91 @@ def test_auto_without_vectors_is_lexical(kb):
         ({"filters": {"colour": "red"}}, 'unknown filter key "colour"'),
         ({"filters": {"metadata": "finance"}}, "filters.metadata must be an object"),
         ({"filters": {"include_history": "yes"}}, "filters.include_history must be true or false"),
-        ({"as_of": None}, "as_of must not be NULL"),
     ],
 )
-def test_invalid_arguments_are_named(kb, kwargs, message):
-    insert_document(kb, "a.md", "# Refunds\n\nRefunds take 14 days.")
-    with pytest.raises(psycopg.errors.RaiseException, match=message), kb.transaction():
-        retrieve(kb, "refunds", **kwargs)
+def test_invalid_arguments_are_named(rolled_back_db, kwargs, message):
+    insert_document(rolled_back_db, "a.md", "# Refunds\n\nRefunds take 14 days.")
+    with pytest.raises(psycopg.errors.RaiseException, match=message), rolled_back_db.transaction():
+        retrieve(rolled_back_db, "refunds", **kwargs)
+
+
+def test_null_as_of_is_named(rolled_back_db):
+    # written out: harness.retrieval leaves a None argument to the database's default (now())
+    insert_document(rolled_back_db, "a.md", "# Refunds\n\nRefunds take 14 days.")
+    with pytest.raises(psycopg.errors.RaiseException, match="as_of must not be NULL"), rolled_back_db.transaction():
+        rolled_back_db.execute("SELECT * FROM kb_retrieve('refunds', as_of => NULL)")
 
 
 @pytest.mark.parametrize("query", ["", "   ", "\n\t", None])
-def test_empty_query_is_an_error(kb, query):
+def test_empty_query_is_an_error(rolled_back_db, query):
     with pytest.raises(psycopg.errors.RaiseException, match="query is empty"):
-        retrieve(kb, query)
+        retrieve(rolled_back_db, query)
 
 
-def test_huge_query_is_truncated_and_noted(kb):
-    insert_document(kb, "a.md", "# Refunds\n\nRefunds take 14 days after delivery.")
+def test_huge_query_is_truncated_and_noted(rolled_back_db):
+    insert_document(rolled_back_db, "a.md", "# Refunds\n\nRefunds take 14 days after delivery.")
     query = "refunds after delivery " + "x" * 100_000 + " 退款" * 1000
-    rows = retrieve(kb, query, mode="lexical")
+    rows = retrieve(rolled_back_db, query, mode="lexical")
     assert sources(rows) == ["a.md"]
-    ex = explain(kb, query)
+    ex = explain(rolled_back_db, query)
     assert any("truncated" in n for n in ex["notes"])
     assert len(ex["query"]) <= 4096
     assert ex["timings_ms"]["total"] < 5000
 
 
-def test_k_limits_rows(kb):
+def test_k_limits_rows(rolled_back_db):
     for i in range(12):
-        insert_document(kb, f"d{i}.md", f"# Refund {i}\n\nRefund rule number {i} for parcels.")
+        insert_document(rolled_back_db, f"d{i}.md", f"# Refund {i}\n\nRefund rule number {i} for parcels.")
     for mode in MODES:
-        assert len(retrieve(kb, "refund rule", k=3, mode=mode)) == 3, mode
-        assert len(retrieve(kb, "refund rule", k=1000, mode=mode)) == 12, mode
+        assert len(retrieve(rolled_back_db, "refund rule", k=3, mode=mode)) == 3, mode
+        assert len(retrieve(rolled_back_db, "refund rule", k=1000, mode=mode)) == 12, mode
+
+
+def test_omitted_arguments_take_the_database_defaults(rolled_back_db):
+    for i in range(12):
+        insert_document(rolled_back_db, f"d{i}.md", f"# Refund {i}\n\nRefund rule number {i} for parcels.")
+    rows = retrieve(rolled_back_db, "refund rule")
+    assert len(rows) == 8  # kb_retrieve's k DEFAULT 8
+    assert rows == retrieve(rolled_back_db, "refund rule", k=8, mode="auto", filters={})
+    assert (
+        explain(rolled_back_db, "refund rule")["results"]
+        == explain(rolled_back_db, "refund rule", k=8, mode="auto", filters={})["results"]
+    )
+
+
+# -- the modes -------------------------------------------------------------------------------------
+
+
+def test_harness_modes_are_the_vocabulary_modes():
+    assert MODES == RETRIEVAL_MODES
+
+
+def test_harness_modes_are_the_modes_kb_retrieve_accepts(rolled_back_db):
+    insert_document(rolled_back_db, "a.md", "# Refunds\n\nRefunds take 14 days.")
+    for mode in MODES:
+        assert sources(retrieve(rolled_back_db, "refunds", mode=mode)) == ["a.md"], mode
+    with pytest.raises(psycopg.errors.RaiseException) as info, rolled_back_db.transaction():
+        retrieve(rolled_back_db, "refunds", mode="no-such-mode")
+    hint = info.value.diag.message_hint or ""
+    assert hint.startswith("modes: ") and tuple(hint.removeprefix("modes: ").split(", ")) == MODES
 
 
 # -- reader role ------------------------------------------------------------------------------------
 
 
-def test_plain_reader_role(kb):
-    insert_document(kb, "a.md", "# 退款\n\n退款期限为收货后 14 天。Refunds take 14 days.")
+def test_plain_reader_role(rolled_back_db):
+    insert_document(rolled_back_db, "a.md", "# 退款\n\n退款期限为收货后 14 天。Refunds take 14 days.")
     role = f"pgkb_reader_{uuid.uuid4().hex[:8]}"  # roles are cluster-wide; the rollback removes it
-    kb.execute(f"CREATE ROLE {role} LOGIN")
-    kb.execute(f"GRANT USAGE ON SCHEMA kb TO {role}")
-    kb.execute(
+    rolled_back_db.execute(f"CREATE ROLE {role} LOGIN")
+    rolled_back_db.execute(f"GRANT USAGE ON SCHEMA kb TO {role}")
+    rolled_back_db.execute(
         "GRANT SELECT ON kb.documents, kb.chunks, kb.embeddings, kb.lexical_postings, kb.lexical_stats, "
         f"kb.lexical_terms, kb.models, kb.settings TO {role}"
     )
-    kb.execute(f"SET ROLE {role}")
+    rolled_back_db.execute(f"SET ROLE {role}")
     for mode in MODES:
-        assert sources(retrieve(kb, "退款期限", mode=mode)) == ["a.md"], mode
-    assert explain(kb, "refunds", context=["退款期限是几天？"])["results"]
+        assert sources(retrieve(rolled_back_db, "退款期限", mode=mode)) == ["a.md"], mode
+    assert explain(rolled_back_db, "refunds", context=["退款期限是几天？"])["results"]
     for call in (
         "kb.py_query_terms('x')",
         "kb.py_analyze_query('x', NULL)",
@@ -564,22 +611,22 @@ def test_plain_reader_role(kb):
         "kb.py_embed_query('x', 'hash-64')",
         "kb.embed_queue_batch('hash-64', 1)",
     ):
-        with pytest.raises(psycopg.errors.InsufficientPrivilege), kb.transaction():
-            kb.execute(f"SELECT {call}")
-    with pytest.raises(psycopg.errors.InsufficientPrivilege), kb.transaction():
-        kb.execute("INSERT INTO kb.documents (source, body) VALUES ('x.md', 'x')")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege), rolled_back_db.transaction():
+            rolled_back_db.execute(f"SELECT {call}")
+    with pytest.raises(psycopg.errors.InsufficientPrivilege), rolled_back_db.transaction():
+        rolled_back_db.execute("INSERT INTO kb.documents (source, body) VALUES ('x.md', 'x')")
 
 
 # -- de-duplication ---------------------------------------------------------------------------------
 
 
-def test_identical_chunks_appear_once(kb):
+def test_identical_chunks_appear_once(rolled_back_db):
     body = "# 报销\n\n差旅报销需要在出差结束后 30 天内提交发票。"
-    insert_document(kb, "copy-a.md", body)
-    insert_document(kb, "copy-b.md", body)
-    insert_document(kb, "other.md", "# 报销流程\n\n报销发票交给财务部门审核。")
+    insert_document(rolled_back_db, "copy-a.md", body)
+    insert_document(rolled_back_db, "copy-b.md", body)
+    insert_document(rolled_back_db, "other.md", "# 报销流程\n\n报销发票交给财务部门审核。")
     for mode in MODES:
-        rows = retrieve(kb, "报销发票", k=5, mode=mode)
+        rows = retrieve(rolled_back_db, "报销发票", k=5, mode=mode)
         contents = [r["content"] for r in rows]
         assert len(contents) == len(set(contents)), mode
         assert len({"copy-a.md", "copy-b.md"} & set(sources(rows))) == 1, mode
