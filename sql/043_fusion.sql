@@ -152,8 +152,8 @@ LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    -- one PL/Python call for all rows
-    WITH snippets AS (
+    -- one PL/Python call for all rows (MATERIALIZED: evaluated once, not once per row)
+    WITH snippets AS MATERIALIZED (
         SELECT kb.snippets(ARRAY(SELECT (p_rows[o]).content FROM generate_subscripts(p_rows, 1) AS o ORDER BY o),
             p_query, 200) AS texts
     )
