@@ -6,17 +6,15 @@ applied file is refused), then re-create every object of sql/ (idempotent)."""
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
 
-from .config import MIGRATIONS_DIR, PLPYTHON_DIR, SQL_DIR, Settings
+from .config import MIGRATIONS_DIR, SQL_DIR, Settings
+from .install_plpython import install_plpython_modules
 
 MIGRATE_LOCK_KEY = 727_274_001  # arbitrary constant: the advisory lock all migrators share
 EXTENSIONS = ("vector", "pg_trgm", "plpython3u")
@@ -61,50 +59,16 @@ def migration_files(directory: Path = MIGRATIONS_DIR) -> list[Path]:
 
 
 def sync_plpython_modules(settings: Settings) -> str | None:
-    """Copy plpython/pgkb_plpy into the local server venv (when it is here and writable),
-    so the server runs the same modules as this checkout."""
+    """Install plpython/pgkb_plpy into the local server venv (when it is here and writable),
+    so the server runs the same modules as this checkout; its site-packages, or None."""
     site = settings.server_site_packages()
     if not site or not Path(site).is_dir():
         return None
-    target = Path(site) / "pgkb_plpy"
     try:
-        # Several `pgkb migrate` may run at once (the advisory lock is per database,
-        # the venv is per machine): serialise on a file lock, and leave an
-        # identical copy alone so running backends never see it disappear.
-        with open(Path(site) / ".pgkb_plpy.lock", "a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            if _tree_digest(target) == _tree_digest(PLPYTHON_DIR):
-                return site
-            staging = Path(tempfile.mkdtemp(prefix=".pgkb_plpy.", dir=site))
-            try:
-                shutil.copytree(PLPYTHON_DIR, staging / "pgkb_plpy", ignore=_IGNORE)
-                for path in [staging / "pgkb_plpy", *(staging / "pgkb_plpy").rglob("*")]:
-                    path.chmod(path.stat().st_mode | (0o555 if path.is_dir() else 0o444))  # postgres reads it
-                old = staging / "old"
-                if target.exists():
-                    target.rename(old)  # two renames: the gap without a copy is tiny
-                (staging / "pgkb_plpy").rename(target)
-            finally:
-                shutil.rmtree(staging, ignore_errors=True)
+        install_plpython_modules(Path(site))
     except PermissionError:
-        return site  # not ours to refresh; the installed copy is used
+        pass  # not ours to refresh; the installed copy is used (the version handshake tells if it is too old)
     return site
-
-
-_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
-
-
-def _tree_digest(root: Path) -> str | None:
-    """SHA-256 over the relative paths and contents of a module tree (None when absent)."""
-    if not root.is_dir():
-        return None
-    h = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root)
-        if "__pycache__" in rel.parts or path.suffix == ".pyc" or not path.is_file():
-            continue
-        h.update(str(rel).encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()
 
 
 def migrate(

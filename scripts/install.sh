@@ -81,10 +81,9 @@ if [ "$(cat "$server_stamp" 2>/dev/null)" != "$want" ]; then
   echo "$want" > "$server_stamp"
 fi
 # The PL/Python modules are copied (not linked) so the postgres user can read
-# them wherever the clone lives; `pgkb migrate` refreshes the copy too.
-site_packages="$("$SERVER_VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-rm -rf "$site_packages/pgkb_plpy"
-cp -r "$REPO/plpython/pgkb_plpy" "$site_packages/pgkb_plpy"
+# them wherever the clone lives, by the installer `pgkb migrate` uses too
+# (standard library only, so the server venv's Python runs it).
+PYTHONPATH="$REPO" "$SERVER_VENV/bin/python" -m harness.install_plpython
 chmod -R a+rX "$SERVER_VENV"
 
 # Harness venv: the CLI, tests and linters.

@@ -57,6 +57,9 @@ import unicodedata
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import NamedTuple
+
+from .vocabulary import CJK_ONE_TOKEN_EACH
 
 __all__ = ["Chunk", "chunk_document", "estimate_tokens", "strip_front_matter"]
 
@@ -75,11 +78,7 @@ class Chunk:
 
 # --------------------------------------------------------------------------- tokens
 
-_CJK = (
-    "\u1100-\u11ff\u3040-\u30ff\u3100-\u312f\u3130-\u318f\u31a0-\u31bf\u31f0-\u31ff"
-    "\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff"
-    "\uff66-\uff9f\U00020000-\U0003134f"
-)
+_CJK = CJK_ONE_TOKEN_EACH
 # Combining marks (not matched by \w in Python) so that e.g. Hindi or Thai words stay words.
 _MARKS = "\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0900-\u0dff\u0e00-\u0eff"
 _WORD_CHAR = rf"(?:[^\W_{_CJK}]|[{_MARKS}])"
@@ -135,8 +134,17 @@ _LIST_RE = re.compile(r"^([ \t]*)([-*+]|\d{1,9}[.)])(?:[ \t]+\S|[ \t]*$)")
 _QUOTE_RE = re.compile(r"^ {0,3}>")
 _TABLE_DELIM_RE = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 
-# Blocks are ("para" | "list" | "table" | "code" | "quote", start, end) spans of the normalised
-# text, trimmed of surrounding whitespace, or ("heading", level, text).
+
+class _Block(NamedTuple):
+    """One block of the parsed body. ``start:end`` is its span of the normalised text, trimmed
+    of surrounding whitespace; a heading also has its ``level`` (1-6) and ``text`` (whitespace
+    collapsed, closing ``#`` removed)."""
+
+    kind: str  # "heading" | "para" | "list" | "table" | "code" | "quote"
+    start: int
+    end: int
+    level: int = 0
+    text: str = ""
 
 
 def _indent(line: str) -> int:
@@ -194,7 +202,7 @@ def _starts_block(lines: list[str], i: int) -> bool:
     return _table_start(lines, i)
 
 
-def _parse(text: str, offset: int) -> list[tuple]:
+def _parse(text: str, offset: int) -> list[_Block]:
     """Split ``text[offset:]`` into heading and content blocks (offsets into ``text``)."""
     lines = text[offset:].split("\n")
     starts: list[int] = []
@@ -203,17 +211,16 @@ def _parse(text: str, offset: int) -> list[tuple]:
         starts.append(pos)
         pos += len(ln) + 1
     n = len(lines)
-    out: list[tuple] = []
+    out: list[_Block] = []
+
+    def span(first: int, last: int) -> tuple[int, int]:
+        """The span of lines ``first..last``, trimmed of surrounding whitespace."""
+        return _trim(text, starts[first], starts[last] + len(lines[last]))
 
     def emit(kind: str, first: int, last: int) -> None:
-        s = starts[first]
-        e = starts[last] + len(lines[last])
-        while s < e and text[s].isspace():
-            s += 1
-        while e > s and text[e - 1].isspace():
-            e -= 1
+        s, e = span(first, last)
         if e > s:
-            out.append((kind, s, e))
+            out.append(_Block(kind, s, e))
 
     def skip_fence(i: int, char: str, length: int) -> int:
         """Index of the closing fence line of a fence opened at line ``i`` (or last line)."""
@@ -237,7 +244,7 @@ def _parse(text: str, offset: int) -> list[tuple]:
         m = _ATX_RE.match(line)
         if m:
             htext = _ATX_CLOSE_RE.sub("", m.group(2).strip()).strip()
-            out.append(("heading", len(m.group(1)), " ".join(htext.split())))
+            out.append(_Block("heading", *span(i, i), level=len(m.group(1)), text=" ".join(htext.split())))
             i += 1
             continue
         if _THEMATIC_RE.match(line):
@@ -288,7 +295,7 @@ def _parse(text: str, offset: int) -> list[tuple]:
         # paragraph (with optional one-line setext heading)
         if i + 1 < n and _SETEXT_RE.match(lines[i + 1]) and not _is_blank(line):
             level = 1 if lines[i + 1].strip()[0] == "=" else 2
-            out.append(("heading", level, " ".join(line.split())))
+            out.append(_Block("heading", *span(i, i + 1), level=level, text=" ".join(line.split())))
             i += 2
             continue
         j = i + 1
@@ -440,8 +447,8 @@ def chunk_document(body: str, title: str | None = None, max_tokens: int = 380, o
     blocks = _parse(text, fm_end)
 
     title = " ".join(title.split()) if title and title.strip() else None
-    first_h1 = next((b for b in blocks if b[0] == "heading" and b[1] == 1), None)
-    title_h1 = first_h1 if title and first_h1 and _norm_key(first_h1[2]) == _norm_key(title) else None
+    first_h1 = next((b for b in blocks if b.kind == "heading" and b.level == 1), None)
+    title_h1 = first_h1 if title and first_h1 and _norm_key(first_h1.text) == _norm_key(title) else None
 
     chunks: list[Chunk] = []
     stack: dict[int, str] = {}  # heading level -> text ("" for the H1 that repeats the title)
@@ -461,7 +468,7 @@ def chunk_document(body: str, title: str | None = None, max_tokens: int = 380, o
             )
         )
 
-    def flush_section(section: list[tuple[str, int, int]]) -> None:
+    def flush_section(section: list[_Block]) -> None:
         if not section:
             return
         path = ([title] if title else []) + [stack[lv] for lv in sorted(stack) if stack[lv]]
@@ -479,7 +486,8 @@ def chunk_document(body: str, title: str | None = None, max_tokens: int = 380, o
                 emit(path, content, group[0][0], group[-1][1], prefix + group_tokens)
             group, group_tokens = [], 0
 
-        for kind, s, e in section:
+        for block in section:
+            s, e = block.start, block.end
             tokens = estimate_tokens(text[s:e])
             if tokens <= budget:
                 if group_tokens + tokens > budget:
@@ -489,22 +497,22 @@ def chunk_document(body: str, title: str | None = None, max_tokens: int = 380, o
                 continue
             flush_group()
             atoms: list[_Atom] = []
-            _atomise(text, s, e, budget, granule, _LEVELS[kind], atoms)
+            _atomise(text, s, e, budget, granule, _LEVELS[block.kind], atoms)
             for ps, pe, tokens in _pack(atoms, budget, overlap):
                 ps, pe = _trim(text, ps, pe)
                 if pe > ps:
                     emit(path, text[ps:pe], ps, pe, prefix + tokens)
         flush_group()
 
-    section: list[tuple[str, int, int]] = []
+    section: list[_Block] = []
     for block in blocks:
-        if block[0] == "heading":
+        if block.kind == "heading":
             flush_section(section)
             section = []
-            level = block[1]
+            level = block.level
             for lv in [lv for lv in stack if lv >= level]:
                 del stack[lv]
-            stack[level] = "" if block is title_h1 else block[2]
+            stack[level] = "" if block is title_h1 else block.text
         else:
             section.append(block)
     flush_section(section)

@@ -1,5 +1,5 @@
-"""The ingest path as it runs inside PostgreSQL (called by the thin PL/Python
-wrappers in sql/020_plpython.sql with the `plpy` module and the backend's GD).
+"""Ingest and embedding as they run inside PostgreSQL (called through :mod:`pgkb_plpy.entry`
+with the ``plpy`` module, the backend's ``GD`` and the calling function's ``SD``).
 
 A provider failure never rolls back a document: its chunks and postings are
 stored, and the chunks wait in kb.embed_queue with the error until retried."""
@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import json
 import time
+from typing import Any
 
 from . import chunker, embedders, lexical
 from .ingest import batches, plan_chunk_changes, vector_literal
+
+#: The settings one document sync reads.
+SYNC_SETTINGS = ("chunk_max_tokens", "chunk_overlap_tokens", "embed_mode", "embed_batch_size", "lexical_terms_version")
+#: The settings one batch of the embedding queue reads.
+QUEUE_SETTINGS = ("embed_batch_size", "embed_max_attempts")
 
 
 def _plan(plpy, SD, key: str, sql: str, types: list[str]):
@@ -19,9 +25,20 @@ def _plan(plpy, SD, key: str, sql: str, types: list[str]):
     return SD[key]
 
 
-def settings(plpy) -> dict:
-    rows = plpy.execute("SELECT key, value::text AS value FROM kb.settings")
-    return {r["key"]: json.loads(r["value"]) for r in rows}
+def settings(plpy, SD, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The values of ``keys`` as ``kb.setting`` gives them (a session's ``pgkb.<key>`` where the
+    key allows one, else kb.settings; an unknown key is an error), in one query."""
+    rows = plpy.execute(
+        _plan(
+            plpy,
+            SD,
+            "settings",
+            "SELECT k AS key, kb.setting(k)::text AS value FROM unnest($1::text[]) AS k",
+            ["text[]"],
+        ),
+        [list(keys)],
+    )
+    return {r["key"]: None if r["value"] is None else json.loads(r["value"]) for r in rows}
 
 
 def model_rows(plpy) -> list[dict]:
@@ -67,6 +84,17 @@ def _enqueue(plpy, SD, model_name: str, chunk_ids: list[int], error: embedders.E
     plpy.execute(plan, [chunk_ids, model_name, 1 if error else 0, kind, str(error) if error else None])
 
 
+def query_vector(plpy, GD, model_name: str, query: str) -> str:
+    """The vector (pgvector text form) of ``query`` from the provider of the model named
+    ``model_name`` (the model whose stored vectors it will be compared with)."""
+    model = next((m for m in model_rows(plpy) if m["name"] == model_name), None)
+    if model is None:
+        plpy.error(f"pgkb: unknown model {model_name!r}")
+    vector = provider_for(GD, model).embed_query(query)
+    embedders.check_vectors([vector], 1, model["dimensions"], f"{model['provider']}:{model['model']}")
+    return vector_literal(vector)
+
+
 def embed_texts(GD, model: dict, texts: list[str], batch_size: int) -> list[list[float]]:
     provider = provider_for(GD, model)
     vectors: list[list[float]] = []
@@ -85,7 +113,8 @@ def sync_document(plpy, GD, SD, new: dict) -> None:
     """Re-chunk one document after INSERT or a change of title/body; embed only
     the chunks whose text is new; record the outcome on the document row."""
     doc_id = new["id"]
-    conf = settings(plpy)
+    conf = settings(plpy, SD, SYNC_SETTINGS)
+    lexical.check_terms_version(conf["lexical_terms_version"])
     chunks = chunker.chunk_document(
         new["body"], new["title"], int(conf["chunk_max_tokens"]), int(conf["chunk_overlap_tokens"])
     )
@@ -205,7 +234,7 @@ def embed_queue_batch(plpy, GD, SD, model_name: str, batch_size: int, include_ex
     writer holds. Without that, a writer deleting chunks (waiting for the queue
     rows) and the worker storing their vectors (waiting for the chunk and
     document rows) deadlock."""
-    conf = settings(plpy)
+    conf = settings(plpy, SD, QUEUE_SETTINGS)
     model = next((m for m in model_rows(plpy) if m["name"] == model_name), None)
     if model is None:
         plpy.error(f"kb.embed_pending: unknown model {model_name!r}; see kb.models")

@@ -12,8 +12,8 @@ Rules, applied in this order:
    ``won't`` -> ``will not``); the clitics ``'s 're 've 'll 'd 'm`` are dropped.
 2. **Split by script.** The text is scanned once, left to right, into maximal runs of
 
-   * CJK characters (Han ideographs incl. extensions and compatibility ideographs, Hiragana,
-     Katakana, Hangul syllables and jamo, plus 々 〆 〇), and
+   * CJK characters (:data:`pgkb_plpy.vocabulary.CJK`: Han ideographs incl. extensions and
+     compatibility ideographs, Hiragana, Katakana, Hangul syllables and jamo, plus 々 〆 〇), and
    * *word tokens*: letters/digits of any other script, optionally joined by a single connector
      ``- _ . : /`` between two alphanumerics (``E-4031``, ``session.ttl_seconds``, ``v2.3.1``).
 
@@ -52,11 +52,15 @@ from collections.abc import Iterator
 
 import snowballstemmer
 
+from .vocabulary import CJK
+
 __all__ = [
     "MAX_TERM_CHARS",
     "STOP_WORDS",
     "TERMS_VERSION",
+    "TermsVersionError",
     "WORD_CHAR",
+    "check_terms_version",
     "cjk_grams",
     "document_terms",
     "identifiers",
@@ -69,7 +73,8 @@ __all__ = [
     "word_term",
 ]
 
-#: Version of the rules above. Postings built with another version must be rebuilt.
+#: Version of the rules above. Postings built with another version must be rebuilt; the database
+#: records the version its postings were built with (setting ``lexical_terms_version``).
 TERMS_VERSION = 1
 
 #: Terms longer than this (in characters) are ignored.
@@ -89,36 +94,13 @@ STOP_WORDS: frozenset[str] = frozenset(
     """.split()
 )
 
-# Character classes (inside [...]). Han incl. extensions A-H and compatibility ideographs,
-# CJK radicals, 々〆〇, Hiragana, Katakana (incl. phonetic extensions and half-width forms, which
-# NFKC folds anyway), Hangul jamo, compatibility jamo and syllables.
-_CJK_CHARS = (
-    "\u2e80-\u2fdf"  # CJK radicals supplement, Kangxi radicals
-    "\u3005-\u3007"  # 々 〆 〇
-    "\u3021-\u3029\u3031-\u3035\u303b"  # Hangzhou numerals, kana repeat marks, 〻
-    "\u3040-\u309f"  # Hiragana
-    "\u30a0-\u30ff"  # Katakana
-    "\u3131-\u318e"  # Hangul compatibility jamo
-    "\u31f0-\u31ff"  # Katakana phonetic extensions
-    "\u3400-\u4dbf"  # CJK extension A
-    "\u4e00-\u9fff"  # CJK unified ideographs
-    "\ua960-\ua97f"  # Hangul jamo extended A
-    "\uac00-\ud7af"  # Hangul syllables
-    "\ud7b0-\ud7ff"  # Hangul jamo extended B
-    "\uf900-\ufaff"  # CJK compatibility ideographs
-    "\uff66-\uff9f"  # half-width Katakana
-    "\uffa0-\uffdc"  # half-width Hangul
-    "\u1100-\u11ff"  # Hangul jamo
-    "\U00020000-\U0003134f"  # CJK extensions B-G
-    "\U00031350-\U000323af"  # CJK extension H
-)
 _CONNECTORS = "-_.:/"
-_WORD_CHAR = rf"[^\W_{_CJK_CHARS}]"  # a letter or digit that is not CJK
+_WORD_CHAR = rf"[^\W_{CJK}]"  # a letter or digit that is not CJK
 #: Regex class for one word-token character (a letter or digit of a non-CJK script).
 WORD_CHAR = _WORD_CHAR
 
-_CJK_RE = re.compile(rf"[{_CJK_CHARS}]")
-_TOKEN_RE = re.compile(rf"(?P<cjk>[{_CJK_CHARS}]+)|(?P<word>{_WORD_CHAR}+(?:[{re.escape(_CONNECTORS)}]{_WORD_CHAR}+)*)")
+_CJK_RE = re.compile(rf"[{CJK}]")
+_TOKEN_RE = re.compile(rf"(?P<cjk>[{CJK}]+)|(?P<word>{_WORD_CHAR}+(?:[{re.escape(_CONNECTORS)}]{_WORD_CHAR}+)*)")
 _PART_RE = re.compile(rf"{_WORD_CHAR}+")
 _SEPARATOR_RE = re.compile(rf"[{re.escape(_CONNECTORS)}]")
 _CAMEL_RE = re.compile(r"[a-z][A-Z]")
@@ -152,6 +134,43 @@ def normalize(text: str) -> str:
         for pattern, replacement in _CONTRACTIONS:
             text = pattern.sub(replacement, text)
     return text
+
+
+class TermsVersionError(RuntimeError):
+    """The postings were built with other term rules than this module's :data:`TERMS_VERSION`.
+
+    ``hint`` says how to rebuild them."""
+
+    def __init__(self, stored: object):
+        super().__init__(
+            f"pgkb: the lexical postings were built with terms version {stored}, "
+            f"but this pgkb_plpy produces terms version {TERMS_VERSION}"
+        )
+        self.stored = stored
+        self.hint = (
+            f"Re-ingest the documents with this pgkb_plpy and set kb.settings lexical_terms_version to "
+            f"{TERMS_VERSION}; until then query terms and postings would not match."
+        )
+
+
+def check_terms_version(stored: object) -> None:
+    """Raise :class:`TermsVersionError` unless ``stored`` -- the setting ``lexical_terms_version``
+    as its JSON gives it: a number, or text when a session setting supplies it -- is
+    :data:`TERMS_VERSION`."""
+    if _as_version(stored) != TERMS_VERSION:
+        raise TermsVersionError(stored)
+
+
+def _as_version(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
 
 
 def is_cjk(ch: str) -> bool:

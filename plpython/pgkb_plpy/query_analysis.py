@@ -6,14 +6,16 @@ dict that the retrieval SQL uses to pick a strategy and that ``kb_retrieve_expla
 Keys and the rules behind them:
 
 ``original``
-    The query with surrounding whitespace removed (and cut to :data:`MAX_QUERY_CHARS`, 4096
-    characters; so is every context turn: longer input is a document, not a query).
+    The query with surrounding whitespace removed (and cut to :data:`MAX_QUERY_CHARS`, 2000
+    characters, where ``kb_retrieve`` cuts it; so is every context turn: longer input is a
+    document, not a query).
 ``language``
     ``'zh'``, ``'en'``, ``'mixed'`` or ``'other'``, from the share of letters per script. Han
-    ideographs count as Chinese, Latin letters as English; kana, Hangul and other scripts count as
-    other. Letters inside identifiers (``E-4031``, ``API_KEY``) do not vote unless the query is
-    nothing else. Chinese (or English) share >= 80 % -> ``zh`` (``en``); both present and together
-    >= 80 % -> ``mixed``; anything else, or no letters at all -> ``other``.
+    ideographs (:data:`pgkb_plpy.vocabulary.HAN`) count as Chinese, Latin letters as English;
+    kana, Hangul and other scripts count as other. Letters inside identifiers (``E-4031``,
+    ``API_KEY``) do not vote unless the query is nothing else. Chinese (or English) share
+    >= 80 % -> ``zh`` (``en``); both present and together >= 80 % -> ``mixed``; anything else, or
+    no letters at all -> ``other``.
 ``normalized``
     The query with question framing removed, repeatedly until nothing changes: trailing
     ``? ？ 。 ! ！ . …``; Chinese ``请问…``, ``什么是X``, ``X是什么``, ``X是什么意思``, ``X什么意思``,
@@ -64,17 +66,16 @@ import re
 import unicodedata
 
 from . import lexical
+from .vocabulary import HAN, MAX_QUERY_CHARS
 
+# MAX_QUERY_CHARS is re-exported: callers cut queries where analysis does
 __all__ = ["MAX_QUERY_CHARS", "analyze", "core_terms", "normalize_question"]
 
 _MAX_RULE_PASSES = 8
 
-#: Queries (and context turns) are cut to this many characters before analysis.
-MAX_QUERY_CHARS = 4096
-
 # -- scripts ----------------------------------------------------------------------------------------
 
-_HAN_RE = re.compile("[\u2e80-\u2fdf\u3005-\u3007\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U000323af]")
+_HAN_RE = re.compile(f"[{HAN}]")
 _LATIN_MAX = "\u024f"
 
 

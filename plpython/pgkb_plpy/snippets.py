@@ -22,8 +22,9 @@
   near. It never starts or ends inside a combining sequence or an emoji ZWJ sequence.
 * Every match inside the window is wrapped in ``mark``; ``…`` is added where the passage is cut.
 * Nothing matches: the first ``width`` characters (cut at a space when one is near).
-* Work is bounded: only the first 4096 characters of the query and at most 64 of its identifiers
-  and 64 of its CJK grams are searched; the passage is scanned a constant number of times.
+* Work is bounded: only the first :data:`~pgkb_plpy.vocabulary.MAX_QUERY_CHARS` (2000) characters
+  of the query and at most 64 of its identifiers and 64 of its CJK grams are searched; the
+  passage is scanned a constant number of times.
 
 The function never raises on any input (emoji, RTL text, combining marks, NUL, regex
 metacharacters, SQL wildcards); on an internal error it degrades to the plain leading window.
@@ -35,13 +36,13 @@ import re
 import unicodedata
 
 from . import lexical
+from .vocabulary import MAX_QUERY_CHARS
 
 __all__ = ["make_snippet"]
 
 ELLIPSIS = "…"
 _SPACE_RE = re.compile(r"[\s\x00-\x1f\x7f]+")
 _WORD_BOUNDARY_SLACK = 20  # how far (chars) we move a cut to reach a space
-_MAX_QUERY_CHARS = 4096  # longer queries are cut before matching
 _MAX_QUERY_KEYS = 64  # identifiers / CJK grams of the query searched as substrings (bounds the work)
 _ZWJ = "\u200d"
 _PART_RE = re.compile(lexical.WORD_CHAR + "+")
@@ -236,7 +237,7 @@ def make_snippet(content: str, query: str, width: int = 200, mark: tuple[str, st
             mark = ("«", "»")
         mark = (str(mark[0]), str(mark[1]))
         if isinstance(query, str) and query.strip():
-            spans = _matches(text, query[:_MAX_QUERY_CHARS])
+            spans = _matches(text, query[:MAX_QUERY_CHARS])
         else:
             spans = []
         if not spans:

@@ -388,3 +388,24 @@ def test_title_repeated_as_h1_with_other_punctuation_is_not_duplicated():
     body = "# 数据保留规范（Data Retention Policy）\n\n## 目的\n\n明确各类数据的保留期限。"
     chunks = chunk_document(body, title="数据保留规范 Data Retention Policy")
     assert chunks[0].section_path == ["数据保留规范 Data Retention Policy", "目的"]
+
+
+def test_parsed_blocks_are_one_record_type_with_a_span_each():
+    from pgkb_plpy.chunker import _parse
+
+    text = "# Title #\n\nPara one.\n\nSub  heading\n---\n\n- a\n- b\n\n```\ncode\n```\n"
+    blocks = _parse(text, 0)
+    assert [(b.kind, b.level, b.text) for b in blocks] == [
+        ("heading", 1, "Title"),
+        ("para", 0, ""),
+        ("heading", 2, "Sub heading"),
+        ("list", 0, ""),
+        ("code", 0, ""),
+    ]
+    assert [text[b.start : b.end] for b in blocks] == [
+        "# Title #",
+        "Para one.",
+        "Sub  heading\n---",
+        "- a\n- b",
+        "```\ncode\n```",
+    ]

@@ -180,3 +180,16 @@ def test_stem_is_memoised():
     lexical.stem("refunds")
     lexical.stem("refunds")
     assert lexical.stem.cache_info().hits >= 1
+
+
+@pytest.mark.parametrize("stored", [lexical.TERMS_VERSION, float(lexical.TERMS_VERSION), str(lexical.TERMS_VERSION)])
+def test_the_terms_version_of_the_postings_may_come_as_number_or_text(stored):
+    lexical.check_terms_version(stored)
+
+
+@pytest.mark.parametrize("stored", [lexical.TERMS_VERSION + 1, 0, None, True, "one", 1.5, [1]])
+def test_postings_of_another_terms_version_are_refused(stored):
+    with pytest.raises(lexical.TermsVersionError) as ei:
+        lexical.check_terms_version(stored)
+    assert f"built with terms version {stored}" in str(ei.value)
+    assert "re-ingest the documents" in ei.value.hint.lower()

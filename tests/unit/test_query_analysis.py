@@ -7,6 +7,7 @@ import time
 
 import pytest
 from pgkb_plpy.query_analysis import analyze
+from pgkb_plpy.vocabulary import MAX_QUERY_CHARS
 
 KEYS = {
     "original",
@@ -213,7 +214,7 @@ def test_huge_query_is_cut_and_fast():
     start = time.perf_counter()
     result = analyze(query, [query])
     assert time.perf_counter() - start < 10.0
-    assert len(result["original"]) <= 4096
+    assert len(result["original"]) <= MAX_QUERY_CHARS
 
 
 def test_context_given_as_a_single_string():

