@@ -29,3 +29,17 @@ def test_every_function_has_a_comment(migrated_db):
            WHERE (n.nspname = 'kb' OR p.proname LIKE 'kb\\_%') AND obj_description(p.oid, 'pg_proc') IS NULL"""
     ).fetchall()
     assert missing == []
+
+
+def test_sql_and_python_agree_on_modes_and_limits(migrated_db):
+    """The database and pgkb_plpy.vocabulary each define the modes and limits once; they agree."""
+    from pgkb_plpy import vocabulary
+
+    row = migrated_db.execute(
+        """SELECT kb.retrieval_modes() AS modes, kb.max_query_chars() AS max_query_chars,
+                  (SELECT pg_get_constraintdef(oid) FROM pg_constraint
+                   WHERE conrelid = 'kb.models'::regclass AND conname = 'models_dimensions_check') AS dimensions"""
+    ).fetchone()
+    assert tuple(row["modes"]) == vocabulary.RETRIEVAL_MODES
+    assert row["max_query_chars"] == vocabulary.MAX_QUERY_CHARS
+    assert f"<= {vocabulary.MAX_EMBEDDING_DIMENSIONS})" in row["dimensions"]
