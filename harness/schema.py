@@ -23,6 +23,7 @@ import argparse
 from pathlib import Path
 
 import psycopg
+from psycopg.rows import tuple_row
 
 from .config import REPO_ROOT, load_settings
 
@@ -123,23 +124,24 @@ def _comment(text: str | None) -> str:
 
 def describe(conn: psycopg.Connection) -> str:
     """The schema of the database behind ``conn`` as the text of ``docs/schema.sql``."""
+    cur = conn.cursor(row_factory=tuple_row)
     out = [HEADER, "\n-- Composite types\n"]
-    for name, attributes in conn.execute(_TYPES).fetchall():
+    for name, attributes in cur.execute(_TYPES).fetchall():
         out.append(f"\nCREATE TYPE kb.{name} AS (\n{attributes}\n);\n")
     out.append("\n-- Tables\n")
-    for oid, name, rls, comment in conn.execute(_TABLES).fetchall():
-        columns = ",\n".join(r[0] for r in conn.execute(_COLUMNS, (oid,)))
+    for oid, name, rls, comment in cur.execute(_TABLES).fetchall():
+        columns = ",\n".join(r[0] for r in cur.execute(_COLUMNS, (oid,)))
         out.append(f"\n{_comment(comment)}CREATE TABLE kb.{name} (\n{columns}\n);\n")
         for query in (_CONSTRAINTS, _INDEXES):
-            out.extend(r[0] + "\n" for r in conn.execute(query, (oid,)))
+            out.extend(r[0] + "\n" for r in cur.execute(query, (oid,)))
         if rls:
             out.append(f"ALTER TABLE kb.{name} ENABLE ROW LEVEL SECURITY;\n")
-        out.extend(r[0] + "\n" for r in conn.execute(_POLICIES, (oid,)))
+        out.extend(r[0] + "\n" for r in cur.execute(_POLICIES, (oid,)))
     out.append("\n-- Views (definitions in sql/)\n\n")
-    for name, comment in conn.execute(_VIEWS).fetchall():
+    for name, comment in cur.execute(_VIEWS).fetchall():
         out.append(f"{_comment(comment)}-- VIEW kb.{name}\n")
     out.append("\n-- Functions and procedures (bodies in sql/)\n\n")
-    for signature, result, language, volatility, parallel, definer, comment in conn.execute(_FUNCTIONS):
+    for signature, result, language, volatility, parallel, definer, comment in cur.execute(_FUNCTIONS):
         security = " SECURITY DEFINER" if definer else ""
         out.append(f"-- {signature}\n--     {result} LANGUAGE {language} {volatility} {parallel}{security}\n")
         out.append(f"--     {_first_line(comment)}\n")
