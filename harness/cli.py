@@ -38,8 +38,27 @@ def cmd_up(args) -> int:
         f"migrated: {len(result.applied)} applied, {len(result.already_applied)} already applied",
         file=sys.stderr,
     )
+    if _refuse_on_failed_health(settings.dsn):
+        return 2
     print(settings.dsn)
     return 0
+
+
+def _refuse_on_failed_health(dsn: str) -> bool:
+    """After up/migrate: print every failed health check to stderr; True when there is one."""
+    failed = [c for c in status.health(dsn) if c["state"] == "failed"]
+    for line in status.health_lines(failed):
+        print(f"pgkb: health check failed: {line}", file=sys.stderr)
+    return bool(failed)
+
+
+def cmd_doctor(args) -> int:
+    checks = status.health(load_settings().dsn)
+    if args.json:
+        _print_json(checks)
+    else:
+        print("\n".join(status.health_lines(checks)))
+    return status.health_exit_code(checks)
 
 
 def cmd_down(args) -> int:
@@ -58,7 +77,7 @@ def cmd_migrate(args) -> int:
     settings = load_settings()
     result = migrate.migrate(args.dsn or settings.dsn, settings)
     _print_json({"applied": result.applied, "already_applied": result.already_applied, "sql": result.sql_files})
-    return 0
+    return 2 if _refuse_on_failed_health(args.dsn or settings.dsn) else 0
 
 
 def cmd_status(args) -> int:
@@ -80,7 +99,10 @@ def cmd_status(args) -> int:
             f"   {ns['namespace']:<20} documents {ns['documents']}  indexed {ns['indexed']}  pending {ns['pending']}"
             f"  failed {ns['failed']}  removed {ns['removed']}"
         )
-    return 0
+    checks = data.get("health", [])
+    for line in status.health_lines([c for c in checks if c["state"] != "ok"]):
+        print(f"health: {line}")
+    return status.health_exit_code(checks)
 
 
 def cmd_ingest(args) -> int:
@@ -146,6 +168,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("migrate", help="apply migrations and re-create SQL objects")
     p.add_argument("--dsn")
     p.set_defaults(func=cmd_migrate)
+    p = sub.add_parser("doctor", help="health checks, one line each with the fix; exit 1 degraded, 2 failed")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_doctor)
     p = sub.add_parser("status", help="server, extensions, migrations, models, ingest state")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)

@@ -1,8 +1,29 @@
-"""`pgkb status`: server, extensions, migrations, models and ingest state as one dict."""
+"""`pgkb status` and `pgkb doctor`: server, extensions, migrations, models and ingest state as
+one dict, and the health checks of kb.health() with the exit code a script can act on."""
 
 from __future__ import annotations
 
 from .db import connect
+
+HEALTH_EXIT = {"ok": 0, "skipped": 0, "degraded": 1, "failed": 2}
+
+
+def health(dsn: str) -> list[dict]:
+    """kb.health()'s rows: check_name, state (ok, degraded, failed, skipped), detail, fix."""
+    with connect(dsn) as conn:
+        return [dict(r) for r in conn.execute("SELECT * FROM kb.health()")]
+
+
+def health_exit_code(checks: list[dict]) -> int:
+    """0 when every check is ok (or skipped), 1 when some are degraded, 2 when any failed."""
+    return max((HEALTH_EXIT[c["state"]] for c in checks), default=0)
+
+
+def health_lines(checks: list[dict]) -> list[str]:
+    """One line per check: state, name, detail and, when something is wrong, the fix."""
+    return [
+        f"{c['state']:<8} {c['check_name']}: {c['detail']}" + (f"  -> {c['fix']}" if c["fix"] else "") for c in checks
+    ]
 
 
 def collect(dsn: str) -> dict:
@@ -43,6 +64,7 @@ def collect(dsn: str) -> dict:
                 status[key] = active[key] if active else 0
             # vectors kept for models that are not active: never used for retrieval
             status["stale"] = sum(m["stale"] for m in status["models"])
+            status["health"] = [dict(r) for r in conn.execute("SELECT * FROM kb.health()")]
             status["namespaces"] = [
                 {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in r.items()}
                 for r in conn.execute("SELECT * FROM kb.ingest_status ORDER BY namespace")

@@ -1,0 +1,83 @@
+"""kb.health() and `pgkb doctor` fail fast: a broken in-database Python path, a missing HNSW
+index, a provider answering with the wrong dimensions and an unreachable provider each show as a
+failed check with its fix, and the exit code tells a script."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import psycopg
+from fake_ollama import FakeOllama
+from psycopg.rows import dict_row
+
+from harness import status
+
+PGKB = "/opt/pgkb/venv/bin/pgkb"
+
+
+def checks(dsn: str) -> dict[str, dict]:
+    """The checks as a new session sees them (PL/Python state is per backend)."""
+    return {c["check_name"]: c for c in status.health(dsn)}
+
+
+def doctor(dsn: str) -> subprocess.CompletedProcess:
+    return subprocess.run([PGKB, "doctor"], env={**os.environ, "PGKB_DSN": dsn}, capture_output=True, text=True)
+
+
+def test_a_healthy_database_passes_every_check(fresh_db, dsn):
+    fresh_db.execute("INSERT INTO kb.documents (source, body) VALUES ('a.md', '# A\n\nRefunds take 14 days.')")
+    got = checks(dsn)
+    assert {c["state"] for c in got.values()} == {"ok"}, got
+    assert {"in-database python", "active model", "stored vectors", "hnsw index hash-64", "bm25 statistics"} <= set(got)
+    result = doctor(dsn)
+    assert result.returncode == 0 and "ok       active model: hash-64" in result.stdout
+
+
+def test_a_broken_python_path_fails_with_the_fix(fresh_db, dsn):
+    fresh_db.execute("""UPDATE kb.settings SET value = '"/nonexistent/site-packages"' WHERE key = 'python_path'""")
+    python = checks(dsn)["in-database python"]
+    assert python["state"] == "failed" and "/nonexistent/site-packages" in python["detail"]
+    assert "install.sh" in python["fix"]
+    result = doctor(dsn)
+    assert result.returncode == 2 and "failed   in-database python" in result.stdout
+
+
+def test_a_missing_hnsw_index_fails_and_names_how_to_recreate_it(fresh_db, dsn):
+    index = fresh_db.execute("SELECT kb.hnsw_index_name('hash-64') AS i").fetchone()["i"]
+    fresh_db.execute(f"DROP INDEX kb.{index}")
+    hnsw = checks(dsn)["hnsw index hash-64"]
+    assert hnsw["state"] == "failed" and hnsw["detail"].startswith("missing")
+    assert "kb.register_model('hash-64'" in hnsw["fix"]
+
+
+def test_a_provider_with_the_wrong_dimensions_or_unreachable_fails(migrated_db, dsn):
+    with FakeOllama(dimensions=8) as srv:
+        migrated_db.execute("DELETE FROM kb.models")
+        options = {"base_url": srv.url, "max_retries": 1, "timeout_s": 2, "backoff_s": 0.01, "backoff_max_s": 0.02}
+        migrated_db.execute(
+            "SELECT kb.register_model('fake', 'ollama', 'nomic-embed-text', 8, %s, true)",
+            (psycopg.types.json.Jsonb(options),),
+        )
+        assert checks(dsn)["active model"]["state"] == "ok"
+        srv.mode = "wrong_dims"
+        model = checks(dsn)["active model"]
+        assert model["state"] == "failed" and "dimension" in model["detail"]
+    unreachable = checks(dsn)["active model"]
+    assert unreachable["state"] == "failed" and "Ollama" in unreachable["fix"]
+
+
+def test_a_reader_sees_only_checks_it_may_run(fresh_db, dsn):
+    """Checks run with the caller's rights: a role without access to a table reports 'skipped'."""
+    fresh_db.execute("CREATE ROLE pgkb_health_probe NOLOGIN")
+    fresh_db.execute("GRANT USAGE ON SCHEMA kb TO pgkb_health_probe")
+    fresh_db.execute("GRANT SELECT ON kb.models, kb.settings TO pgkb_health_probe")
+    try:
+        with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
+            conn.execute("SET ROLE pgkb_health_probe")
+            got = {r["check_name"]: r["state"] for r in conn.execute("SELECT * FROM kb.health()")}
+        assert (got["bm25 statistics"], got["embedding queue"], got["stored vectors"]) == ("skipped",) * 3
+        assert got["active model"] == "ok" and got["extension vector"] == "ok"
+    finally:
+        fresh_db.execute("DROP OWNED BY pgkb_health_probe")
+        fresh_db.execute("DROP ROLE pgkb_health_probe")
