@@ -206,6 +206,17 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         help="BEIR: load only the documents relevant to the selected queries plus the first N others",
     )
+    p.add_argument(
+        "--unanswerable",
+        type=int,
+        metavar="N",
+        help="BEIR: leave out the relevant documents of N queries (a fixed sample) and expect no evidence for them",
+    )
+    p.add_argument(
+        "--category-key",
+        default="kind",
+        help="BEIR: the query metadata key whose value is the case's category (default kind; '' for none)",
+    )
     p.add_argument("--namespace")
     p.add_argument(
         "--set",

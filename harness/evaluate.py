@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import hashlib
 import json
 import subprocess
 import sys
@@ -74,7 +75,15 @@ def sample_corpus(corpus: list[dict], cases: list[Case], others: int) -> list[di
     return keep
 
 
-def load_beir(directory: str, queries_file: str | None, qrels_file: str | None, limit: int | None):
+def load_beir(
+    directory: str,
+    queries_file: str | None,
+    qrels_file: str | None,
+    limit: int | None,
+    category_key: str | None = "kind",
+):
+    """The corpus and the cases of a BEIR folder. A case's category is the query's
+    metadata[category_key] when it has one (xquad-mixed: kind = same | cross)."""
     d = Path(directory)
     corpus_path = next((p for p in (d / "corpus.jsonl.gz", d / "corpus.jsonl") if p.exists()), None)
     if corpus_path is None:
@@ -86,20 +95,41 @@ def load_beir(directory: str, queries_file: str | None, qrels_file: str | None, 
     with _open_text(corpus_path) as f:
         corpus = [json.loads(line) for line in f if line.strip()]
     with open(queries_path, encoding="utf-8") as f:
-        queries = {str(o["_id"]): o["text"] for o in map(json.loads, f)}
+        query_rows = {str(o["_id"]): o for o in map(json.loads, f)}
+    queries = {qid: o["text"] for qid, o in query_rows.items()}
+    categories = {
+        qid: str(o["metadata"][category_key])
+        for qid, o in query_rows.items()
+        if category_key and isinstance(o.get("metadata"), dict) and category_key in o["metadata"]
+    }
     relevant: dict[str, list[str]] = defaultdict(list)
     with open(qrels_path, encoding="utf-8", newline="") as f:
         for row in csv.DictReader(f, delimiter="\t"):
             if int(row["score"]) > 0:
                 relevant[str(row["query-id"])].append(str(row["corpus-id"]))
     cases = [
-        Case(id=qid, query=queries[qid], expected=docs, category=None)
+        Case(id=qid, query=queries[qid], expected=docs, category=categories.get(qid))
         for qid, docs in relevant.items()
         if qid in queries
     ]
     if limit:
         cases = cases[:limit]
     return corpus, cases
+
+
+def make_unanswerable(corpus: list[dict], cases: list[Case], count: int) -> tuple[list[dict], list[Case]]:
+    """A corpus without the relevant documents of `count` queries, chosen deterministically (the
+    smallest SHA-256 of their ids). Every query left with no relevant document (those, and any
+    other query about the same documents) becomes unanswerable: expected [], honest answer "no
+    evidence", category "unanswerable"; the others keep the relevant documents that remain."""
+    chosen = sorted((c.id for c in cases), key=lambda i: hashlib.sha256(i.encode()).hexdigest())[:count]
+    removed = {doc for c in cases if c.id in set(chosen) for doc in c.expected}
+    for c in cases:
+        remaining = [doc for doc in c.expected if doc not in removed]
+        if not remaining:
+            c.category = "unanswerable"
+        c.expected = remaining
+    return [d for d in corpus if str(d["_id"]) not in removed], cases
 
 
 def ensure_corpus_loaded(dsn: str, namespace: str, corpus: list[dict], progress: bool) -> int:
@@ -225,6 +255,8 @@ def evaluate(
     limit: int | None = None,
     namespace: str | None = None,
     corpus_sample: int | None = None,
+    unanswerable: int | None = None,
+    category_key: str | None = "kind",
     settings: dict[str, str] | None = None,
     progress: bool = True,
 ) -> dict:
@@ -233,11 +265,14 @@ def evaluate(
     if bad:
         raise RuntimeError(f"unknown mode {bad[0]!r}; modes: {', '.join(retrieval.MODES)}, all")
     if beir:
-        corpus, cases = load_beir(beir, queries, qrels, limit)
+        corpus, cases = load_beir(beir, queries, qrels, limit, category_key)
         name = Path(beir).resolve().name
         if corpus_sample is not None:
             corpus = sample_corpus(corpus, cases, corpus_sample)
             name += f"-sample{len(corpus)}"
+        if unanswerable:
+            corpus, cases = make_unanswerable(corpus, cases, unanswerable)
+            name += f"-minus{unanswerable}"
         namespace = namespace or "beir-" + name
         ensure_corpus_loaded(dsn, namespace, corpus, progress)
         dataset = f"beir:{name}" + (f":{queries}" if queries else "")
@@ -259,6 +294,7 @@ def evaluate(
                 "namespace": namespace,
                 "queries": queries,
                 "qrels": qrels,
+                "unanswerable": unanswerable,
                 "settings": settings or {},
             }
             run_id = store_run(conn, dataset, m, params, summary, by_category, results)
@@ -285,12 +321,20 @@ TABLE_COLUMNS = (
 def format_table(report: dict) -> str:
     header = f"{'mode':<8} " + " ".join(f"{c:>12}" for c in TABLE_COLUMNS)
     lines = [f"{report['dataset']}  ({report['cases']} cases, k={report['k']})", header]
-    for mode, data in report["modes"].items():
+
+    def row(label: str, metrics_: dict) -> str:
         values = []
         for c in TABLE_COLUMNS:
-            v = data["metrics"].get(c)
+            v = metrics_.get(c)
             values.append(f"{'-':>12}" if v is None else f"{v:>12.4g}" if isinstance(v, float) else f"{v:>12}")
-        lines.append(f"{mode:<8} " + " ".join(values))
+        return f"{label:<8} " + " ".join(values)
+
+    for mode, data in report["modes"].items():
+        lines.append(row(mode, data["metrics"]))
+        # one row per category when the cases have several (e.g. kind = same | cross, unanswerable)
+        categories = data.get("by_category") or {}
+        if len(categories) > 1:
+            lines.extend(row(f"  {name}", m) for name, m in sorted(categories.items()))
     return "\n".join(lines)
 
 
@@ -336,6 +380,8 @@ def main(args) -> int:
         limit=args.limit,
         namespace=args.namespace,
         corpus_sample=args.corpus_sample,
+        unanswerable=args.unanswerable,
+        category_key=args.category_key or None,
         settings=dict(item.split("=", 1) for item in (args.set or [])),
         progress=not args.json,
     )

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 
 from helpers import count_rows, insert_document
 
-from harness.evaluate import evaluate, plot
+from harness.evaluate import Case, evaluate, load_beir, make_unanswerable, plot
 
 
 def _beir_folder(tmp_path):
@@ -95,3 +96,35 @@ def test_cases_eval_no_answer_forbidden_and_settings(fresh_db, dsn, tmp_path):
     assert set(m["by_category"]) == {"lifecycle", "as_of", "no_answer"}
     params = fresh_db.execute("SELECT params FROM kb.eval_runs").fetchone()["params"]
     assert params["settings"] == {"fusion": "rrf"}
+
+
+def test_beir_query_metadata_becomes_the_category(tmp_path):
+    folder = _beir_folder(tmp_path)
+    rows = [json.loads(line) for line in (folder / "queries.jsonl").read_text().splitlines()]
+    for row, kind in zip(rows, ("same", "cross", "same"), strict=True):
+        row["metadata"] = {"kind": kind}
+    (folder / "queries.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    _, cases = load_beir(str(folder), None, None, None)
+    assert {c.id: c.category for c in cases} == {"q1": "same", "q2": "cross", "q3": "same"}
+    _, cases = load_beir(str(folder), None, None, None, category_key=None)
+    assert {c.category for c in cases} == {None}
+
+
+def test_unanswerable_queries_lose_their_documents_and_expect_no_evidence(tmp_path):
+    folder = str(_beir_folder(tmp_path))
+
+    def prepared():
+        corpus, cases = load_beir(folder, None, None, None)
+        cases.append(Case(id="q4", query="tuberculosis again", expected=["d1", "d4"]))
+        return corpus, cases
+
+    corpus, cases = prepared()
+    kept_corpus, cases = make_unanswerable(corpus, cases, 1)
+    chosen = min(("q1", "q2", "q3", "q4"), key=lambda i: hashlib.sha256(i.encode()).hexdigest())
+    by_id = {c.id: c for c in cases}
+    assert by_id[chosen].expected == [] and by_id[chosen].category == "unanswerable"
+    removed = {d["_id"] for d in corpus} - {d["_id"] for d in kept_corpus}
+    assert removed and all(doc not in c.expected for c in cases for doc in removed)
+    assert len(cases) == 4, "no query is dropped: it is answerable with what remains, or unanswerable"
+    again, _ = make_unanswerable(*prepared(), 1)
+    assert [d["_id"] for d in again] == [d["_id"] for d in kept_corpus], "the same choice every time"
