@@ -49,20 +49,59 @@ $$;
 COMMENT ON FUNCTION kb.plpython_init() IS
 'Once per backend: adds the server-side venv (kb.settings python_path) to sys.path and imports pgkb_plpy.entry into GD; then checks its version against the schema.';
 
+-- Where the in-database Python comes from decides what code every backend
+-- runs, readers' included, as the server's OS user: only a superuser (pgkb
+-- migrate) or the owner of kb.settings may change python_path, never an
+-- admin who merely may update settings.
+CREATE OR REPLACE FUNCTION kb.trg_settings_python_path()
+RETURNS trigger
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    IF (CASE TG_OP
+        WHEN 'INSERT' THEN NEW.key = 'python_path'
+        WHEN 'DELETE' THEN OLD.key = 'python_path'
+        ELSE (OLD.key = 'python_path' OR NEW.key = 'python_path')
+            AND (OLD.key, OLD.value) IS DISTINCT FROM (NEW.key, NEW.value) END)
+        AND NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = current_user), false)
+        AND NOT pg_has_role(current_user, (SELECT c.relowner FROM pg_catalog.pg_class AS c WHERE c.oid = TG_RELID), 'USAGE')
+    THEN
+        RAISE EXCEPTION 'pgkb: only a superuser or the owner of kb.settings may change python_path (current role: %)',
+            current_user
+            USING ERRCODE = 'insufficient_privilege',
+                HINT = 'pgkb migrate, run by the owner, records the server venv; set PGKB_SERVER_SITE_PACKAGES there';
+    END IF;
+    RETURN CASE TG_OP WHEN 'DELETE' THEN OLD ELSE NEW END;
+END;
+$$;
+COMMENT ON FUNCTION kb.trg_settings_python_path() IS
+'BEFORE INSERT/UPDATE/DELETE on kb.settings: refuses a change of python_path (which code every backend imports) unless the role is a superuser or owns kb.settings.';
+
+DROP TRIGGER IF EXISTS settings_python_path ON kb.settings;
+CREATE TRIGGER settings_python_path BEFORE INSERT OR UPDATE OR DELETE ON kb.settings
+FOR EACH ROW EXECUTE FUNCTION kb.trg_settings_python_path();
+
+-- SECURITY DEFINER: chunks, postings, vectors and statistics are written as
+-- the owner, never with the writer's privileges or under its row-level
+-- security view (sql/020_ingest.sql).
 CREATE OR REPLACE FUNCTION kb.trg_documents_sync()
 RETURNS trigger
 LANGUAGE plpython3u
 VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 if "pgkb" not in GD: plpy.execute("SELECT kb.plpython_init()")
 return GD["pgkb"].sync_document(plpy, GD, SD, TD["new"])
 $$;
 COMMENT ON FUNCTION kb.trg_documents_sync() IS
-'AFTER INSERT/UPDATE OF title, body on kb.documents: re-chunk, index terms, embed only new chunk texts.';
+'AFTER INSERT/UPDATE OF title, body on kb.documents: re-chunk, index terms, embed only new chunk texts (as the owner).';
 
-CREATE OR REPLACE FUNCTION kb.embed_queue_batch(
-    p_model text, p_batch_size integer, p_include_exhausted boolean DEFAULT false
+-- called by kb.embed_queue_batch_as (sql/020_ingest.sql), which scopes it to a role's namespaces
+CREATE OR REPLACE FUNCTION kb.py_embed_queue_batch(
+    p_model text, p_batch_size integer, p_include_exhausted boolean
 )
 RETURNS jsonb
 LANGUAGE plpython3u
@@ -72,8 +111,8 @@ AS $$
 if "pgkb" not in GD: plpy.execute("SELECT kb.plpython_init()")
 return GD["pgkb"].embed_queue_batch(plpy, GD, SD, p_model, p_batch_size, p_include_exhausted)
 $$;
-COMMENT ON FUNCTION kb.embed_queue_batch(text, integer, boolean) IS
-'Claims up to p_batch_size queued chunks of a model with SKIP LOCKED, embeds and stores them; returns counts and the error, if any.';
+COMMENT ON FUNCTION kb.py_embed_queue_batch(text, integer, boolean) IS
+'Claims up to p_batch_size queued chunks of a model with SKIP LOCKED (of the namespaces in pgkb_call.embed_namespaces, when set), embeds and stores them; returns counts and the error, if any.';
 
 CREATE OR REPLACE FUNCTION kb.py_embed_query(p_query text, p_model text)
 RETURNS text

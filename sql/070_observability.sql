@@ -1,22 +1,46 @@
 -- Retrieval log writer and the views BI tools read (docs/OBSERVABILITY.md has example queries).
 
+CREATE OR REPLACE FUNCTION kb.visible_sources(p_sources text[])
+RETURNS boolean
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- Each entry is namespace || '/' || source of a document the caller can
+    -- see (row-level security applies: SECURITY INVOKER). Either part may
+    -- hold '/', so every split is tried, each an index probe.
+    SELECT NOT EXISTS (
+        SELECT 1 FROM unnest(p_sources) AS s (entry)
+        WHERE NOT EXISTS (
+            SELECT 1
+            FROM generate_series(1, length(s.entry)) AS i (pos)
+            INNER JOIN kb.documents AS d
+                ON d.namespace = left(s.entry, i.pos - 1) AND d.source = substr(s.entry, i.pos + 1)
+            WHERE substr(s.entry, i.pos, 1) = '/'
+        )
+    )
+$$;
+COMMENT ON FUNCTION kb.visible_sources(text[]) IS
+'Whether every namespace/source in the list names a document the current role can see; the retrieval log accepts only such rows.';
+
 CREATE OR REPLACE FUNCTION kb.log_retrieval(p_explain jsonb, p_rows kb.retrieval_row[], p_namespace text, p_k integer)
 RETURNS void
 LANGUAGE plpgsql
 VOLATILE PARALLEL UNSAFE
-SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
-    -- SECURITY DEFINER so readers without INSERT on the log can still be logged.
-    -- A read-only transaction (a hot standby, or BEGIN READ ONLY) retrieves
-    -- without logging: PostgreSQL refuses any INSERT there, even of no rows.
+    -- SECURITY INVOKER: the row is inserted as the retrieving role, and the
+    -- policy of kb.retrieval_log (sql/090_grants.sql) attributes it to that
+    -- role and refuses sources it cannot see, so calling this directly forges
+    -- nothing. A read-only transaction (a hot standby, or BEGIN READ ONLY)
+    -- retrieves without logging: PostgreSQL refuses any INSERT there.
     IF NOT (kb.setting('retrieval_log') #>> '{}')::boolean OR current_setting('transaction_read_only')::boolean THEN
         RETURN;
     END IF;
     INSERT INTO kb.retrieval_log (
         query_hash, namespace, mode_requested, mode, k, result_count, low_confidence, no_evidence,
-        sources, timings_ms, total_ms, role_name
+        sources, timings_ms, total_ms
     )
     SELECT
         encode(sha256(convert_to(p_explain ->> 'query', 'UTF8')), 'hex'),
@@ -29,12 +53,11 @@ BEGIN
         (p_explain ->> 'no_evidence')::boolean,
         ARRAY(SELECT DISTINCT r.namespace || '/' || r.source FROM unnest(p_rows) AS r),
         p_explain -> 'timings_ms',
-        (p_explain #>> '{timings_ms,total}')::double precision,
-        session_user;
+        (p_explain #>> '{timings_ms,total}')::double precision;
 END;
 $$;
 COMMENT ON FUNCTION kb.log_retrieval(jsonb, kb.retrieval_row[], text, integer) IS
-'Appends one kb_retrieve call to kb.retrieval_log when the setting retrieval_log is true and the transaction may write (query stored only as a hash).';
+'Appends one kb_retrieve call to kb.retrieval_log, as the retrieving role, when the setting retrieval_log is true and the transaction may write (query stored only as a hash).';
 
 CREATE OR REPLACE VIEW kb.retrieval_latency_daily AS
 SELECT

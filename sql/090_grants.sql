@@ -23,8 +23,9 @@ END;
 $$;
 
 -- Roles: pgkb_reader retrieves, pgkb_writer also writes documents (the ingest
--- trigger then writes chunks, postings, vectors as that role), pgkb_admin also
--- changes settings and models. Grant them to login roles.
+-- trigger, SECURITY DEFINER, then writes chunks, postings, vectors and the
+-- statistics), pgkb_admin also changes settings, models and namespace grants.
+-- Grant them to login roles.
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgkb_reader') THEN
@@ -44,38 +45,136 @@ GRANT SELECT ON kb.documents, kb.chunks, kb.embeddings, kb.lexical_postings, kb.
 kb.models,
 kb.settings, kb.settings_catalogue, kb.embedding_providers, kb.embed_queue, kb.model_readiness, kb.ingest_status
 TO pgkb_reader, pgkb_writer, pgkb_admin;
-GRANT INSERT, UPDATE, DELETE ON kb.documents, kb.chunks, kb.embeddings, kb.lexical_postings, kb.embed_queue
-TO pgkb_writer, pgkb_admin;
-GRANT UPDATE ON kb.lexical_stats TO pgkb_writer, pgkb_admin;
-GRANT INSERT, DELETE ON kb.lexical_terms TO pgkb_writer, pgkb_admin;
-GRANT EXECUTE ON FUNCTION kb.plpython_init(), kb.embed_queue_batch(text, integer, boolean)
-TO pgkb_writer, pgkb_admin;
-GRANT SELECT, INSERT, UPDATE, DELETE ON kb.settings, kb.models, kb.namespace_grants TO pgkb_admin;
+GRANT INSERT, UPDATE, DELETE ON kb.documents TO pgkb_writer, pgkb_admin;
+-- Derived tables are written by the trigger path only (SECURITY DEFINER, as
+-- the owner): a writer able to insert a posting learns from a duplicate-key or
+-- foreign-key outcome which words another tenant's chunks hold, and one able
+-- to write the statistics poisons every tenant's scores. Revoked explicitly,
+-- since earlier releases granted them and grants outlive a migrate.
+REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON kb.chunks, kb.embeddings, kb.lexical_postings, kb.lexical_terms,
+kb.lexical_stats, kb.embed_queue FROM public, pgkb_reader, pgkb_writer, pgkb_admin;
+GRANT EXECUTE ON FUNCTION kb.plpython_init() TO pgkb_writer, pgkb_admin;
+GRANT SELECT, INSERT, UPDATE, DELETE ON kb.settings, kb.models, kb.namespace_grants, kb.model_secrets TO pgkb_admin;
 -- what each provider's similarities mean is no secret, and every retrieval reads it
 GRANT SELECT ON kb.embedding_providers TO public;
 GRANT SELECT ON ALL TABLES IN SCHEMA kb TO pgkb_admin;
 
-CREATE OR REPLACE FUNCTION kb.allowed_namespaces(p_role name)
-RETURNS text[]
+-- Functions that run as the owner and write or recompute shared state: only
+-- the roles whose job that is may call them (a reader starting full recounts
+-- of the statistics would be a denial of service).
+REVOKE EXECUTE ON FUNCTION kb.register_model(text, text, text, integer, jsonb, boolean), kb.activate_model(text),
+kb.refresh_lexical_stats(), kb.refresh_term_stats(), kb.maybe_refresh_lexical_stats(),
+kb.embed_queue_batch(text, integer, boolean), kb.embed_queue_batch_as(text, integer, boolean, name)
+FROM public;
+GRANT EXECUTE ON FUNCTION kb.register_model(text, text, text, integer, jsonb, boolean), kb.activate_model(text)
+TO pgkb_admin;
+GRANT EXECUTE ON FUNCTION kb.refresh_lexical_stats(), kb.refresh_term_stats(), kb.maybe_refresh_lexical_stats(),
+kb.embed_queue_batch(text, integer, boolean), kb.embed_queue_batch_as(text, integer, boolean, name)
+TO pgkb_writer, pgkb_admin;
+
+-- Namespace grants. A grant names a role; the trigger records its oid (0 for
+-- PUBLIC) and refuses a role that does not exist, so a dropped role leaves a
+-- row that matches nobody (never an error in everyone's retrieval) and a new
+-- role reusing the name inherits nothing.
+CREATE OR REPLACE FUNCTION kb.trg_namespace_grants_role()
+RETURNS trigger
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    IF NEW.role_name = 'public' THEN
+        NEW.role_id := 0;
+    ELSE
+        NEW.role_id := (SELECT r.oid FROM pg_catalog.pg_roles AS r WHERE r.rolname = NEW.role_name);
+        IF NEW.role_id IS NULL THEN
+            RAISE EXCEPTION 'pgkb: cannot grant namespace % to role "%": no such role', NEW.namespace, NEW.role_name
+                USING ERRCODE = 'undefined_object',
+                    HINT = 'create the role first; ''public'' grants the namespace to every role';
+        END IF;
+    END IF;
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION kb.trg_namespace_grants_role() IS
+'BEFORE INSERT/UPDATE on kb.namespace_grants: binds the grant to the role''s oid (0 = PUBLIC) and refuses a role that does not exist, so that dropping a role can never break other tenants'' retrieval.';
+
+DROP TRIGGER IF EXISTS namespace_grants_role ON kb.namespace_grants;
+CREATE TRIGGER namespace_grants_role BEFORE INSERT OR UPDATE ON kb.namespace_grants
+FOR EACH ROW EXECUTE FUNCTION kb.trg_namespace_grants_role();
+
+CREATE OR REPLACE FUNCTION kb.member_role_ids(p_role name)
+RETURNS oid[]
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- from the membership catalogue, not pg_has_role: a role dropped meanwhile
+    -- is simply absent instead of an error
+    WITH RECURSIVE member_of (id) AS (
+        SELECT r.oid FROM pg_catalog.pg_roles AS r WHERE r.rolname = p_role
+        UNION
+        SELECT m.roleid FROM pg_catalog.pg_auth_members AS m INNER JOIN member_of AS o ON m.member = o.id
+    )
+    SELECT ARRAY(SELECT o.id FROM member_of AS o) || '{0}'::oid[]
+$$;
+COMMENT ON FUNCTION kb.member_role_ids(name) IS
+'Oids of p_role and every role it is a member of, directly or not, and 0 (PUBLIC): the roles whose namespace grants apply to p_role.';
+
+CREATE OR REPLACE FUNCTION kb.tenant_isolation_on()
+RETURNS boolean
 LANGUAGE sql
 STABLE PARALLEL SAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    -- NULL = no restriction (isolation off); else the namespaces granted to any role
-    -- p_role is a member of ('*' grants every namespace). Policies pass current_user:
-    -- inside this SECURITY DEFINER function current_user would be the owner.
-    SELECT CASE
-        WHEN NOT coalesce((SELECT (s.value #>> '{}')::boolean FROM kb.settings AS s
-            WHERE s.key = 'tenant_isolation'), false) THEN NULL
-        WHEN EXISTS (SELECT 1 FROM kb.namespace_grants AS g
-            WHERE g.namespace = '*' AND pg_has_role(p_role, g.role_name, 'MEMBER')) THEN NULL
-        ELSE coalesce(ARRAY(SELECT g.namespace FROM kb.namespace_grants AS g
-            WHERE pg_has_role(p_role, g.role_name, 'MEMBER')), '{}')
-    END
+    SELECT coalesce((SELECT (s.value #>> '{}')::boolean FROM kb.settings AS s WHERE s.key = 'tenant_isolation'), false)
+$$;
+COMMENT ON FUNCTION kb.tenant_isolation_on() IS
+'Whether row-level security by namespace is on (the setting tenant_isolation); SECURITY DEFINER so that policies work for roles that may not read kb.settings.';
+
+-- Readers see their own grants (those kb.allowed_namespaces needs), admins all.
+ALTER TABLE kb.namespace_grants ENABLE ROW LEVEL SECURITY;
+GRANT SELECT ON kb.namespace_grants TO public;
+DROP POLICY IF EXISTS own_grants ON kb.namespace_grants;
+CREATE POLICY own_grants ON kb.namespace_grants FOR SELECT
+USING (namespace_grants.role_id = any((SELECT kb.member_role_ids(current_user))::oid[]));
+DROP POLICY IF EXISTS admin_grants ON kb.namespace_grants;
+CREATE POLICY admin_grants ON kb.namespace_grants TO pgkb_admin USING (true) WITH CHECK (true);
+
+CREATE OR REPLACE FUNCTION kb.allowed_namespaces(p_role name)
+RETURNS text[]
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    -- SECURITY INVOKER: the caller reads only the grants of its own roles
+    -- (the policy of kb.namespace_grants), and may ask only about itself or a
+    -- role it belongs to, so no one learns what other tenants were granted.
+    IF p_role IS DISTINCT FROM current_user AND NOT pg_has_role(current_user, p_role, 'MEMBER') THEN
+        RAISE EXCEPTION 'pgkb: kb.allowed_namespaces(%) may be asked only about the current role or a role it is a member of', p_role
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    -- NULL = no restriction: isolation off, or a role the policies do not
+    -- apply to (superuser, BYPASSRLS, the tables' owner), such as a worker
+    -- run by the owner
+    IF NOT kb.tenant_isolation_on()
+        OR EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname = p_role AND (r.rolsuper OR r.rolbypassrls))
+        OR pg_has_role(p_role, (SELECT c.relowner FROM pg_catalog.pg_class AS c WHERE c.oid = 'kb.documents'::regclass),
+            'USAGE') THEN
+        RETURN NULL;
+    END IF;
+    -- the grants ('*' grants every namespace)
+    RETURN (
+        SELECT CASE WHEN bool_or(g.namespace = '*') THEN NULL ELSE coalesce(array_agg(DISTINCT g.namespace), '{}') END
+        FROM kb.namespace_grants AS g
+        WHERE g.role_id = ANY(kb.member_role_ids(p_role))
+    );
+END;
 $$;
 COMMENT ON FUNCTION kb.allowed_namespaces(name) IS
-'Namespaces the current role may see when tenant_isolation is on (NULL: all); used by the row-level security policies.';
+'Namespaces p_role (the current role or one it belongs to) may see when tenant_isolation is on (NULL: all); used by the row-level security policies, which pass current_user.';
 
 ALTER TABLE kb.documents ENABLE ROW LEVEL SECURITY;
 ALTER TABLE kb.chunks ENABLE ROW LEVEL SECURITY;
@@ -114,3 +213,28 @@ USING (
     (SELECT kb.allowed_namespaces(current_user)) IS NULL
     OR EXISTS (SELECT 1 FROM kb.chunks AS c WHERE c.id = embed_queue.chunk_id)
 );
+
+-- The retrieval log. kb.log_retrieval runs as its caller, so what it inserts
+-- is checked here: a row is attributed to the role that inserts it (the
+-- tenant role under SET ROLE; role_name and session_role are column
+-- defaults no one may set), is accepted only while the log is on, and may
+-- name only documents that role can see. A role can thus add rows about its
+-- own retrievals only, never forge one about another tenant's sources.
+ALTER TABLE kb.retrieval_log ENABLE ROW LEVEL SECURITY;
+REVOKE INSERT ON kb.retrieval_log FROM public;
+GRANT INSERT (
+    query_hash, namespace, mode_requested, mode, k, result_count, low_confidence, no_evidence, sources,
+    timings_ms, total_ms
+) ON kb.retrieval_log TO public;
+DROP POLICY IF EXISTS own_retrievals ON kb.retrieval_log;
+CREATE POLICY own_retrievals ON kb.retrieval_log FOR INSERT
+WITH CHECK (
+    retrieval_log.role_name = current_user
+    AND retrieval_log.session_role = session_user
+    AND retrieval_log.logged_at = now()
+    AND (SELECT (kb.setting('retrieval_log') #>> '{}')::boolean)
+    AND kb.visible_sources(retrieval_log.sources)
+);
+-- who may read the log is decided by the SELECT privilege alone (pgkb_admin, BI roles)
+DROP POLICY IF EXISTS read_log ON kb.retrieval_log;
+CREATE POLICY read_log ON kb.retrieval_log FOR SELECT USING (true);

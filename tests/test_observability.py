@@ -52,5 +52,6 @@ def test_reader_is_logged_without_insert_rights(fresh_db):
         fresh_db.execute("REVOKE SELECT ON kb.retrieval_log FROM obs_reader")
         with acting_as(fresh_db, "obs_reader"):
             assert retrieve(fresh_db, "refund days")
-        row = fresh_db.execute("SELECT role_name FROM kb.retrieval_log").fetchone()
-        assert row["role_name"] == "postgres"  # session_user of the connection
+        row = fresh_db.execute("SELECT role_name, session_role FROM kb.retrieval_log").fetchone()
+        # attributed to the tenant role that retrieved; the login behind SET ROLE is kept beside it
+        assert (row["role_name"], row["session_role"]) == ("obs_reader", "postgres")

@@ -7,6 +7,7 @@ stored, and the chunks wait in kb.embed_queue with the error until retried."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -42,10 +43,31 @@ def settings(plpy, SD, keys: tuple[str, ...]) -> dict[str, Any]:
 
 
 def model_rows(plpy) -> list[dict]:
+    """Every registered model with the options its provider needs: ``kb.models.options``
+    (what readers may see) merged with the model's ``kb.model_secrets`` (an api_key...).
+    Only the SECURITY DEFINER paths (ingest trigger, queue worker, query embedding) run
+    this; the secrets never leave the provider object (see :func:`redact`)."""
     rows = plpy.execute(
-        "SELECT name, provider, model, dimensions, options::text AS options, active FROM kb.models ORDER BY name"
+        """SELECT m.name, m.provider, m.model, m.dimensions, m.active,
+                  (m.options || coalesce(s.secrets, '{}'))::text AS options,
+                  coalesce(s.secrets, '{}')::text AS secrets
+           FROM kb.models AS m LEFT JOIN kb.model_secrets AS s ON s.model = m.name
+           ORDER BY m.name"""
     )
-    return [dict(r, options=json.loads(r["options"])) for r in rows]
+    return [dict(r, options=json.loads(r["options"]), secrets=json.loads(r["secrets"])) for r in rows]
+
+
+_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]*@")
+
+
+def redact(message: str, model: dict) -> str:
+    """``message`` without the model's secret values and without credentials in any URL: errors
+    are stored in kb.embed_queue (readers see it) and reach clients."""
+    for value in model.get("secrets", {}).values():
+        for text in value.values() if isinstance(value, dict) else [value]:
+            if isinstance(text, str) and text:
+                message = message.replace(text, "***")
+    return _URL_CREDENTIALS.sub(r"\1***@", message)
 
 
 def provider_for(GD, model: dict):
@@ -90,7 +112,10 @@ def query_vector(plpy, GD, model_name: str, query: str) -> str:
     model = next((m for m in model_rows(plpy) if m["name"] == model_name), None)
     if model is None:
         plpy.error(f"pgkb: unknown model {model_name!r}")
-    vector = provider_for(GD, model).embed_query(query)
+    try:
+        vector = provider_for(GD, model).embed_query(query)
+    except embedders.EmbeddingError as exc:
+        raise _redacted(exc, model) from None
     embedders.check_vectors([vector], 1, model["dimensions"], f"{model['provider']}:{model['model']}")
     return vector_literal(vector)
 
@@ -103,10 +128,22 @@ def embed_texts(GD, model: dict, texts: list[str], batch_size: int) -> list[list
     return embedders.check_vectors(vectors, len(texts), model["dimensions"], f"{model['provider']}:{model['model']}")
 
 
-def as_embedding_error(exc: Exception) -> embedders.EmbeddingError:
-    if isinstance(exc, embedders.EmbeddingError):
+def _redacted(exc: embedders.EmbeddingError, model: dict | None) -> embedders.EmbeddingError:
+    """``exc`` itself, or a copy whose message has the secrets of ``model`` masked."""
+    message = redact(str(exc), model or {})
+    if message == str(exc):
         return exc
-    return embedders.EmbeddingError("bad_response", f"embedding failed: unexpected {type(exc).__name__}: {exc}")
+    return embedders.EmbeddingError(
+        exc.kind, message, provider=exc.provider, model=exc.model, status=exc.status, attempts=exc.attempts
+    )
+
+
+def as_embedding_error(exc: Exception, model: dict | None = None) -> embedders.EmbeddingError:
+    """``exc`` as the EmbeddingError recorded on the queue, without the secrets of ``model``."""
+    if isinstance(exc, embedders.EmbeddingError):
+        return _redacted(exc, model)
+    wrapped = embedders.EmbeddingError("bad_response", f"embedding failed: unexpected {type(exc).__name__}: {exc}")
+    return _redacted(wrapped, model)
 
 
 def sync_document(plpy, GD, SD, new: dict) -> None:
@@ -158,7 +195,7 @@ def sync_document(plpy, GD, SD, new: dict) -> None:
             try:
                 vectors = embed_texts(GD, model, texts, int(conf["embed_batch_size"]))
             except Exception as exc:  # noqa: BLE001 - any provider failure must keep the document
-                _enqueue(plpy, SD, model["name"], new_ids, as_embedding_error(exc))
+                _enqueue(plpy, SD, model["name"], new_ids, as_embedding_error(exc, model))
                 continue
             _store_vectors(plpy, SD, model, new_ids, vectors)
     # status, error and chunk count derive from the queue and the chunks, one rule for all paths
@@ -229,6 +266,9 @@ def embed_queue_batch(plpy, GD, SD, model_name: str, batch_size: int, include_ex
     so concurrent workers never take the same chunk), embed them, store the
     vectors and delete the claims; on failure keep the claims with the error.
 
+    Only chunks of the namespaces in ``pgkb_call.embed_namespaces`` (a text[] literal set by
+    kb.embed_queue_batch_as for this call; empty or unset: all) are claimed.
+
     The claim also locks the chunks' documents (SKIP LOCKED): a writer changing a
     document waits for the worker embedding it, and a worker skips documents a
     writer holds. Without that, a writer deleting chunks (waiting for the queue
@@ -248,6 +288,8 @@ def embed_queue_batch(plpy, GD, SD, model_name: str, batch_size: int, include_ex
                JOIN kb.chunks c ON c.id = q.chunk_id
                JOIN kb.documents d ON d.id = c.document_id
                WHERE q.model = $1 AND q.attempts < $2
+                 AND CASE WHEN coalesce(current_setting('pgkb_call.embed_namespaces', true), '') = '' THEN true
+                     ELSE c.namespace = ANY(current_setting('pgkb_call.embed_namespaces', true)::text[]) END
                ORDER BY q.attempts, q.chunk_id LIMIT $3
                FOR UPDATE OF q SKIP LOCKED
                FOR NO KEY UPDATE OF d SKIP LOCKED""",
@@ -262,7 +304,7 @@ def embed_queue_batch(plpy, GD, SD, model_name: str, batch_size: int, include_ex
     try:
         vectors = embed_texts(GD, model, [r["embed_text"] for r in claimed], int(conf["embed_batch_size"]))
     except Exception as exc:  # noqa: BLE001 - failures are recorded, never raised into the caller's transaction
-        error = as_embedding_error(exc)
+        error = as_embedding_error(exc, model)
         _enqueue(plpy, SD, model_name, chunk_ids, error)
         _refresh_document_status(plpy, SD, sorted({r["document_id"] for r in claimed}))
         return {"claimed": len(claimed), "embedded": 0, "failed": len(claimed), "error": str(error)}
