@@ -56,6 +56,10 @@ FROM (VALUES
     -- observability: a reader must not be able to keep its queries out of the log
     ('retrieval_log', 'boolean', 'false', NULL, false,
         'true: every kb_retrieve call appends a row to kb.retrieval_log (query hash, mode, timings, results)'),
+    -- lifecycle: the calendar must not follow the client's TimeZone, or the same
+    -- instant would be in force for one session and not for another
+    ('calendar_time_zone', 'text', '"UTC"', NULL, false,
+        'time zone of the knowledge base''s calendar: the day of as_of that effective_from/effective_to are compared with (a name of pg_timezone_names, e.g. "Asia/Shanghai")'),
     -- security: row-level security must not depend on what a session sets, or
     -- any reader could switch it off with SET pgkb.tenant_isolation = false
     ('tenant_isolation', 'boolean', 'false', NULL, false,

@@ -10,23 +10,70 @@
 -- microseconds, and the legs must keep their plans). Every name in them is
 -- schema-qualified; pg_catalog is searched first.
 
+CREATE OR REPLACE FUNCTION kb.install_lifecycle_calendar(p_time_zone text)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    -- The calendar's zone is written into kb.in_force as a literal: the rule
+    -- is inlined into every leg's query and evaluated per candidate, where
+    -- reading kb.settings would cost a query per row; a literal costs nothing,
+    -- and replacing the function invalidates the plans that inlined it.
+    IF p_time_zone IS NULL OR NOT EXISTS (SELECT 1 FROM pg_timezone_names AS z WHERE z.name = p_time_zone) THEN
+        RAISE EXCEPTION 'pgkb: calendar_time_zone "%" is not a time zone name of this server', p_time_zone
+            USING ERRCODE = 'invalid_parameter_value',
+            HINT = 'a name from pg_timezone_names, e.g. "UTC" or "Asia/Shanghai" (an abbreviation such as CST is ambiguous)';
+    END IF;
+    EXECUTE format($fn$
 CREATE OR REPLACE FUNCTION kb.in_force(
     p_status text, p_effective_from date, p_effective_to date, p_removed_at timestamptz, p_as_of timestamptz
 )
 RETURNS boolean
 LANGUAGE sql
 STABLE PARALLEL SAFE
-AS $$
+AS $rule$
     -- not a draft, inside its effective window (effective_to inclusive; a
-    -- deprecated document needs an end date), not removed from its folder by then
+    -- deprecated document needs an end date), not removed from its folder by
+    -- then; the day of as_of is its date in the knowledge base's calendar
+    -- (the setting calendar_time_zone), whatever the session's TimeZone
     SELECT p_status <> 'draft'
-        AND (p_effective_from IS NULL OR p_effective_from <= p_as_of::date)
-        AND (p_effective_to IS NULL OR p_as_of::date <= p_effective_to)
+        AND (p_effective_from IS NULL OR p_effective_from <= (p_as_of AT TIME ZONE %1$L)::date)
+        AND (p_effective_to IS NULL OR (p_as_of AT TIME ZONE %1$L)::date <= p_effective_to)
         AND (p_status <> 'deprecated' OR p_effective_to IS NOT NULL)
         AND (p_removed_at IS NULL OR p_removed_at > p_as_of)
+$rule$
+$fn$, p_time_zone);
+END;
 $$;
+COMMENT ON FUNCTION kb.install_lifecycle_calendar(text) IS
+'(Re)creates kb.in_force with the calendar''s time zone written into it; run by migrate and whenever the setting calendar_time_zone changes. Refuses a name the server does not know.';
+REVOKE EXECUTE ON FUNCTION kb.install_lifecycle_calendar(text) FROM public;
+
+SELECT kb.install_lifecycle_calendar(kb.setting('calendar_time_zone') #>> '{}');
 COMMENT ON FUNCTION kb.in_force(text, date, date, timestamptz, timestamptz) IS
-'The lifecycle rule''s first half (docs/LIFECYCLE.md): whether a document with these attributes is in force at as_of. Inlined into its callers.';
+'The lifecycle rule''s first half (docs/LIFECYCLE.md): whether a document with these attributes is in force at as_of, the day read in the knowledge base''s calendar. Inlined into its callers; written by kb.install_lifecycle_calendar.';
+
+CREATE OR REPLACE FUNCTION kb.trg_settings_calendar()
+RETURNS trigger
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+-- an admin may change settings but does not own kb.in_force
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    PERFORM kb.install_lifecycle_calendar(NEW.value #>> '{}');
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION kb.trg_settings_calendar() IS
+'AFTER INSERT/UPDATE of the setting calendar_time_zone: applies the new calendar to the lifecycle rule (kb.install_lifecycle_calendar), or refuses the change.';
+
+CREATE OR REPLACE TRIGGER settings_calendar AFTER INSERT OR UPDATE OF value ON kb.settings
+FOR EACH ROW WHEN (new.key = 'calendar_time_zone')
+EXECUTE FUNCTION kb.trg_settings_calendar();
 
 CREATE OR REPLACE FUNCTION kb.visible_documents(p_as_of timestamptz, p_namespace text, p_filters jsonb)
 RETURNS SETOF bigint
@@ -34,10 +81,12 @@ LANGUAGE sql
 STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    -- Current at as_of (docs/LIFECYCLE.md): in force, and not superseded: no
-    -- document in force at as_of names it in `supersedes`, directly or
-    -- through a chain (v3 -> v2 -> v1 hides v1 and v2). A status filter or
-    -- include_history lifts the lifecycle rule.
+    -- Current at as_of (docs/LIFECYCLE.md): in force, and not replaced: no
+    -- document that took effect by as_of names it in `supersedes`, directly
+    -- or through a chain (v3 -> v2 -> v1 hides v1 and v2). A replacement took
+    -- effect when it was in force on some day up to as_of: in force at as_of
+    -- with its end date set aside, and, if removed, removed no earlier than
+    -- its first day. A status filter or include_history lifts the rule.
     WITH RECURSIVE
     opts AS (
         SELECT
@@ -62,29 +111,32 @@ AS $$
         SELECT s.* FROM scoped AS s
         WHERE kb.in_force(s.status, s.effective_from, s.effective_to, s.removed_at, p_as_of)
     ),
-    superseders AS (
-        -- any document in force (of any scope) can supersede one in the same namespace
+    replacements AS (
+        -- any document (of any scope) that took effect replaces one in the same
+        -- namespace; the same test as in kb.document_is_current
         SELECT d.namespace, d.supersedes AS source, d.source AS origin
         FROM kb.documents AS d
         WHERE d.supersedes IS NOT NULL
             AND (p_namespace IS NULL OR d.namespace = p_namespace)
-            AND kb.in_force(d.status, d.effective_from, d.effective_to, d.removed_at, p_as_of)
+            AND kb.in_force(d.status, d.effective_from, CASE WHEN d.effective_to IS NOT NULL THEN 'infinity'::date END,
+                NULL, p_as_of)
+            AND (d.removed_at IS NULL OR kb.in_force('active', d.effective_from, NULL, NULL, d.removed_at))
     ),
-    superseded (namespace, source, origin) AS (
-        SELECT namespace, source, origin FROM superseders
+    replaced (namespace, source, origin) AS (
+        SELECT r.namespace, r.source, r.origin FROM replacements AS r
         UNION
-        SELECT d.namespace, d.supersedes, s.origin
-        FROM superseded AS s
-        INNER JOIN kb.documents AS d ON d.namespace = s.namespace AND d.source = s.source
+        SELECT d.namespace, d.supersedes, x.origin
+        FROM replaced AS x
+        INNER JOIN kb.documents AS d ON d.namespace = x.namespace AND d.source = x.source
         WHERE d.supersedes IS NOT NULL
     )
     SELECT s.id FROM scoped AS s, opts AS o WHERE o.history
     UNION ALL
     SELECT f.id FROM in_force AS f, opts AS o
     WHERE NOT o.history
-        -- NOT IN over the (small) superseded set is a hashed subplan, linear in documents
-        -- (a chain that cycles back to its origin does not hide the origin)
-        AND (f.namespace, f.source) NOT IN (SELECT x.namespace, x.source FROM superseded AS x WHERE x.source <> x.origin)
+        -- NOT IN over the (small) replaced set is a hashed subplan, linear in documents
+        -- (a cycle, which writes are refused but a database may already hold, does not hide its origin)
+        AND (f.namespace, f.source) NOT IN (SELECT x.namespace, x.source FROM replaced AS x WHERE x.source <> x.origin)
 $$;
 COMMENT ON FUNCTION kb.visible_documents(timestamptz, text, jsonb) IS
 'Ids of the documents a retrieval may use: current at as_of (docs/LIFECYCLE.md) within the namespace and filters; a status filter or include_history returns history too.';
@@ -109,30 +161,35 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
     -- The per-document form of kb.visible_documents' rule, for retrievals
     -- without filters: a few index probes, not a pass over the documents.
-    -- The chain holds the document and every document naming it in
-    -- `supersedes`, directly or through others (v3 -> v2 -> v1); it is
-    -- current when it is in force and none of the others is.
-    WITH RECURSIVE chain (id, namespace, source, status, effective_from, effective_to, removed_at) AS (
+    -- The document must be in force, and none of its successors (every
+    -- document naming it in `supersedes`, directly or through others) may
+    -- have taken effect by as_of (the same test as in kb.visible_documents).
+    -- The successors are read lazily, nearest first, and the first one that
+    -- took effect ends the walk: a version behind a long chain of newer ones
+    -- costs one probe, not the chain.
+    WITH RECURSIVE successors (id, namespace, source, status, effective_from, effective_to, removed_at) AS (
         SELECT d.id, d.namespace, d.source, d.status, d.effective_from, d.effective_to, d.removed_at
         FROM kb.documents AS d
         WHERE d.id = p_document_id
         UNION
         SELECT d.id, d.namespace, d.source, d.status, d.effective_from, d.effective_to, d.removed_at
-        FROM chain AS c
+        FROM successors AS c
         INNER JOIN kb.documents AS d ON d.namespace = c.namespace AND d.supersedes = c.source
-    ),
-    judged AS (
-        SELECT
-            c.id = p_document_id AS self,
-            kb.in_force(c.status, c.effective_from, c.effective_to, c.removed_at, p_as_of) AS in_force
-        FROM chain AS c
     )
-    SELECT coalesce(bool_or(j.in_force) FILTER (WHERE j.self), false)
-        AND NOT coalesce(bool_or(j.in_force) FILTER (WHERE NOT j.self), false)
-    FROM judged AS j
+    SELECT coalesce((
+        SELECT kb.in_force(d.status, d.effective_from, d.effective_to, d.removed_at, p_as_of)
+        FROM kb.documents AS d WHERE d.id = p_document_id
+    ), false)
+    AND NOT EXISTS (
+        SELECT 1 FROM successors AS s
+        WHERE s.id <> p_document_id
+            AND kb.in_force(s.status, s.effective_from, CASE WHEN s.effective_to IS NOT NULL THEN 'infinity'::date END,
+                NULL, p_as_of)
+            AND (s.removed_at IS NULL OR kb.in_force('active', s.effective_from, NULL, NULL, s.removed_at))
+    )
 $$;
 COMMENT ON FUNCTION kb.document_is_current(bigint, timestamptz) IS
-'Whether one document is current at as_of (docs/LIFECYCLE.md: in force and not superseded by a document in force, through chains); the same rule as kb.visible_documents.';
+'Whether one document is current at as_of (docs/LIFECYCLE.md: in force and not replaced by a document that took effect, through chains); the same rule as kb.visible_documents.';
 
 CREATE OR REPLACE FUNCTION kb.visible_candidate(
     p_document_id bigint, p_as_of timestamptz, p_namespace text, p_filters jsonb, p_filters_restrict boolean
@@ -145,18 +202,70 @@ AS $$
     -- The document's id when a retrieval with these arguments may use it, no
     -- row otherwise. Used as CROSS JOIN LATERAL by every leg; inlined, so the
     -- filtered branch stays one hashed subplan of the leg's query (computed
-    -- once, not per candidate). Without filters, a plain document (active,
-    -- undated, not removed) that no document names in `supersedes` is current
-    -- without further probes; any other is judged by kb.document_is_current.
+    -- once, not per candidate). Without filters, a document that no document
+    -- names in `supersedes` is current exactly when it is in force, judged on
+    -- its own row (two index probes); only one that has successors is judged
+    -- by kb.document_is_current.
     SELECT d.id
     FROM kb.documents AS d
     WHERE d.id = p_document_id
         AND CASE WHEN p_filters_restrict
             THEN d.id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters))
-            ELSE (
-                d.status = 'active' AND d.effective_from IS NULL AND d.effective_to IS NULL AND d.removed_at IS NULL
-                AND NOT EXISTS (SELECT 1 FROM kb.documents AS s WHERE s.namespace = d.namespace AND s.supersedes = d.source)
-            ) OR kb.document_is_current(d.id, p_as_of) END
+            ELSE kb.in_force(d.status, d.effective_from, d.effective_to, d.removed_at, p_as_of) AND (
+                NOT EXISTS (SELECT 1 FROM kb.documents AS s WHERE s.namespace = d.namespace AND s.supersedes = d.source)
+                OR kb.document_is_current(d.id, p_as_of)
+            ) END
 $$;
 COMMENT ON FUNCTION kb.visible_candidate(bigint, timestamptz, text, jsonb, boolean) IS
 'The visibility condition of every retrieval leg: the document id when the document may be used (current at as_of, or matching filters that lift the lifecycle rule), else no row. Inlined into its callers.';
+
+CREATE OR REPLACE FUNCTION kb.trg_documents_supersedes_acyclic()
+RETURNS trigger
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    doc record;
+    cycle text[];
+BEGIN
+    -- Deferred to commit, so a transaction may reorder a chain in any order of
+    -- statements; the row is read again, as it is now.
+    SELECT d.namespace, d.source, d.supersedes INTO doc FROM kb.documents AS d WHERE d.id = NEW.id;
+    IF NOT FOUND OR doc.supersedes IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- Two transactions could each add one half of a cycle and see none: the
+    -- checks of one namespace take turns, each seeing what the one before it
+    -- committed (READ COMMITTED; the lock is held from here to the commit).
+    PERFORM pg_advisory_xact_lock(hashtext('pgkb.supersedes'), hashtext(doc.namespace));
+    -- Follow `supersedes` from the document (each names at most one other);
+    -- a cycle returns to it. A chain that loops elsewhere stops at its repeat.
+    WITH RECURSIVE chain (source, path) AS (
+        SELECT doc.supersedes, ARRAY[doc.source, doc.supersedes]
+        UNION ALL
+        SELECT d.supersedes, c.path || d.supersedes
+        FROM chain AS c
+        INNER JOIN kb.documents AS d ON d.namespace = doc.namespace AND d.source = c.source
+        WHERE c.source <> doc.source AND d.supersedes IS NOT NULL
+            AND (d.supersedes = doc.source OR d.supersedes <> ALL(c.path))
+    )
+    SELECT c.path INTO cycle FROM chain AS c WHERE c.source = doc.source LIMIT 1;
+    IF cycle IS NOT NULL THEN
+        RAISE EXCEPTION 'pgkb: supersedes cycle in namespace "%": %', doc.namespace, array_to_string(cycle, ' -> ')
+            USING ERRCODE = 'check_violation', CONSTRAINT = 'documents_supersedes_acyclic',
+            DETAIL = 'each document in it would hide the next, so none of them would ever be current',
+            HINT = 'a document supersedes an older version of itself: clear supersedes on one of these documents';
+    END IF;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION kb.trg_documents_supersedes_acyclic() IS
+'Constraint trigger on kb.documents (deferred to commit): refuses a supersedes chain that returns to where it started (a document superseding itself included).';
+
+DROP TRIGGER IF EXISTS documents_supersedes_acyclic ON kb.documents;
+CREATE CONSTRAINT TRIGGER documents_supersedes_acyclic
+AFTER INSERT OR UPDATE OF namespace, source, supersedes ON kb.documents
+DEFERRABLE INITIALLY DEFERRED
+FOR EACH ROW WHEN (new.supersedes IS NOT NULL)
+EXECUTE FUNCTION kb.trg_documents_supersedes_acyclic();

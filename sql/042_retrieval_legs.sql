@@ -31,6 +31,10 @@ DECLARE
     per_term integer := CASE WHEN NOT restricted
         THEN (kb.setting('bm25_postings_per_term') #>> '{}')::integer END;  -- NULL: read all
     shortlist integer := CASE WHEN NOT restricted THEN greatest(2 * p_limit, 200) END;  -- NULL: all
+    ids bigint[];
+    scores double precision[];
+    coverages double precision[];
+    crowded boolean;
 BEGIN
     -- BM25: Robertson idf, k1/b from settings, N and average length from
     -- kb.lexical_stats, df from kb.lexical_terms plus the postings of chunks
@@ -42,113 +46,151 @@ BEGIN
     -- index range, not all its postings) to find candidates. The best
     -- candidates (a shortlist of 2 x p_limit, at least 200) then get their
     -- exact score: the truncated terms' weights are looked up per chunk. With
-    -- filters every posting is read and every score is exact.
+    -- filters every posting is read and every score is exact. Visibility is
+    -- judged last, once per document, until p_limit visible chunks are found.
+    -- Hidden candidates take places in the shortlist and among a truncated
+    -- term's best postings (many versions of one text score alike, and ties
+    -- go to the older chunk): when the first pass finds fewer than p_limit
+    -- visible chunks while some candidates were hidden and some postings were
+    -- left unread, a second pass reads every posting and scores every
+    -- candidate, so a current document is never lost behind hidden ones; its
+    -- cost is that of a filtered query, proportional to the terms' postings.
     -- (plpgsql for its plan cache: a SQL function would plan this on every call)
-    RETURN QUERY WITH
-    params AS (
-        SELECT
-            (kb.setting('bm25_k1') #>> '{}')::float8 AS k1,
-            (kb.setting('bm25_b') #>> '{}')::float8 AS b,
-            greatest(st.chunk_count, 1)::float8 AS n,
-            greatest(st.avg_length, 1) AS avgdl,
-            st.terms_max_chunk_id AS watermark
-        FROM kb.lexical_stats AS st
-    ),
-    terms AS (
-        SELECT t.term, min(t.pos) AS pos FROM unnest(p_terms) WITH ORDINALITY AS t (term, pos) GROUP BY t.term
-    ),
-    term_df AS MATERIALIZED (
-        SELECT t.term, t.pos,
-            (coalesce((SELECT lt.df FROM kb.lexical_terms AS lt WHERE lt.term = t.term), 0)
-            + (SELECT count(*) FROM kb.lexical_postings AS lp
-                WHERE lp.term = t.term AND lp.chunk_id > pr.watermark))::float8 AS df
-        FROM terms AS t CROSS JOIN params AS pr
-    ),
-    idf AS MATERIALIZED (
-        SELECT w.*, coalesce(w.df > w.read_limit, false) AS truncated
-        FROM (
-            SELECT f.term, f.pos, f.df, x.idf,
-                greatest(ceil(per_term * x.idf / nullif(max(x.idf) OVER (), 0)), per_term / 10)::integer
-                    AS read_limit
-            FROM term_df AS f
+    FOR pass IN 1 .. 2 LOOP
+        WITH
+        params AS (
+            SELECT
+                (kb.setting('bm25_k1') #>> '{}')::float8 AS k1,
+                (kb.setting('bm25_b') #>> '{}')::float8 AS b,
+                greatest(st.chunk_count, 1)::float8 AS n,
+                greatest(st.avg_length, 1) AS avgdl,
+                st.terms_max_chunk_id AS watermark
+            FROM kb.lexical_stats AS st
+        ),
+        terms AS (
+            SELECT t.term, min(t.pos) AS pos FROM unnest(p_terms) WITH ORDINALITY AS t (term, pos) GROUP BY t.term
+        ),
+        term_df AS MATERIALIZED (
+            SELECT t.term, t.pos,
+                (coalesce((SELECT lt.df FROM kb.lexical_terms AS lt WHERE lt.term = t.term), 0)
+                + (SELECT count(*) FROM kb.lexical_postings AS lp
+                    WHERE lp.term = t.term AND lp.chunk_id > pr.watermark))::float8 AS df
+            FROM terms AS t CROSS JOIN params AS pr
+        ),
+        idf AS MATERIALIZED (
+            SELECT w.*, coalesce(w.df > w.read_limit, false) AS truncated
+            FROM (
+                SELECT f.term, f.pos, f.df, x.idf,
+                    greatest(ceil(per_term * x.idf / nullif(max(x.idf) OVER (), 0)), per_term / 10)::integer
+                        AS read_limit
+                FROM term_df AS f
+                CROSS JOIN params AS pr
+                CROSS JOIN LATERAL (SELECT ln(1 + (greatest(pr.n, f.df) - f.df + 0.5) / (f.df + 0.5)) AS idf) AS x
+            ) AS w
+        ),
+        junction AS (
+            -- a CJK bigram that no chunk contains, between two query bigrams that some
+            -- chunk does contain (公司|司员|员工): a word boundary of the query, not a
+            -- missing concept, so it does not count against coverage
+            SELECT i.term
+            FROM idf AS i
+            INNER JOIN idf AS prev ON prev.pos = i.pos - 1
+            INNER JOIN idf AS nxt ON nxt.pos = i.pos + 1
+            WHERE i.df = 0 AND prev.df > 0 AND nxt.df > 0
+                AND length(i.term) = 2 AND length(prev.term) = 2 AND length(nxt.term) = 2
+                AND right(prev.term, 1) = left(i.term, 1) AND right(i.term, 1) = left(nxt.term, 1)
+        ),
+        total AS (
+            SELECT nullif(sum(i.idf), 0) AS idf_mass
+            FROM idf AS i
+            WHERE i.term NOT IN (SELECT j.term FROM junction AS j)
+        ),
+        candidates AS MATERIALIZED (
+            SELECT
+                p.chunk_id,
+                p.document_id,
+                sum(p.weight) AS partial_score,
+                coalesce(sum(p.weight) FILTER (WHERE NOT i.truncated), 0) AS exact_part,
+                coalesce(sum(i.idf) FILTER (WHERE NOT i.truncated), 0) AS exact_idf
+            FROM idf AS i
             CROSS JOIN params AS pr
-            CROSS JOIN LATERAL (SELECT ln(1 + (greatest(pr.n, f.df) - f.df + 0.5) / (f.df + 0.5)) AS idf) AS x
-        ) AS w
-    ),
-    junction AS (
-        -- a CJK bigram that no chunk contains, between two query bigrams that some
-        -- chunk does contain (公司|司员|员工): a word boundary of the query, not a
-        -- missing concept, so it does not count against coverage
-        SELECT i.term
-        FROM idf AS i
-        INNER JOIN idf AS prev ON prev.pos = i.pos - 1
-        INNER JOIN idf AS nxt ON nxt.pos = i.pos + 1
-        WHERE i.df = 0 AND prev.df > 0 AND nxt.df > 0
-            AND length(i.term) = 2 AND length(prev.term) = 2 AND length(nxt.term) = 2
-            AND right(prev.term, 1) = left(i.term, 1) AND right(i.term, 1) = left(nxt.term, 1)
-    ),
-    total AS (
-        SELECT nullif(sum(i.idf), 0) AS idf_mass
-        FROM idf AS i
-        WHERE i.term NOT IN (SELECT j.term FROM junction AS j)
-    ),
-    candidates AS (
+            CROSS JOIN LATERAL (
+                SELECT lp.chunk_id, lp.document_id,
+                    kb.bm25_weight(i.idf, lp.tf, lp.chunk_length, pr.k1, pr.b, pr.avgdl) AS weight
+                FROM kb.lexical_postings AS lp
+                WHERE lp.term = i.term AND (p_namespace IS NULL OR lp.namespace = p_namespace)
+                ORDER BY lp.impact DESC
+                LIMIT i.read_limit  -- NULL: all
+            ) AS p
+            GROUP BY p.chunk_id, p.document_id
+        ),
+        shortlisted AS MATERIALIZED (
+            SELECT c.* FROM candidates AS c
+            ORDER BY c.partial_score DESC, c.chunk_id
+            LIMIT shortlist
+        ),
+        completed AS (
+            -- the shortlisted chunks' exact part, plus the truncated terms' weights
+            -- by primary-key probes (LIMIT 1 keeps each a (term, chunk_id) lookup)
+            SELECT s.chunk_id, s.document_id, s.exact_part AS weight, s.exact_idf AS idf
+            FROM shortlisted AS s
+            UNION ALL
+            SELECT s.chunk_id, s.document_id, w.weight, w.idf
+            FROM shortlisted AS s
+            CROSS JOIN idf AS i
+            CROSS JOIN params AS pr
+            CROSS JOIN LATERAL (
+                SELECT i.idf, kb.bm25_weight(i.idf, x.tf, x.chunk_length, pr.k1, pr.b, pr.avgdl) AS weight
+                FROM kb.lexical_postings AS x
+                WHERE x.term = i.term AND x.chunk_id = s.chunk_id
+                LIMIT 1
+            ) AS w
+            WHERE i.truncated
+        ),
+        ranked AS MATERIALIZED (
+            SELECT c.chunk_id, c.document_id, sum(c.weight) AS score,
+                coalesce(sum(c.idf) / (SELECT t.idf_mass FROM total AS t), 0) AS coverage
+            FROM completed AS c
+            GROUP BY c.chunk_id, c.document_id
+        ),
+        visible AS MATERIALIZED (
+            -- judged lazily, once per document, best exact score first, until
+            -- p_limit visible documents are found (their chunks hold the
+            -- p_limit best visible chunks): the many chunks of a hidden
+            -- version cost one judgement (OFFSET 0 keeps the condition from
+            -- being pushed below the sort)
+            SELECT r.document_id
+            FROM (
+                SELECT x.document_id, max(x.score) AS best FROM ranked AS x GROUP BY x.document_id
+                ORDER BY 2 DESC, 1
+                OFFSET 0
+            ) AS r
+            CROSS JOIN LATERAL kb.visible_candidate(r.document_id, p_as_of, p_namespace, p_filters, restricted) AS v
+            LIMIT p_limit
+        ),
+        best AS (
+            SELECT r.chunk_id, r.score, r.coverage
+            FROM ranked AS r
+            WHERE r.document_id IN (SELECT v.document_id FROM visible AS v)
+            ORDER BY r.score DESC, r.chunk_id
+            LIMIT p_limit
+        )
         SELECT
-            p.chunk_id,
-            p.document_id,
-            sum(p.weight) AS partial_score,
-            coalesce(sum(p.weight) FILTER (WHERE NOT i.truncated), 0) AS exact_part,
-            coalesce(sum(i.idf) FILTER (WHERE NOT i.truncated), 0) AS exact_idf
-        FROM idf AS i
-        CROSS JOIN params AS pr
-        CROSS JOIN LATERAL (
-            SELECT lp.chunk_id, lp.document_id,
-                kb.bm25_weight(i.idf, lp.tf, lp.chunk_length, pr.k1, pr.b, pr.avgdl) AS weight
-            FROM kb.lexical_postings AS lp
-            WHERE lp.term = i.term AND (p_namespace IS NULL OR lp.namespace = p_namespace)
-            ORDER BY lp.impact DESC
-            LIMIT i.read_limit  -- NULL: all
-        ) AS p
-        GROUP BY p.chunk_id, p.document_id
-    ),
-    shortlisted AS MATERIALIZED (
-        SELECT c.* FROM candidates AS c
-        ORDER BY c.partial_score DESC, c.chunk_id
-        LIMIT shortlist
-    ),
-    completed AS (
-        -- the shortlisted chunks' exact part, plus the truncated terms' weights
-        -- by primary-key probes (LIMIT 1 keeps each a (term, chunk_id) lookup)
-        SELECT s.chunk_id, s.document_id, s.exact_part AS weight, s.exact_idf AS idf
-        FROM shortlisted AS s
-        UNION ALL
-        SELECT s.chunk_id, s.document_id, w.weight, w.idf
-        FROM shortlisted AS s
-        CROSS JOIN idf AS i
-        CROSS JOIN params AS pr
-        CROSS JOIN LATERAL (
-            SELECT i.idf, kb.bm25_weight(i.idf, x.tf, x.chunk_length, pr.k1, pr.b, pr.avgdl) AS weight
-            FROM kb.lexical_postings AS x
-            WHERE x.term = i.term AND x.chunk_id = s.chunk_id
-            LIMIT 1
-        ) AS w
-        WHERE i.truncated
-    ),
-    ranked AS (
-        -- sorted first, then judged lazily: only as many candidates are checked
-        -- for visibility (kb.visible_candidate) as it takes to fill the limit
-        -- (OFFSET 0 keeps the condition from being pushed below the sort)
-        SELECT c.chunk_id, c.document_id, sum(c.weight) AS score,
-            coalesce(sum(c.idf) / (SELECT t.idf_mass FROM total AS t), 0) AS coverage
-        FROM completed AS c
-        GROUP BY c.chunk_id, c.document_id
-        ORDER BY 3 DESC, c.chunk_id
-        OFFSET 0
-    )
-    SELECT r.chunk_id, r.score, r.coverage
-    FROM ranked AS r
-    CROSS JOIN LATERAL kb.visible_candidate(r.document_id, p_as_of, p_namespace, p_filters, restricted) AS v
-    LIMIT p_limit;
+            (SELECT array_agg(b.chunk_id ORDER BY b.score DESC, b.chunk_id) FROM best AS b),
+            (SELECT array_agg(b.score ORDER BY b.score DESC, b.chunk_id) FROM best AS b),
+            (SELECT array_agg(b.coverage ORDER BY b.score DESC, b.chunk_id) FROM best AS b),
+            -- fewer than p_limit visible chunks, and some candidates were hidden
+            -- (then every document was judged), while postings were left unread
+            (SELECT count(*) FROM best) < p_limit
+            AND (SELECT count(DISTINCT r.document_id) FROM ranked AS r) > (SELECT count(*) FROM visible)
+            AND (EXISTS (SELECT 1 FROM idf AS i WHERE i.truncated)
+                OR (SELECT count(*) FROM candidates) > (SELECT count(*) FROM shortlisted))
+        INTO ids, scores, coverages, crowded;
+        EXIT WHEN NOT crowded;
+        per_term := NULL;
+        shortlist := NULL;
+    END LOOP;
+    RETURN QUERY SELECT u.chunk_id, u.score, u.coverage FROM unnest(ids, scores, coverages) AS u (chunk_id, score, coverage);
 END;
 $$;
 COMMENT ON FUNCTION kb.lexical_candidates(text[], timestamptz, text, jsonb, integer) IS
@@ -164,17 +206,29 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
     -- Fuzzy matching of a short query (typos, partial identifiers) through the
     -- GIN trigram index; <% uses pg_trgm.word_similarity_threshold (default 0.6),
-    -- which keeps the candidate set small. Sorted, then judged lazily (as in
-    -- kb.lexical_candidates).
-    SELECT r.id, r.score
-    FROM (
+    -- which keeps the candidate set small. Visibility is judged once per
+    -- document, best first, until p_limit visible documents are found (their
+    -- chunks hold the p_limit best visible chunks), so hidden versions cost a
+    -- probe per document, never a place.
+    WITH hits AS MATERIALIZED (
         SELECT c.id, c.document_id, word_similarity(p_query, c.content)::float8 AS score
         FROM kb.chunks AS c
         WHERE p_query <% c.content AND (p_namespace IS NULL OR c.namespace = p_namespace)
-        ORDER BY 3 DESC, c.id
-        OFFSET 0
-    ) AS r
-    CROSS JOIN LATERAL kb.visible_candidate(r.document_id, p_as_of, p_namespace, p_filters, kb.filters_restrict(p_filters)) AS v
+    ),
+    visible AS MATERIALIZED (
+        SELECT r.document_id
+        FROM (
+            SELECT h.document_id, max(h.score) AS best FROM hits AS h GROUP BY h.document_id ORDER BY 2 DESC, 1 OFFSET 0
+        ) AS r
+        CROSS JOIN LATERAL kb.visible_candidate(
+            r.document_id, p_as_of, p_namespace, p_filters, kb.filters_restrict(p_filters)
+        ) AS v
+        LIMIT p_limit
+    )
+    SELECT h.id, h.score
+    FROM hits AS h
+    WHERE h.document_id IN (SELECT v.document_id FROM visible AS v)
+    ORDER BY h.score DESC, h.id
     LIMIT p_limit
 $$;
 COMMENT ON FUNCTION kb.trigram_candidates(text, timestamptz, text, jsonb, integer) IS
@@ -190,9 +244,9 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
     -- chunks containing identifiers verbatim (case-insensitive, LIKE-escaped) as
     -- whole tokens: E-4031 is not found inside E-40310 (the ILIKE uses the trigram
-    -- index, the regular expression with escaped input rechecks the boundaries)
-    SELECT r.id, r.matched
-    FROM (
+    -- index, the regular expression with escaped input rechecks the boundaries).
+    -- Visibility once per document, as in kb.trigram_candidates.
+    WITH hits AS MATERIALIZED (
         SELECT c.id, c.document_id, count(*)::integer AS matched
         FROM kb.chunks AS c
         INNER JOIN unnest(p_identifiers) AS i (ident)
@@ -201,10 +255,21 @@ AS $$
             AND c.content ~* ('(^|[^a-z0-9_])' || kb.escape_regex(i.ident) || '($|[^a-z0-9_])')
         WHERE p_namespace IS NULL OR c.namespace = p_namespace
         GROUP BY c.id, c.document_id
-        ORDER BY 3 DESC, c.id
-        OFFSET 0
-    ) AS r
-    CROSS JOIN LATERAL kb.visible_candidate(r.document_id, p_as_of, p_namespace, p_filters, kb.filters_restrict(p_filters)) AS v
+    ),
+    visible AS MATERIALIZED (
+        SELECT r.document_id
+        FROM (
+            SELECT h.document_id, max(h.matched) AS best FROM hits AS h GROUP BY h.document_id ORDER BY 2 DESC, 1 OFFSET 0
+        ) AS r
+        CROSS JOIN LATERAL kb.visible_candidate(
+            r.document_id, p_as_of, p_namespace, p_filters, kb.filters_restrict(p_filters)
+        ) AS v
+        LIMIT p_limit
+    )
+    SELECT h.id, h.matched
+    FROM hits AS h
+    WHERE h.document_id IN (SELECT v.document_id FROM visible AS v)
+    ORDER BY h.matched DESC, h.id
     LIMIT p_limit
 $$;
 COMMENT ON FUNCTION kb.identifier_candidates(text[], timestamptz, text, jsonb, integer) IS

@@ -8,7 +8,8 @@ LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    SELECT CASE WHEN p_value IS NULL THEN 0
+    -- NaN (PostgreSQL sorts it above every number) and infinities are no evidence
+    SELECT CASE WHEN p_value IS NULL OR p_value IN ('NaN', 'Infinity', '-Infinity') THEN 0
         ELSE least(greatest((p_value - p_low) / nullif(p_high - p_low, 0), 0), 1) END
 $$;
 COMMENT ON FUNCTION kb.calibrate(double precision, double precision, double precision) IS
@@ -34,41 +35,69 @@ AS $$
     --   trigram hit of the lexical leg counts 0.5 / its rank instead.
     -- rrf: sum of weight / (rrf_k + rank), scaled so that rank 1 in both legs is 1.
     -- A chunk missing from a leg gets 0 from it.
+    -- A hit whose score is not a finite number (NaN or infinity, e.g. the
+    -- cosine of a vector with no norm) is no evidence: it gets 0 from its leg
+    -- in both methods, its score reads NULL and stays out of the leg's range,
+    -- because NaN sorts above every number and would otherwise make every
+    -- normalised score NaN. The fused score is never NaN (NaN weights give 0).
     WITH
-    lexical AS (SELECT h.* FROM unnest(p_lexical) AS h),
-    dense AS (SELECT h.* FROM unnest(p_dense) AS h),
+    lexical AS (
+        SELECT h.chunk_id, h.rank, h.trigram, CASE WHEN abs(h.score) < 'Infinity'::float8 THEN h.score END AS score
+        FROM unnest(p_lexical) AS h
+    ),
+    dense AS (
+        SELECT h.chunk_id, h.rank, CASE WHEN abs(h.score) < 'Infinity'::float8 THEN h.score END AS score
+        FROM unnest(p_dense) AS h
+    ),
     identified AS (SELECT DISTINCT i.chunk_id FROM unnest(p_identifier_chunks) AS i (chunk_id)),
     lexical_range AS (SELECT min(l.score) AS lo, max(l.score) AS hi FROM lexical AS l WHERE NOT l.trigram),
-    dense_range AS (SELECT min(d.score) AS lo, max(d.score) AS hi FROM dense AS d)
+    dense_range AS (SELECT min(d.score) AS lo, max(d.score) AS hi FROM dense AS d),
+    fused AS (
+        SELECT
+            coalesce(l.chunk_id, d.chunk_id, i.chunk_id) AS chunk_id,
+            l.rank AS lexical_rank,
+            CASE WHEN l.trigram THEN NULL ELSE l.score END AS lexical_score,
+            l.trigram,
+            d.rank AS dense_rank,
+            d.score AS dense_score,
+            i.chunk_id IS NOT NULL AS identifier_hit,
+            CASE p_method
+                WHEN 'rrf' THEN
+                    (
+                        CASE WHEN l.score IS NULL THEN 0 ELSE p_weight_lexical / (p_rrf_k + l.rank) END
+                        + CASE WHEN d.score IS NULL THEN 0 ELSE p_weight_dense / (p_rrf_k + d.rank) END
+                    )
+                    / ((p_weight_lexical + p_weight_dense) / (p_rrf_k + 1))
+                ELSE
+                    p_weight_lexical * CASE
+                        WHEN l.score IS NULL THEN 0
+                        WHEN l.trigram THEN 0.5 * (1.0 / l.rank)
+                        ELSE coalesce((l.score - lr.lo) / nullif(lr.hi - lr.lo, 0), 1)
+                    END
+                    + p_weight_dense * CASE
+                        WHEN d.score IS NULL THEN 0
+                        ELSE coalesce((d.score - dr.lo) / nullif(dr.hi - dr.lo, 0), 1)
+                    END
+            END AS fused_score
+        FROM lexical AS l
+        FULL JOIN dense AS d ON d.chunk_id = l.chunk_id
+        FULL JOIN identified AS i ON i.chunk_id = coalesce(l.chunk_id, d.chunk_id)
+        CROSS JOIN lexical_range AS lr
+        CROSS JOIN dense_range AS dr
+    )
     SELECT
-        coalesce(l.chunk_id, d.chunk_id, i.chunk_id),
-        l.rank,
-        CASE WHEN l.trigram THEN NULL ELSE l.score END,
-        l.trigram,
-        d.rank,
-        d.score,
-        i.chunk_id IS NOT NULL,
-        CASE p_method
-            WHEN 'rrf' THEN
-                (coalesce(p_weight_lexical / (p_rrf_k + l.rank), 0) + coalesce(p_weight_dense / (p_rrf_k + d.rank), 0))
-                / ((p_weight_lexical + p_weight_dense) / (p_rrf_k + 1))
-            ELSE
-                p_weight_lexical * coalesce(
-                    CASE WHEN l.trigram THEN 0.5 * (1.0 / l.rank) ELSE (l.score - lr.lo) / nullif(lr.hi - lr.lo, 0) END,
-                    CASE WHEN l.chunk_id IS NULL THEN 0 ELSE 1 END
-                )
-                + p_weight_dense * coalesce(
-                    (d.score - dr.lo) / nullif(dr.hi - dr.lo, 0), CASE WHEN d.chunk_id IS NULL THEN 0 ELSE 1 END
-                )
-        END
-    FROM lexical AS l
-    FULL JOIN dense AS d ON d.chunk_id = l.chunk_id
-    FULL JOIN identified AS i ON i.chunk_id = coalesce(l.chunk_id, d.chunk_id)
-    CROSS JOIN lexical_range AS lr
-    CROSS JOIN dense_range AS dr
+        f.chunk_id,
+        f.lexical_rank,
+        f.lexical_score,
+        f.trigram,
+        f.dense_rank,
+        f.dense_score,
+        f.identifier_hit,
+        CASE WHEN f.fused_score = 'NaN'::float8 THEN 0 ELSE coalesce(f.fused_score, 0) END
+    FROM fused AS f
 $$;
 COMMENT ON FUNCTION kb.fuse(kb.leg_hit[], kb.leg_hit[], bigint[], text, double precision, double precision, double precision) IS
-'Fuses the lexical and dense legs'' candidates (linear: min-max normalised scores, weighted; rrf: reciprocal ranks, weighted) and marks identifier hits. Pure: testable on hand-made hits.';
+'Fuses the lexical and dense legs'' candidates (linear: min-max normalised scores, weighted; rrf: reciprocal ranks, weighted) and marks identifier hits; a NaN or infinite leg score counts as no evidence, and no fused score is NaN. Pure: testable on hand-made hits.';
 
 CREATE OR REPLACE FUNCTION kb.passages(
     p_fused kb.fused_hit[],

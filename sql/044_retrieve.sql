@@ -37,7 +37,8 @@ CREATE OR REPLACE FUNCTION kb.run_stage(
 )
 RETURNS kb.retrieval_stage
 LANGUAGE plpgsql
-VOLATILE PARALLEL UNSAFE
+-- STABLE: its statements read the snapshot of the kb_retrieve call (see kb.retrieve_core)
+STABLE PARALLEL UNSAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
@@ -177,7 +178,13 @@ CREATE OR REPLACE FUNCTION kb.retrieve_core(
 )
 RETURNS kb.retrieval_result
 LANGUAGE plpgsql
-VOLATILE PARALLEL UNSAFE
+-- STABLE, and so is everything it calls that reads tables: a STABLE function
+-- runs every statement on the snapshot of the query that called it, so one
+-- kb_retrieve call sees one state of the documents even under READ COMMITTED
+-- (a VOLATILE one takes a new snapshot per statement, and a document updated
+-- meanwhile could be missing from one leg and present in the next). It
+-- writes nothing: the callers log.
+STABLE PARALLEL UNSAFE
 SET search_path = pg_catalog, public, pg_temp
 -- JIT compilation costs far more than these millisecond queries ever save
 SET jit = 'off'  -- noqa: PRS
@@ -232,7 +239,6 @@ BEGIN
             'lexical', identifier_ms + (SELECT coalesce(sum(s.lexical_ms), 0) FROM unnest(stages) AS s),
             'dense', (SELECT coalesce(sum(s.dense_ms), 0) FROM unnest(stages) AS s),
             'fuse', fuse_ms, 'snippets', kb.ms_since(t), 'total', kb.ms_since(started)));
-    PERFORM kb.log_retrieval(explain, rows, request.namespace, request.k);
     RETURN ROW(rows, explain);
 END;
 $$;
@@ -249,14 +255,20 @@ CREATE OR REPLACE FUNCTION public.kb_retrieve(
     context text[] DEFAULT NULL
 )
 RETURNS SETOF kb.retrieval_row
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE PARALLEL UNSAFE
 SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    SELECT r.*
-    FROM unnest((kb.retrieve_core(query, k, namespace, mode, filters, as_of, context)).rows) AS r
-    ORDER BY r.rank
+DECLARE
+    result kb.retrieval_result;
+BEGIN
+    -- one statement, one snapshot: the whole retrieval (kb.retrieve_core is
+    -- STABLE); the log row is written after it, by a statement of its own
+    result := kb.retrieve_core(query, k, namespace, mode, filters, as_of, context);
+    PERFORM kb.log_retrieval(result.explain, result.rows, namespace, k);
+    RETURN QUERY SELECT r.* FROM unnest(result.rows) AS r ORDER BY r.rank;
+END;
 $$;
 COMMENT ON FUNCTION public.kb_retrieve(text, integer, text, text, jsonb, timestamptz, text[]) IS
 'Ranked passages for a question from the documents current at as_of: hybrid BM25 + HNSW, per-leg ranks and scores, snippets. Modes: lexical, dense, hybrid, auto.';
@@ -271,16 +283,22 @@ CREATE OR REPLACE FUNCTION public.kb_retrieve_explain(
     context text[] DEFAULT NULL
 )
 RETURNS jsonb
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE PARALLEL UNSAFE
 SECURITY INVOKER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
+DECLARE
+    result kb.retrieval_result;
+BEGIN
+    -- as kb_retrieve: the retrieval on one snapshot, then the log
+    result := kb.retrieve_core(query, k, namespace, mode, filters, as_of, context);
+    PERFORM kb.log_retrieval(result.explain, result.rows, namespace, k);
     -- the results as kb_retrieve returns them, without the passage text
-    SELECT r.explain || jsonb_build_object('results', coalesce((
-        SELECT jsonb_agg(to_jsonb(x) - 'content' - 'snippet' ORDER BY x.rank) FROM unnest(r.rows) AS x
-    ), '[]'))
-    FROM kb.retrieve_core(query, k, namespace, mode, filters, as_of, context) AS r
+    RETURN result.explain || jsonb_build_object('results', coalesce((
+        SELECT jsonb_agg(to_jsonb(x) - 'content' - 'snippet' ORDER BY x.rank) FROM unnest(result.rows) AS x
+    ), '[]'));
+END;
 $$;
 COMMENT ON FUNCTION public.kb_retrieve_explain(text, integer, text, text, jsonb, timestamptz, text[]) IS
 'How kb_retrieve answered: query analysis, stages tried, candidates per leg, evidence and low-confidence flag, model, timings per stage, and the results.';

@@ -4,6 +4,8 @@ row shape) on a few real chunks."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from helpers import insert_document
 
@@ -71,6 +73,28 @@ def test_identifier_hits_are_marked_and_kept_even_outside_both_legs(module_db):
     assert got[7]["fused_score"] == 0 and got[7]["lexical_rank"] is None and got[7]["dense_rank"] is None
 
 
+@pytest.mark.parametrize("method", ["linear", "rrf"])
+def test_a_nan_or_infinite_leg_score_is_no_evidence_and_no_fused_score_is_nan(module_db, method):
+    # NaN sorts above every number, so a NaN cosine arrives as the dense leg's rank 1
+    dense = hits((3, "NaN"), (2, 0.9), (1, 0.5), (4, "Infinity"), (5, "-Infinity"))
+    got = fuse(module_db, method=method, lexical=hits((1, 4.0), (2, 2.0), (6, "NaN")), dense=dense)
+    assert all(math.isfinite(r["fused_score"]) for r in got.values())
+    for chunk in (3, 4, 5):
+        assert got[chunk]["fused_score"] == 0 and got[chunk]["dense_score"] is None
+    assert got[3]["dense_rank"] == 1, "the leg's rank is reported as the leg gave it"
+    assert got[6]["fused_score"] == 0 and got[6]["lexical_score"] is None
+    assert min(got[1]["fused_score"], got[2]["fused_score"]) > 0
+    if method == "linear":  # the ranges are taken over finite scores only: dense 0.5..0.9, lexical 2..4
+        assert got[1]["fused_score"] == pytest.approx(0.55)
+        assert got[2]["fused_score"] == pytest.approx(0.45)
+
+
+def test_nan_weights_give_scores_of_zero_not_nan(module_db):
+    for method in ("linear", "rrf"):
+        got = fuse(module_db, method=method, lexical=hits((1, 4.0)), dense=hits((1, 0.9)), w_dense=float("nan"))
+        assert [r["fused_score"] for r in got.values()] == [0], method
+
+
 def test_no_candidates_fuse_to_nothing(module_db):
     assert fuse(module_db) == {}
     assert (
@@ -120,3 +144,12 @@ def test_kb_retrieve_returns_the_retrieval_row_type(rolled_back_db):
     cur = rolled_back_db.execute("SELECT * FROM kb_retrieve('refunds', mode => 'lexical')")
     assert [d.name for d in cur.description] == attributes
     assert cur.fetchall()[0]["source"] == "a.md"
+
+
+def test_a_score_that_is_not_a_number_is_no_evidence(module_db):
+    got = module_db.execute(
+        """SELECT kb.calibrate('NaN', 0.2, 0.6) AS nan, kb.calibrate('Infinity', 0.2, 0.6) AS inf,
+                  kb.calibrate(0.4, 0.2, 0.6) AS half, kb.calibrate(NULL, 0.2, 0.6) AS missing"""
+    ).fetchone()
+    assert (got["nan"], got["inf"], got["missing"]) == (0, 0, 0)
+    assert got["half"] == pytest.approx(0.5)

@@ -8,9 +8,14 @@ wrong version showing up is visible in the sources returned.
 
 from __future__ import annotations
 
-import pytest
-from helpers import insert_document, sources
+import threading
+import time
 
+import psycopg
+import pytest
+from helpers import count_rows, insert_document, sources
+
+from harness.db import connect
 from harness.retrieval import MODES, retrieve
 
 REFUND_V1 = "# 退款政策\n\n退款期限：客户在收货后 7 天内可以申请退款，退款原路退回。"
@@ -117,7 +122,7 @@ def test_deprecated_documents(rolled_back_db):
 
 
 def test_effective_to_is_inclusive(rolled_back_db):
-    rolled_back_db.execute("SET timezone = 'UTC'")  # as_of is cut to a calendar day in the session time zone
+    # as_of is cut to a day of the knowledge base's calendar (calendar_time_zone, UTC by default)
     insert_document(
         rolled_back_db, "promo.md", "# 促销\n\n双十一促销活动期间全场商品打八折。", effective_to="2024-11-11"
     )
@@ -175,16 +180,23 @@ def test_removed_document_hidden_after_removal(rolled_back_db):
     assert sources(retrieve(rolled_back_db, "退款期限", mode="lexical", as_of="2024-04-30")) == ["refund.md"]
 
 
-def test_every_visibility_path_agrees_with_visible_documents(versions):
+@pytest.mark.parametrize(
+    "calendar, session_zone", [("UTC", "UTC"), ("Pacific/Kiritimati", "America/Los_Angeles")], ids=["utc", "far"]
+)
+def test_every_visibility_path_agrees_with_visible_documents(versions, calendar, session_zone):
     """Every way visibility is judged gives exactly kb.visible_documents' set: kb.document_is_current
     per document, and kb.visible_candidate (the legs' condition) without filters (its fast path for
-    plain documents, else kb.document_is_current) and with a filter that keeps everything."""
+    documents nobody supersedes, else kb.document_is_current) and with a filter that keeps
+    everything; also with a calendar far from the session's time zone."""
+    versions.execute("UPDATE kb.settings SET value = %s WHERE key = 'calendar_time_zone'", [f'"{calendar}"'])
+    versions.execute(f"SET LOCAL TimeZone = '{session_zone}'")
     insert_document(versions, "draft.md", REFUND_V2, status="draft", supersedes="refund-v2.md")
     insert_document(versions, "old.md", "# Old\n\nOld rule.", status="deprecated", effective_to="2022-06-30")
     insert_document(versions, "legacy.md", "# Legacy\n\nLegacy rule.", status="deprecated")
     insert_document(versions, "next.md", "# Next\n\nNext rule.", effective_from="2030-01-01", supersedes="hotel-v3.md")
     insert_document(versions, "other-ns.md", "# Other\n\nOther rule.", namespace="other", supersedes="refund-v2.md")
-    # a cycle: each names the other
+    # a cycle, as a database may already hold one (the check that refuses it runs at commit,
+    # and this transaction is rolled back): every member that took effect hides the one it names
     insert_document(versions, "loop-a.md", "# Loop A\n\nA.", supersedes="loop-b.md")
     insert_document(versions, "loop-b.md", "# Loop B\n\nB.", supersedes="loop-a.md", effective_to="2022-12-31")
     all_ids = {r["id"] for r in versions.execute("SELECT id FROM kb.documents").fetchall()}
@@ -218,3 +230,165 @@ def test_every_visibility_path_agrees_with_visible_documents(versions):
             assert visible == current, (as_of, namespace)
             assert candidates == {(f, i) for f in ("{}", '{"source_prefix": ""}') for i in visible}, (as_of, namespace)
             assert visible <= all_ids
+
+
+def test_a_replaced_policy_stays_replaced_after_its_replacement_expires(rolled_back_db):
+    insert_document(rolled_back_db, "refund-v1.md", REFUND_V1, effective_from="2023-01-01")
+    insert_document(
+        rolled_back_db,
+        "refund-v2.md",
+        REFUND_V2,
+        effective_from="2024-01-01",
+        effective_to="2025-12-31",
+        supersedes="refund-v1.md",
+    )
+    for mode in MODES:
+        assert sources(retrieve(rolled_back_db, "退款期限", k=5, mode=mode, as_of="2023-06-01")) == ["refund-v1.md"]
+        assert sources(retrieve(rolled_back_db, "退款期限", k=5, mode=mode, as_of="2025-06-01")) == ["refund-v2.md"]
+        # the replacement ended; the policy it replaced does not come back
+        assert retrieve(rolled_back_db, "退款期限", k=5, mode=mode, as_of="2026-06-01") == [], mode
+
+
+def test_a_removed_replacement_keeps_its_predecessor_replaced_once_it_took_effect(rolled_back_db):
+    insert_document(rolled_back_db, "refund-v1.md", REFUND_V1)
+    insert_document(rolled_back_db, "refund-v2.md", REFUND_V2, effective_from="2024-01-01", supersedes="refund-v1.md")
+    rolled_back_db.execute("UPDATE kb.documents SET removed_at = '2024-06-01 12:00+00' WHERE source = 'refund-v2.md'")
+    for mode in MODES:
+        assert sources(retrieve(rolled_back_db, "退款期限", k=5, mode=mode, as_of="2023-06-01")) == ["refund-v1.md"]
+        assert sources(retrieve(rolled_back_db, "退款期限", k=5, mode=mode, as_of="2024-03-01")) == ["refund-v2.md"]
+        assert retrieve(rolled_back_db, "退款期限", k=5, mode=mode, as_of="2024-07-01") == [], mode
+
+
+def test_a_replacement_that_never_took_effect_replaces_nothing(rolled_back_db):
+    """Removed before its first day, a draft, or deprecated without an end date: never in force,
+    so the version it names stays current."""
+    insert_document(rolled_back_db, "refund-v1.md", REFUND_V1)
+    insert_document(rolled_back_db, "refund-v2.md", REFUND_V2, effective_from="2024-01-01", supersedes="refund-v1.md")
+    rolled_back_db.execute("UPDATE kb.documents SET removed_at = '2023-12-01 00:00+00' WHERE source = 'refund-v2.md'")
+    insert_document(rolled_back_db, "hotel-v1.md", HOTEL.format(amount=400))
+    insert_document(
+        rolled_back_db, "hotel-v2.md", HOTEL.format(amount=500), status="deprecated", supersedes="hotel-v1.md"
+    )
+    for mode in MODES:
+        got = sources(retrieve(rolled_back_db, "退款期限", k=5, mode=mode, as_of="2024-06-01"))
+        assert [s for s in got if s.startswith("refund")] == ["refund-v1.md"], mode
+        got = sources(retrieve(rolled_back_db, "hotel allowance per night", k=5, mode=mode))
+        assert [s for s in got if s.startswith("hotel")] == ["hotel-v1.md"], mode
+
+
+def _commit_fails_with_cycle(conn, *statements) -> str:
+    conn.execute("SAVEPOINT cycle")
+    try:
+        for statement, params in statements:
+            conn.execute(statement, params)
+        conn.execute("SET CONSTRAINTS kb.documents_supersedes_acyclic IMMEDIATE")  # the check of COMMIT, now
+    except psycopg.errors.CheckViolation as exc:
+        conn.execute("ROLLBACK TO SAVEPOINT cycle")
+        return str(exc)
+    raise AssertionError("the cycle was accepted")
+
+
+def test_supersedes_cycles_are_refused(rolled_back_db):
+    insert = "INSERT INTO kb.documents (namespace, source, body, supersedes) VALUES ('default', %s, 'x', %s)"
+    message = _commit_fails_with_cycle(rolled_back_db, (insert, ["a.md", "b.md"]), (insert, ["b.md", "a.md"]))
+    assert 'supersedes cycle in namespace "default"' in message and "a.md -> b.md -> a.md" in message
+    assert "a.md -> a.md" in _commit_fails_with_cycle(rolled_back_db, (insert, ["a.md", "a.md"]))
+    # a longer one, closed by an update
+    for source, names in (("v1.md", None), ("v2.md", "v1.md"), ("v3.md", "v2.md")):
+        rolled_back_db.execute(insert, [source, names])
+    update = "UPDATE kb.documents SET supersedes = %s WHERE source = %s"
+    cycle = _commit_fails_with_cycle(rolled_back_db, (update, ["v3.md", "v1.md"])).splitlines()[0].split(": ")[-1]
+    assert sorted(cycle.split(" -> ")[1:]) == ["v1.md", "v2.md", "v3.md"]
+    # chains, forks and names of documents that do not exist are fine
+    rolled_back_db.execute(insert, ["v4.md", "v2.md"])
+    rolled_back_db.execute(insert, ["v5.md", "nowhere.md"])
+    rolled_back_db.execute("SET CONSTRAINTS kb.documents_supersedes_acyclic IMMEDIATE")
+
+
+def test_a_cycle_closed_by_two_concurrent_transactions_is_refused(fresh_db, dsn):
+    """Each transaction adds one half and, alone, sees no cycle; the checks take turns at commit."""
+    first, second = connect(dsn), connect(dsn)
+    try:
+        first.execute("BEGIN")
+        first.execute("INSERT INTO kb.documents (source, body, supersedes) VALUES ('a.md', 'a', 'b.md')")
+        second.execute("BEGIN")
+        second.execute("INSERT INTO kb.documents (source, body, supersedes) VALUES ('b.md', 'b', 'a.md')")
+        first.execute("SET CONSTRAINTS kb.documents_supersedes_acyclic IMMEDIATE")  # holds the namespace's turn
+        outcome: dict = {}
+
+        def commit_second() -> None:
+            try:
+                second.execute("COMMIT")
+                outcome["second"] = "committed"
+            except psycopg.errors.CheckViolation as exc:
+                outcome["second"] = str(exc)
+
+        waiter = threading.Thread(target=commit_second)
+        waiter.start()
+        time.sleep(0.5)
+        assert "second" not in outcome, "the second check waits for the first transaction"
+        first.execute("COMMIT")
+        waiter.join(timeout=30)
+        assert "supersedes cycle" in outcome["second"]
+    finally:
+        first.close()
+        second.close()
+    assert count_rows(fresh_db, "kb.documents") == 1
+
+
+def test_the_day_of_as_of_is_read_in_the_knowledge_bases_calendar(rolled_back_db):
+    """The same instant gives the same answer in every session time zone; the calendar is the
+    setting calendar_time_zone (UTC by default)."""
+    insert_document(
+        rolled_back_db, "promo.md", "# 促销\n\n双十一促销活动期间全场商品打八折。", effective_to="2024-11-11"
+    )
+    instant = "2024-11-11 20:00:00+00"  # 2024-11-12 04:00 in Shanghai, 2024-11-11 12:00 in Los Angeles
+    for zone in ("UTC", "Asia/Shanghai", "America/Los_Angeles", "Pacific/Kiritimati"):
+        rolled_back_db.execute(f"SET LOCAL TimeZone = '{zone}'")
+        for mode in MODES:
+            assert sources(retrieve(rolled_back_db, "促销活动打折", mode=mode, as_of=instant)) == ["promo.md"], zone
+    rolled_back_db.execute("RESET TimeZone")
+    rolled_back_db.execute("UPDATE kb.settings SET value = '\"Asia/Shanghai\"' WHERE key = 'calendar_time_zone'")
+    for zone in ("UTC", "Asia/Shanghai", "America/Los_Angeles"):
+        rolled_back_db.execute(f"SET LOCAL TimeZone = '{zone}'")
+        for mode in MODES:
+            assert retrieve(rolled_back_db, "促销活动打折", mode=mode, as_of=instant) == [], (zone, mode)
+        got = sources(retrieve(rolled_back_db, "促销活动打折", mode="lexical", as_of="2024-11-11 15:59:59+00"))
+        assert got == ["promo.md"], zone
+    rolled_back_db.execute("RESET TimeZone")
+
+
+def test_an_unknown_calendar_time_zone_is_refused(rolled_back_db):
+    rolled_back_db.execute("SAVEPOINT s")
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match='calendar_time_zone "Mars/Olympus"'):
+        rolled_back_db.execute("UPDATE kb.settings SET value = '\"Mars/Olympus\"' WHERE key = 'calendar_time_zone'")
+    rolled_back_db.execute("ROLLBACK TO SAVEPOINT s")
+
+
+def test_the_current_version_is_found_behind_many_hidden_versions_of_its_text(rolled_back_db):
+    """Twelve versions of a 25-section policy (300 chunks with one text, a shortlist of 200): every
+    mode returns the current version; so does the lexical leg when each term may read only a few
+    postings (all of them hidden), and it stays fast."""
+    body = "\n\n".join(
+        f"## Section {i}\n\nTravel expense rule {i}: meals are reimbursed when the trip is approved." for i in range(25)
+    )
+    for v in range(1, 13):
+        insert_document(
+            rolled_back_db,
+            f"travel-v{v}.md",
+            body,
+            namespace="ver",
+            version=str(v),
+            supersedes=f"travel-v{v - 1}.md" if v > 1 else None,
+        )
+    for mode in MODES:
+        got = set(sources(retrieve(rolled_back_db, "travel expense meals reimbursed", k=5, namespace="ver", mode=mode)))
+        assert got == {"travel-v12.md"}, mode
+    rolled_back_db.execute("SET LOCAL pgkb.bm25_postings_per_term = '20'")
+    started = time.monotonic()
+    got = set(
+        sources(retrieve(rolled_back_db, "travel expense meals reimbursed", k=5, namespace="ver", mode="lexical"))
+    )
+    assert got == {"travel-v12.md"}
+    assert time.monotonic() - started < 5
+    rolled_back_db.execute("RESET pgkb.bm25_postings_per_term")

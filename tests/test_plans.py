@@ -60,6 +60,8 @@ def test_the_lexical_leg_reads_postings_best_impact_first(plans):
 
 
 def test_filters_make_visibility_one_hashed_subplan(plans):
-    explained = plans("""SELECT * FROM kb_retrieve('refunds days', mode => 'dense', filters => '{"doc_type": null}')""")
+    explained = plans(
+        """SELECT * FROM kb_retrieve('refunds days', mode => 'dense', filters => '{"source_prefix": ""}')"""
+    )
     dense = next(plan for q, plan in explained.items() if "ORDER BY e.embedding" in q)
     assert "hashed SubPlan" in dense and "kb.visible_documents" in dense
