@@ -25,6 +25,7 @@ Modes:
 ``slow``          sleeps ``delay_s`` before answering normally (use a shorter client timeout)
 ``wrong_dims``    vectors of ``wrong_dimensions`` (default dimensions + 1)
 ``wrong_count``   one vector fewer than inputs
+``zero_vectors``  200 with a vector of zeros per input
 ``bad_json``      200 with a body that is not JSON
 ``model_missing`` 404 ``{"error": "model \\"x\\" not found, try pulling it first"}``
 ``unauthorized``  401 ``{"error": "unauthorized"}``
@@ -58,6 +59,7 @@ MODES = (
     "slow",
     "wrong_dims",
     "wrong_count",
+    "zero_vectors",
     "bad_json",
     "model_missing",
     "unauthorized",
@@ -209,6 +211,8 @@ class FakeOllama:
         vectors = [hash_embed(t, dims) for t in texts]
         if mode == "wrong_count":
             vectors = vectors[:-1]
+        if mode == "zero_vectors":
+            vectors = [[0.0] * dims for _ in texts]
         return _json(
             200,
             {
@@ -229,6 +233,9 @@ def _make_handler(fake: FakeOllama) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         server_version = "FakeOllama/0.1"
+        # Ollama's Go server sets TCP_NODELAY; without it a kept-alive connection waits ~40 ms
+        # per reply for the client's delayed ACK (Nagle), which no real server would add.
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             if not fake.quiet:

@@ -10,10 +10,12 @@ import threading
 import time
 from collections import Counter
 
+import numpy as np
 import psycopg
 import pytest
 from fake_ollama import FakeOllama
 from helpers import count_rows, insert_document
+from pgvector.psycopg import register_vector
 
 from harness import backfill, status
 from harness.db import connect
@@ -592,6 +594,36 @@ def test_wrong_dimension_vectors_fail_loudly(fake_ollama_db):
             "INSERT INTO kb.embeddings (chunk_id, model, dimensions, embedding) VALUES (%s, 'fake', 3, '[1,2,3]')",
             (chunk_id,),
         )
+
+
+def test_zero_vectors_are_refused_from_the_provider_and_from_an_update(fake_ollama_db):
+    db, srv = fake_ollama_db
+    srv.mode = "zero_vectors"
+    doc_id = insert_document(db, "three.md", THREE_SECTIONS)
+    doc = document(db, doc_id)
+    assert doc["ingest_status"] == "failed" and "zero vector" in doc["ingest_error"]
+    assert {r["error_kind"] for r in db.execute("SELECT error_kind FROM kb.ingest_failures")} == {"bad_response"}
+    assert count_rows(db, "kb.embeddings") == 0
+    with pytest.raises(psycopg.errors.Error, match="zero vector"):
+        db.execute("SELECT kb.embed_query('x', 'fake')")
+
+    srv.mode = "normal"
+    db.execute("CALL kb.embed_pending(8)")
+    assert count_rows(db, "kb.embeddings") == 3
+    register_vector(db)
+    tiny = np.full(8, 1e-25, dtype=np.float32)  # a norm whose squares fall below float4's range
+    for vector in (np.zeros(8, dtype=np.float32), tiny):
+        with pytest.raises(psycopg.errors.CheckViolation, match="embeddings_norm_usable"):
+            db.execute("UPDATE kb.embeddings SET embedding = %s", (vector,))
+        with pytest.raises(psycopg.errors.CheckViolation, match="embeddings_norm_usable"):
+            db.execute(
+                "INSERT INTO kb.embeddings (chunk_id, model, dimensions, embedding) "
+                "SELECT chunk_id, 'fake', 8, %s FROM kb.embeddings LIMIT 1 "
+                "ON CONFLICT (chunk_id, model) DO UPDATE SET embedding = excluded.embedding",
+                (vector,),
+            )
+    stored = [r["embedding"].to_numpy() for r in db.execute("SELECT embedding FROM kb.embeddings")]
+    assert [float(np.linalg.norm(v)) for v in stored] == pytest.approx([1.0, 1.0, 1.0], abs=1e-6)
 
 
 def test_reregistering_a_model_with_other_dimensions_is_refused(fresh_db):

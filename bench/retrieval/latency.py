@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 from pgkb_plpy import lexical
+from pgvector.psycopg import register_vector
 
 from .config import MODEL_NAME
 from .queries import query_vector
@@ -61,6 +62,7 @@ def measure(
 ) -> tuple[dict, dict]:
     """``(latency, diagnostics)``: per kind of query, ``pct`` of every series in ``SERIES``, and
     stages run, queries with trigram results, queries with no rows, timeouts, an example."""
+    register_vector(conn)  # query vectors go out as numpy arrays
     dense = q_dense(dims)
     conn.execute(f"SET hnsw.ef_search = {int(ef_search)}")  # the hnsw_ef_search setting
     conn.execute(f"SET statement_timeout = {int(TIMEOUT_MS)}")

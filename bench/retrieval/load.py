@@ -10,8 +10,8 @@ active model, and loads the corpus:
   ``pgkb_plpy.chunker.chunk_document(body, title, chunk_max_tokens, chunk_overlap_tokens)`` cuts
   every document as the ingest trigger does; ``chunk_rows`` gives the ``kb.chunks`` columns and
   BM25 terms of the chunks; ``pgkb_plpy.ingest_db.embed_texts`` embeds their ``embed_text``
-  through the model's provider in batches of ``embed_batch_size``, and
-  ``pgkb_plpy.ingest.vector_literal`` writes the vectors. Chunk ids are assigned in document and
+  through the model's provider in batches of ``embed_batch_size``, and COPY writes them as numpy
+  arrays through pgvector-python's adapter (``register_vector``). Chunk ids are assigned in document and
   ordinal order, as one-document-at-a-time ingest assigns them.
 * **The database computes what it computes at ingest**: ``kb.documents`` is loaded with its BEFORE
   triggers (the content hash, ``kb.trg_documents_before``) and without its AFTER INSERT row
@@ -45,9 +45,10 @@ import time
 from datetime import date, timedelta
 from pathlib import Path
 
+import numpy as np
 import psycopg
 from pgkb_plpy import chunker, ingest_db
-from pgkb_plpy.ingest import vector_literal
+from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg.rows import dict_row
 
@@ -153,7 +154,8 @@ def document_rows(job: tuple[int, int, list[chunker.Chunk], dict, int]) -> tuple
     )
     vectors = ingest_db.embed_texts(_GD, model, [r.embed_text for r in rows], batch_size)
     embeddings = [
-        (cid, model["name"], model["dimensions"], vector_literal(v)) for cid, v in zip(ids, vectors, strict=True)
+        (cid, model["name"], model["dimensions"], np.asarray(v, dtype=np.float32))
+        for cid, v in zip(ids, vectors, strict=True)
     ]
     return chunk_copy, postings, embeddings
 
@@ -274,6 +276,7 @@ def build_database(
     timings["migrate_s"] = time.perf_counter() - started
 
     with psycopg.connect(dsn, autocommit=True) as conn:
+        register_vector(conn)  # the embeddings' COPY rows carry numpy arrays
         conn.execute("SELECT kb.register_model(%s, 'hash', 'hash', %s, '{}', true)", [MODEL_NAME, dims])
         plpy = Plpy(conn)
         conf = ingest_db.settings(plpy, {}, ingest_db.SYNC_SETTINGS)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import random
 import re
 
+import numpy as np
 from pgkb_plpy import embedders, lexical
-from pgkb_plpy.ingest import vector_literal
 
 from .corpus import Corpus
 
@@ -62,6 +62,7 @@ def make_queries(conn, corpus: Corpus, seed: int, n_each: int) -> dict[str, list
     return {"short": short, "long": long_}
 
 
-def query_vector(text: str, dims: int) -> str:
-    """The query's vector as the ``hash`` provider embeds it, in pgvector's text form."""
-    return vector_literal(embedders.hash_embed(text, dims))
+def query_vector(text: str, dims: int) -> np.ndarray:
+    """The query's vector as the ``hash`` provider embeds it (float32, as pgvector stores it); a
+    ``vector`` parameter on a connection that ran ``pgvector.psycopg.register_vector``."""
+    return np.asarray(embedders.hash_embed(text, dims), dtype=np.float32)

@@ -24,6 +24,7 @@ from collections import Counter
 import numpy as np
 import psycopg
 from pgkb_plpy import embedders
+from pgvector.psycopg import register_vector
 
 from .config import MODEL_NAME
 from .queries import query_vector
@@ -42,10 +43,6 @@ def embeddings_scan(plan: str) -> str:
     if re.search(r"Seq Scan on embeddings", plan):
         return "seq scan (exact)"
     return "other"
-
-
-def parse_vector(text: str) -> np.ndarray:
-    return np.asarray(text.strip("[]").split(","), dtype=float)
 
 
 def _recall_point(got: list, truth: set, kth: float) -> tuple[float, float]:
@@ -84,15 +81,16 @@ def vector_stats(
     the unfiltered HNSW recall@10 per ef_search when stored chunk vectors are the queries (queries
     from the data's own distribution), against their exact 10 nearest (themselves included)."""
     rows = conn.execute(
-        "SELECT embedding::text FROM kb.embeddings WHERE model = %s ORDER BY md5(chunk_id::text) LIMIT %s",
+        "SELECT embedding FROM kb.embeddings WHERE model = %s ORDER BY md5(chunk_id::text) LIMIT %s",
         [MODEL_NAME, RANDOM_SAMPLE],
     ).fetchall()
-    sample = np.stack([parse_vector(r[0]) for r in rows])
+    sample = np.stack([r[0].to_numpy() for r in rows]).astype(np.float64)
     sample /= np.linalg.norm(sample, axis=1, keepdims=True)
-    mean_vec = parse_vector(
-        conn.execute(
-            f"SELECT avg(embedding::vector({dims}))::text FROM kb.embeddings WHERE model = %s", [MODEL_NAME]
-        ).fetchone()[0]
+    mean_vec = (
+        conn.execute(f"SELECT avg(embedding::vector({dims})) FROM kb.embeddings WHERE model = %s", [MODEL_NAME])
+        .fetchone()[0]
+        .to_numpy()
+        .astype(np.float64)
     )
     gram = sample @ sample.T
     pairs = gram[np.triu_indices(len(sample), k=1)]
@@ -139,9 +137,13 @@ def vector_stats(
         with conn.transaction():
             conn.execute("SET LOCAL enable_indexscan = off")
             conn.execute("SET LOCAL enable_bitmapscan = off")
-            vec = conn.execute(
-                "SELECT embedding::text FROM kb.embeddings WHERE model = %s AND chunk_id = %s", [MODEL_NAME, cid]
-            ).fetchone()[0]
+            vec = (
+                conn.execute(
+                    "SELECT embedding FROM kb.embeddings WHERE model = %s AND chunk_id = %s", [MODEL_NAME, cid]
+                )
+                .fetchone()[0]
+                .to_numpy()
+            )
             rows = conn.execute(
                 """SELECT chunk_id, (embedding <=> %s::vector)::float8 AS d FROM kb.embeddings
                    WHERE model = %s ORDER BY d, chunk_id <> %s, chunk_id LIMIT 11""",
@@ -199,6 +201,7 @@ def recall(conn, queries: list[tuple[str, str]], dims: int, ef_values: list[int]
     at its first executions, whatever ef_search is set later, whereas kb.dense_candidates plans its
     EXECUTE afresh on every call (and pgvector's cost estimate depends on ef_search)."""
     prepare_threshold, conn.prepare_threshold = conn.prepare_threshold, None
+    register_vector(conn)  # vectors in and out as numpy arrays (pgvector.Vector when read)
     conn.execute("SET statement_timeout = 0")
     conn.execute("DROP TABLE IF EXISTS pg_temp.bench_visible")
     t = time.perf_counter()
@@ -215,7 +218,10 @@ def recall(conn, queries: list[tuple[str, str]], dims: int, ef_values: list[int]
     exact_all_sql = f"""
         SELECT chunk_id, (embedding <=> %s::vector)::float8 AS d FROM kb.embeddings
         WHERE model = '{MODEL_NAME}' ORDER BY d, chunk_id LIMIT 10"""
-    function_sql = "SELECT chunk_id, (1 - score)::float8 FROM kb.dense_candidates(%s, %s, %s, now(), NULL, '{}', %s)"
+    # kb.dense_candidates takes the query vector as text (what kb.embed_query returns)
+    function_sql = (
+        "SELECT chunk_id, (1 - score)::float8 FROM kb.dense_candidates(%s::text, %s, %s, now(), NULL, '{}', %s)"
+    )
     bare_sql = f"""
         SELECT chunk_id, (embedding::vector({dims}) <=> %s::vector({dims}))::float8 AS d FROM kb.embeddings
         WHERE model = '{MODEL_NAME}' ORDER BY embedding::vector({dims}) <=> %s::vector({dims}) LIMIT 10"""
@@ -226,17 +232,17 @@ def recall(conn, queries: list[tuple[str, str]], dims: int, ef_values: list[int]
                 conn.execute("SELECT set_config(%s, %s, true)", [name, value])
             return timed(conn, query, params)
 
-    def filtered(vec: str, ef: int, limit: int, extra: dict | None = None) -> tuple[float, list]:
+    def filtered(vec: np.ndarray, ef: int, limit: int, extra: dict | None = None) -> tuple[float, list]:
         return local(function_sql, [vec, MODEL_NAME, dims, limit], {"pgkb.hnsw_ef_search": str(ef)} | (extra or {}))
 
-    def bare(vec: str, ef: int) -> tuple[float, list]:
+    def bare(vec: np.ndarray, ef: int) -> tuple[float, list]:
         return local(bare_sql, [vec, vec], {"hnsw.ef_search": str(ef), "hnsw.iterative_scan": "off"})
 
     def explained(query: str, params: list, settings: dict[str, str]) -> str:
         _, plan = local("EXPLAIN " + query, params, settings)
         return embeddings_scan("\n".join(line[0] for line in plan))
 
-    def function_plan(vec: str, ef: int, limit: int) -> str | None:
+    def function_plan(vec: np.ndarray, ef: int, limit: int) -> str | None:
         """The plan of the query kb.dense_candidates EXECUTEs, from auto_explain (nested statements,
         sent to this client as notices); None if auto_explain cannot be loaded."""
         notes: list[str] = []

@@ -18,6 +18,7 @@ for p in (ROOT / "plpython", ROOT / "tests"):
 from fake_ollama import FakeOllama  # noqa: E402
 from pgkb_plpy.embedders import (  # noqa: E402
     ERROR_KINDS,
+    RETRY_AFTER_CAP_S,
     EmbeddingError,
     OllamaProvider,
     check_vectors,
@@ -182,6 +183,23 @@ def test_check_vectors():
     assert out == [[1.0] * 3] * 2 and type(out[0][0]) is float
 
 
+def test_check_vectors_refuses_zero_vectors_and_norms_pgvector_cannot_compare():
+    assert check_vectors([[0.0, 1e-10]], 1, 2, "x") == [[0.0, 1e-10]]
+    for bad, what in [
+        ([[0.0, 0.0]], "zero vector"),
+        ([[0, 0]], "zero vector"),
+        ([[1e-25, -1e-25]], "norm"),  # its squares underflow in single precision: NaN cosine
+        ([[3e19, 3e19]], "norm"),
+        ([[1.0, float("inf")]], "NaN or infinity"),
+    ]:
+        with pytest.raises(EmbeddingError) as ei:
+            check_vectors([[1.0, 0.0], *bad], 2, 2, "ollama model 'm'")
+        assert ei.value.kind == "bad_response" and what in str(ei.value) and "vector 1" in str(ei.value)
+    np = pytest.importorskip("numpy")
+    with pytest.raises(EmbeddingError, match="zero vector"):
+        check_vectors(np.zeros((1, 4), dtype=np.float32), 1, 4, "x")
+
+
 def test_error_kinds_are_validated():
     assert "timeout" in ERROR_KINDS
     with pytest.raises(ValueError):
@@ -227,6 +245,81 @@ def test_ollama_normal_batching_and_prefixes():
         assert srv.request_count == 4 and srv.inputs[-1] == "q: what is passage 5"
         assert q == hash_embed("q: what is passage 5", 8)
         assert p.embed_passages([]) == [] and srv.request_count == 4
+
+
+def test_ollama_passes_truncate_dimensions_and_keep_alive_through():
+    with FakeOllama(dimensions=8) as srv:
+        ollama(srv).embed_query("x")
+        sent = srv.requests[-1]["json"]
+        assert sent["truncate"] is True and "dimensions" not in sent and "keep_alive" not in sent
+        ollama(srv, truncate=False, dimensions=8, keep_alive="10m").embed_passages(["a", "b"])
+        sent = srv.requests[-1]["json"]
+        assert (sent["truncate"], sent["dimensions"], sent["keep_alive"]) == (False, 8, "10m")
+        assert sent["input"] == ["a", "b"] and sent["model"] == "nomic-embed-text"
+        ollama(srv, keep_alive=-1).embed_query("x")
+        assert srv.requests[-1]["json"]["keep_alive"] == -1
+    with pytest.raises(EmbeddingError) as ei:
+        make_provider("ollama", "m", 768, {"dimensions": 256})
+    assert ei.value.kind == "dimension_mismatch" and "256" in str(ei.value) and "768" in str(ei.value)
+    for bad in ({"truncate": "yes"}, {"dimensions": 0}, {"dimensions": 2.5}, {"keep_alive": True}):
+        with pytest.raises(EmbeddingError) as ei:
+            make_provider("ollama", "m", 8, bad)
+        assert ei.value.kind == "bad_input", bad
+
+
+def test_ollama_zero_vectors_are_a_bad_response_without_retry():
+    with FakeOllama(dimensions=8, mode="zero_vectors") as srv:
+        sleeps = Sleeps()
+        with pytest.raises(EmbeddingError) as ei:
+            ollama(srv, sleep=sleeps).embed_passages(["a", "b"])
+        assert ei.value.kind == "bad_response" and "zero vector" in str(ei.value)
+        assert srv.request_count == 1 and sleeps == []
+
+
+def test_ollama_retry_after_as_an_http_date_is_honoured():
+    import email.utils
+
+    when = email.utils.formatdate(time.time() + 30, usegmt=True)
+    with FakeOllama(dimensions=8, mode="rate_limited", fail_first=1, retry_after=when) as srv:
+        sleeps = Sleeps()
+        ollama(srv, sleep=sleeps, backoff_s=0.01).embed_query("x")
+        assert len(sleeps) == 1 and 25 < sleeps[0] <= 31
+
+
+def test_ollama_retry_after_is_capped():
+    with FakeOllama(dimensions=8, mode="rate_limited", fail_first=1, retry_after=3600) as srv:
+        sleeps = Sleeps()
+        ollama(srv, sleep=sleeps).embed_query("x")
+        assert sleeps == [RETRY_AFTER_CAP_S]
+
+
+def test_ollama_ignores_proxy_variables_unless_asked(monkeypatch):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    dead_proxy = f"http://127.0.0.1:{s.getsockname()[1]}"
+    s.close()
+    for var in ("HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"):
+        monkeypatch.setenv(var, dead_proxy)
+    for var in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(var, raising=False)
+    with FakeOllama(dimensions=8) as srv:
+        assert len(ollama(srv).embed_query("x")) == 8  # straight to the server
+        with pytest.raises(EmbeddingError) as ei:
+            ollama(srv, use_env_proxy=True, timeout_s=2).embed_query("x")
+        assert ei.value.kind == "unreachable"
+        assert srv.request_count == 1
+
+
+def test_ollama_api_key_never_appears_in_messages_or_the_provider():
+    with FakeOllama(dimensions=8, api_key="the-right-key") as srv:
+        p = ollama(srv, api_key="s3cret-key-123")
+        with pytest.raises(EmbeddingError) as ei:
+            p.embed_query("x")
+        assert ei.value.kind == "unauthorized"
+        assert srv.requests[-1]["headers"]["authorization"] == "Bearer s3cret-key-123"
+        shown = " ".join([str(ei.value), repr(ei.value), ei.value.detail, repr(vars(p)), repr(p._client._client)])
+        assert "s3cret-key-123" not in shown
+        assert p.options["api_key"] == "***"
 
 
 def test_ollama_rate_limited_then_success_honours_retry_after():

@@ -8,7 +8,18 @@ from typing import Any
 
 from .errors import EmbeddingError
 
-__all__ = ["check_text", "check_texts", "check_vectors"]
+__all__ = ["MAX_VECTOR_NORM", "MIN_VECTOR_NORM", "check_text", "check_texts", "check_vectors"]
+
+
+#: Smallest and largest Euclidean norm a stored or query vector may have. pgvector's cosine
+#: distance sums squares in single precision: a zero vector (or one whose squares underflow
+#: below ~1e-38) gives NaN for every comparison, and one whose squares overflow (~3e38) gives
+#: infinity or NaN; NaN sorts above every number, so such a vector would rank first everywhere.
+#: The same bounds are the CHECK ``embeddings_norm_usable`` on ``kb.embeddings``.
+MIN_VECTOR_NORM = 1e-19
+MAX_VECTOR_NORM = 1e19
+
+_ONLY_FLOATS = {float}
 
 
 def _to_list(obj: Any) -> Any:
@@ -16,13 +27,45 @@ def _to_list(obj: Any) -> Any:
     return tolist() if callable(tolist) else obj
 
 
+def _checked_row(vec: list | tuple, i: int, provider_label: str) -> list[float]:
+    """``vec`` as a list of finite floats; ``bad_response`` naming the first bad element."""
+    if {*map(type, vec)} <= _ONLY_FLOATS:  # what JSON and numpy give: no per-element conversion
+        row = vec if type(vec) is list else list(vec)
+    else:
+        row = []
+        for x in vec:
+            if isinstance(x, bool) or not isinstance(x, (int, float)):
+                raise EmbeddingError(
+                    "bad_response",
+                    f"{provider_label}: vector {i} holds a non-number ({type(x).__name__})",
+                )
+            row.append(float(x))
+    norm = math.hypot(*row)  # NaN or infinity in, NaN or infinity out
+    if not MIN_VECTOR_NORM <= norm <= MAX_VECTOR_NORM:
+        if not all(map(math.isfinite, row)):
+            raise EmbeddingError("bad_response", f"{provider_label}: vector {i} holds NaN or infinity")
+        if norm == 0.0:
+            raise EmbeddingError(
+                "bad_response",
+                f"{provider_label}: vector {i} is a zero vector; it has no direction, so its cosine "
+                f"similarity to anything is undefined (NaN)",
+            )
+        raise EmbeddingError(
+            "bad_response",
+            f"{provider_label}: vector {i} has norm {norm:.3g}, outside [{MIN_VECTOR_NORM:g}, {MAX_VECTOR_NORM:g}] "
+            f"where pgvector's single-precision cosine distance is defined",
+        )
+    return row
+
+
 def check_vectors(vectors: Any, expected_count: int, dimensions: int, provider_label: str) -> list[list[float]]:
     """Validate embedding output and return it as plain ``list[list[float]]``.
 
     Raises ``EmbeddingError(kind="bad_response")`` when the output is not a list of
-    numeric vectors, has the wrong number of vectors or holds NaN/infinity, and
-    ``EmbeddingError(kind="dimension_mismatch")`` when a vector's length differs from
-    ``dimensions`` (the message names expected and actual dimensions).
+    numeric vectors, has the wrong number of vectors, holds NaN/infinity, or holds a vector
+    whose norm is outside [:data:`MIN_VECTOR_NORM`, :data:`MAX_VECTOR_NORM`] (a zero vector
+    above all), and ``EmbeddingError(kind="dimension_mismatch")`` when a vector's length
+    differs from ``dimensions`` (the message names expected and actual dimensions).
     """
     vectors = _to_list(vectors)
     if not isinstance(vectors, (list, tuple)):
@@ -50,18 +93,7 @@ def check_vectors(vectors: Any, expected_count: int, dimensions: int, provider_l
                 f"dimensions but returned a {len(vec)}-dimensional vector (vector {i}); "
                 f"register the model with dimensions={len(vec)} or use the right model",
             )
-        row: list[float] = []
-        for x in vec:
-            if isinstance(x, bool) or not isinstance(x, (int, float)):
-                raise EmbeddingError(
-                    "bad_response",
-                    f"{provider_label}: vector {i} holds a non-number ({type(x).__name__})",
-                )
-            fx = float(x)
-            if not math.isfinite(fx):
-                raise EmbeddingError("bad_response", f"{provider_label}: vector {i} holds NaN or infinity")
-            row.append(fx)
-        out.append(row)
+        out.append(_checked_row(vec, i, provider_label))
     return out
 
 
