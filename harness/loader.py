@@ -5,11 +5,17 @@ SQL; the ingest trigger inside PostgreSQL chunks and embeds.
 - Unchanged files are skipped (every stored field compared); files that disappeared
   since the last run from the same folder get `removed_at` (no longer current).
 - A bad file is reported with its path (and line, for front matter) and the others load.
+- Front matter is a leading block between two `---` lines (the second may be `...`) that YAML
+  reads as a mapping, or as nothing (empty, comments only). Any other text there is refused with
+  its line, never dropped: YAML that does not parse, a list, a sentence.
+- A body that is blank once the front matter is gone (only spaces and invisible characters, by
+  the one definition the database's CHECK uses: `pgkb_plpy.vocabulary.is_blank`) is refused.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import json
 import os
 import sys
@@ -20,7 +26,19 @@ import psycopg
 import yaml
 from tqdm import tqdm
 
+from .config import PLPYTHON_DIR
 from .db import connect
+
+
+def _load_vocabulary():
+    """pgkb_plpy.vocabulary of this checkout (stdlib only), without importing the in-database package."""
+    spec = importlib.util.spec_from_file_location("pgkb_vocabulary", PLPYTHON_DIR / "vocabulary.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+vocabulary = _load_vocabulary()
 
 FRONT_MATTER_KEYS = {
     "title",
@@ -96,11 +114,14 @@ def _text(value, key: str, where: str) -> str | None:
 
 
 def split_front_matter(text: str, where: str) -> tuple[dict, str]:
-    if not (text.startswith("---\n") or text.startswith("---\r\n")):
-        return {}, text
+    """(front matter, body) of a file's text; ``({}, text)`` without front matter. The opening and
+    closing lines are recognised as the in-database chunker recognises them (trailing spaces
+    allowed), so a block the loader does not take is never dropped by the chunker either."""
     lines = text.splitlines(keepends=True)
+    if not lines or lines[0].rstrip() != "---" or not lines[0].endswith("\n"):
+        return {}, text
     for i in range(1, len(lines)):
-        if lines[i].rstrip("\r\n") in ("---", "..."):
+        if lines[i].rstrip() in ("---", "..."):
             raw = "".join(lines[1:i])
             body = "".join(lines[i + 1 :])
             break
@@ -137,8 +158,8 @@ def read_document(path: Path, source: str, namespace_override: str | None) -> Lo
         raise DocumentError(f"{where}:{line}: not valid UTF-8 (byte offset {exc.start})") from None
     data, body = split_front_matter(text, where)
     data = {str(k): v for k, v in data.items()}
-    if not body.strip():
-        raise DocumentError(f"{where}: the document body is empty")
+    if vocabulary.is_blank(body):
+        raise DocumentError(f"{where}: the document body is empty (only spaces or invisible characters)")
     status = _text(data.get("status"), "status", where) or "active"
     if status not in ("draft", "active", "deprecated"):
         raise DocumentError(f"{where}: front matter status must be draft, active or deprecated, got {status!r}")

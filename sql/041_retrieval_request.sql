@@ -2,6 +2,49 @@
 -- and the plan for it (kb.plan_retrieval): query analysis, mode, model,
 -- weights and evidence thresholds.
 
+CREATE OR REPLACE FUNCTION kb.max_filters_bytes()
+RETURNS integer
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT 8192 $$;
+COMMENT ON FUNCTION kb.max_filters_bytes() IS
+'Largest kb_retrieve filters argument (bytes of its JSON text): a filter lists a few values, and a bigger one would cost every candidate''s visibility check.';
+
+CREATE OR REPLACE FUNCTION kb.max_filters_depth()
+RETURNS integer
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT 8 $$;
+COMMENT ON FUNCTION kb.max_filters_depth() IS
+'Deepest nesting of values inside kb_retrieve filters ({"metadata": {"a": 1}} is 2 deep): enough for metadata objects, and containment of deeper ones costs more than it selects.';
+
+CREATE OR REPLACE FUNCTION kb.filter_value_error(p_key text, p_value jsonb)
+RETURNS text
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE STRICT
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- NULL when the value has the key's type; otherwise what is wrong, for the error
+    SELECT CASE
+        WHEN p_key IN ('doc_type', 'status', 'tags') THEN
+            CASE
+                WHEN jsonb_typeof(p_value) = 'string' THEN NULL
+                WHEN jsonb_typeof(p_value) <> 'array' THEN 'got ' || jsonb_typeof(p_value)
+                WHEN jsonb_array_length(p_value) = 0 THEN 'got an empty array'
+                WHEN jsonb_path_exists(p_value, 'strict $[*] ? (@.type() != "string")') THEN
+                    'got an array with a non-string element ('
+                    || (jsonb_path_query_first(p_value, 'strict $[*] ? (@.type() != "string").type()') #>> '{}') || ')'
+            END
+        WHEN p_key = 'source_prefix' AND jsonb_typeof(p_value) <> 'string' THEN 'got ' || jsonb_typeof(p_value)
+        WHEN p_key = 'metadata' AND jsonb_typeof(p_value) <> 'object' THEN 'got ' || jsonb_typeof(p_value)
+        WHEN p_key = 'include_history' AND jsonb_typeof(p_value) <> 'boolean' THEN 'got ' || jsonb_typeof(p_value)
+    END
+$$;
+COMMENT ON FUNCTION kb.filter_value_error(text, jsonb) IS
+'What is wrong with the value of one kb_retrieve filter key (NULL when it has the key''s type): doc_type, status and tags take a string or a non-empty array of strings, source_prefix a string, metadata an object, include_history a boolean.';
+
 CREATE OR REPLACE FUNCTION kb.check_filters(p_filters jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -10,29 +53,66 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
     key text;
+    problem text;
+    bytes integer;
+    expected constant jsonb := jsonb_build_object(
+        'doc_type', 'a string or a non-empty array of strings',
+        'status', 'a string or a non-empty array of strings',
+        'tags', 'a string or a non-empty array of strings',
+        'source_prefix', 'a string',
+        'metadata', 'an object (matched by containment)',
+        'include_history', 'true or false');
+    example constant jsonb := jsonb_build_object(
+        'doc_type', '{"doc_type": "policy"} or {"doc_type": ["policy", "faq"]}; leave the key out for any type',
+        'status', '{"status": "active"} or {"status": ["active", "deprecated"]}',
+        'tags', '{"tags": "finance"} or {"tags": ["finance", "hr"]} (any of them)',
+        'source_prefix', '{"source_prefix": "policies/"}',
+        'metadata', '{"metadata": {"owner": "finance"}}',
+        'include_history', '{"include_history": true}');
 BEGIN
     IF p_filters IS NULL THEN
         RETURN '{}'::jsonb;
     END IF;
+    -- sizes first, so a huge or deeply nested argument costs nothing more than this
+    bytes := pg_column_size(p_filters);
+    IF bytes <= 4 * kb.max_filters_bytes() THEN
+        bytes := octet_length(p_filters::text);
+    END IF;
+    IF bytes > kb.max_filters_bytes() THEN
+        RAISE EXCEPTION 'kb_retrieve: filters are too large (% bytes of JSON; at most %)', bytes, kb.max_filters_bytes()
+            USING HINT = 'filter on fewer values: doc_type, status and tags lists match any of their values';
+    END IF;
+    IF jsonb_path_exists(p_filters, format('strict $.**{%s}', kb.max_filters_depth() + 1)::jsonpath) THEN
+        RAISE EXCEPTION 'kb_retrieve: filters are nested too deeply (more than % levels)', kb.max_filters_depth()
+            USING HINT = 'a metadata filter matches by containment: a shallower object selects the same documents and more';
+    END IF;
     IF jsonb_typeof(p_filters) <> 'object' THEN
-        RAISE EXCEPTION 'kb_retrieve: filters must be a JSON object, got %', jsonb_typeof(p_filters);
+        RAISE EXCEPTION 'kb_retrieve: filters must be a JSON object, got %', jsonb_typeof(p_filters)
+            USING HINT = 'e.g. {"doc_type": "policy", "metadata": {"owner": "finance"}}; ''{}'' for none';
     END IF;
     FOR key IN SELECT jsonb_object_keys(p_filters) LOOP
-        IF key NOT IN ('doc_type', 'status', 'include_history', 'metadata', 'tags', 'source_prefix') THEN
-            RAISE EXCEPTION 'kb_retrieve: unknown filter key "%"', key
+        IF NOT expected ? key THEN
+            RAISE EXCEPTION 'kb_retrieve: unknown filter key "%"', left(key, 64)
                 USING HINT = 'known keys: doc_type, status, include_history, metadata, tags, source_prefix';
         END IF;
+        problem := kb.filter_value_error(key, p_filters -> key);
+        IF problem IS NOT NULL THEN
+            RAISE EXCEPTION 'kb_retrieve: filters.% must be %, %', key, expected ->> key, problem
+                USING HINT = 'e.g. ' || (example ->> key);
+        END IF;
     END LOOP;
-    IF p_filters ? 'metadata' AND jsonb_typeof(p_filters -> 'metadata') <> 'object' THEN
-        RAISE EXCEPTION 'kb_retrieve: filters.metadata must be an object (matched by containment)';
-    END IF;
-    IF p_filters ? 'include_history' AND jsonb_typeof(p_filters -> 'include_history') <> 'boolean' THEN
-        RAISE EXCEPTION 'kb_retrieve: filters.include_history must be true or false';
+    IF p_filters ? 'status' AND EXISTS (
+        SELECT 1 FROM unnest(kb.json_text_list(p_filters -> 'status')) AS s (status)
+        WHERE s.status NOT IN ('draft', 'active', 'deprecated')
+    ) THEN
+        RAISE EXCEPTION 'kb_retrieve: filters.status must be draft, active or deprecated, got %', p_filters -> 'status'
+            USING HINT = 'a status filter also lifts the lifecycle rule: it returns every version with that status';
     END IF;
     RETURN p_filters;
 END;
 $$;
-COMMENT ON FUNCTION kb.check_filters(jsonb) IS 'Validates kb_retrieve filters; unknown keys are errors that name the key.';
+COMMENT ON FUNCTION kb.check_filters(jsonb) IS
+'Validates kb_retrieve filters: bounded size and depth, known keys, each value of its key''s type (errors name the key and the expected type).';
 
 CREATE OR REPLACE FUNCTION kb.retrieval_modes()
 RETURNS text[]
@@ -52,6 +132,33 @@ AS $$ SELECT 2000 $$;
 COMMENT ON FUNCTION kb.max_query_chars() IS
 'Characters of a query kb_retrieve uses; a longer query is cut there, with a note in the explain output.';
 
+CREATE OR REPLACE FUNCTION kb.max_namespace_chars()
+RETURNS integer
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT 63 $$;
+COMMENT ON FUNCTION kb.max_namespace_chars() IS
+'Longest namespace: the limit of the CHECK documents_namespace_valid, so a longer kb_retrieve namespace can name no document.';
+
+CREATE OR REPLACE FUNCTION kb.namespace_pattern()
+RETURNS text
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT '^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$' $$;
+COMMENT ON FUNCTION kb.namespace_pattern() IS
+'The pattern of the CHECK documents_namespace_valid: a kb_retrieve namespace outside it can name no document.';
+
+CREATE OR REPLACE FUNCTION kb.max_context_turns()
+RETURNS integer
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT 20 $$;
+COMMENT ON FUNCTION kb.max_context_turns() IS
+'Most earlier turns kb_retrieve takes in context: a follow-up refers to the last few, and each turn costs query analysis (pgkb_plpy.vocabulary.MAX_CONTEXT_TURNS).';
+
 CREATE OR REPLACE FUNCTION kb.validated_request(
     p_query text, p_k integer, p_namespace text, p_mode text, p_filters jsonb, p_as_of timestamptz, p_context text[]
 )
@@ -61,35 +168,72 @@ IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
-    -- blanks include tabs, newlines and the ideographic space
-    query text := btrim(p_query, E' \t\r\n\f\v\u00a0\u3000');
-    mode text := lower(btrim(coalesce(p_mode, 'auto')));
+    query text;
+    mode text;
     filters jsonb;
+    context text[];
     notes text[] := '{}';
 BEGIN
-    IF query IS NULL OR query = '' THEN
-        RAISE EXCEPTION 'kb_retrieve: query is empty';
+    -- blank by the one definition (kb.is_blank), whatever mix of spaces and invisible characters
+    IF p_query IS NULL OR kb.is_blank(p_query) THEN
+        RAISE EXCEPTION 'kb_retrieve: query is empty'
+            USING HINT = 'pass the question as text: spaces and invisible characters alone are no query';
     END IF;
     IF p_k IS NULL OR p_k < 1 OR p_k > 1000 THEN
-        RAISE EXCEPTION 'kb_retrieve: k must be between 1 and 1000 (got %)', coalesce(p_k::text, 'NULL');
+        RAISE EXCEPTION 'kb_retrieve: k must be between 1 and 1000 (got %)', coalesce(p_k::text, 'NULL')
+            USING HINT = 'k is the number of passages returned';
     END IF;
+    IF length(p_namespace) > kb.max_namespace_chars() THEN
+        RAISE EXCEPTION 'kb_retrieve: namespace must be at most % characters (got %)',
+            kb.max_namespace_chars(), length(p_namespace)
+            USING HINT = 'pass the namespace of kb.documents, or NULL for every namespace you may read';
+    END IF;
+    IF p_namespace !~ kb.namespace_pattern() THEN
+        RAISE EXCEPTION 'kb_retrieve: namespace "%" is not a valid namespace name', p_namespace
+            USING HINT = 'namespaces are letters, digits and _ . - (starting with a letter or digit); NULL for all';
+    END IF;
+    mode := lower(btrim(coalesce(left(p_mode, 64), 'auto')));
     IF NOT mode = ANY(kb.retrieval_modes()) THEN
-        RAISE EXCEPTION 'kb_retrieve: unknown mode "%"', p_mode
+        RAISE EXCEPTION 'kb_retrieve: unknown mode "%"', left(p_mode, 64) || CASE WHEN length(p_mode) > 64 THEN '...' ELSE '' END
             USING HINT = 'modes: ' || array_to_string(kb.retrieval_modes(), ', ');
     END IF;
     IF p_as_of IS NULL THEN
-        RAISE EXCEPTION 'kb_retrieve: as_of must not be NULL';
+        RAISE EXCEPTION 'kb_retrieve: as_of must not be NULL'
+            USING HINT = 'leave it out for now(), or pass the date the answer should hold for';
     END IF;
     filters := kb.check_filters(p_filters);
+    IF cardinality(p_context) > kb.max_context_turns() THEN
+        RAISE EXCEPTION 'kb_retrieve: context has % turns; at most %', cardinality(p_context), kb.max_context_turns()
+            USING HINT = format('pass the last %s turns of the conversation (oldest first)', kb.max_context_turns());
+    END IF;
+    IF array_ndims(p_context) > 1 THEN
+        RAISE EXCEPTION 'kb_retrieve: context must be a one-dimensional array of turns (got % dimensions)',
+            array_ndims(p_context)
+            USING HINT = 'e.g. ARRAY[''first question'', ''second question'']';
+    END IF;
+
+    query := kb.strip_blank(p_query);
     IF length(query) > kb.max_query_chars() THEN
         notes := notes || format('query truncated to its first %s of %s characters', kb.max_query_chars(), length(query));
         query := left(query, kb.max_query_chars());
     END IF;
-    RETURN ROW(query, p_k, p_namespace, mode, filters, kb.filters_restrict(filters), p_as_of, p_context, notes);
+    -- each turn is cut where the query is, before it reaches query analysis
+    context := ARRAY(
+        SELECT left(t.turn, kb.max_query_chars()) FROM unnest(p_context) WITH ORDINALITY AS t (turn, n) ORDER BY t.n
+    );
+    notes := notes || ARRAY(
+        SELECT format('context turn %s truncated to its first %s of %s characters', t.n, kb.max_query_chars(),
+            length(t.turn))
+        FROM unnest(p_context) WITH ORDINALITY AS t (turn, n)
+        WHERE length(t.turn) > kb.max_query_chars()
+        ORDER BY t.n
+    );
+    RETURN ROW(query, p_k, p_namespace, mode, filters, kb.filters_restrict(filters), p_as_of,
+        CASE WHEN p_context IS NOT NULL THEN context END, notes);
 END;
 $$;
 COMMENT ON FUNCTION kb.validated_request(text, integer, text, text, jsonb, timestamptz, text[]) IS
-'Checks kb_retrieve''s arguments (each error names the argument) and normalises them: trimmed query cut to kb.max_query_chars(), lower-case mode, checked filters.';
+'Checks kb_retrieve''s arguments before any work (each error names the argument, its hint the fix): a query not blank by kb.is_blank, k in 1..1000, a namespace that can exist, a known mode, as_of, filters of bounded size and depth with typed values, at most kb.max_context_turns() turns. Normalises them: query trimmed of blanks and cut to kb.max_query_chars() (so is each turn, with a note), lower-case mode.';
 
 CREATE OR REPLACE FUNCTION kb.plan_retrieval(p_request kb.retrieval_request, p_settings kb.retrieval_settings)
 RETURNS kb.retrieval_plan

@@ -3,6 +3,7 @@ handling, and nothing is partially written. One table of cases, so it reads as a
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import psycopg
@@ -11,7 +12,7 @@ from helpers import insert_document
 from psycopg.types.json import Jsonb
 
 from harness import loader
-from harness.retrieval import retrieve
+from harness.retrieval import explain, retrieve
 
 NOT_BLANK = "documents_body_not_blank"
 # a document the database accepts; each case below changes one thing about it
@@ -172,3 +173,201 @@ def test_far_past_and_future_as_of(fresh_db, as_of):
 def test_unknown_namespace_is_an_empty_result(fresh_db):
     insert_document(fresh_db, **VALID_DOCUMENT)
     assert retrieve(fresh_db, "text", namespace="no-such-namespace") == []
+
+
+# -------------------------------------------------- blank: one definition for bodies and queries
+
+# one of each kind of character the definition calls blank (pgkb_plpy.vocabulary.BLANK)
+BLANK_SAMPLES = {
+    "no-break space": "\u00a0",
+    "ideographic space": "\u3000",
+    "em space": "\u2003",
+    "narrow no-break space": "\u202f",
+    "zero-width space": "\u200b",
+    "zero-width joiner": "\u200d",
+    "word joiner": "\u2060",
+    "byte order mark": "\ufeff",
+    "soft hyphen": "\u00ad",
+    "right-to-left mark": "\u200f",
+    "line separator": "\u2028",
+    "file separator (control)": "\x1c",
+    "tag space": "\U000e0020",
+}
+BLANK_TEXTS = [(name, ch * 3) for name, ch in BLANK_SAMPLES.items()] + [
+    ("mixed blanks and newlines", " \u00a0\n\u3000\t\u200b\r\n\ufeff\u2003 "),
+]
+
+
+@pytest.mark.parametrize("case,body", BLANK_TEXTS, ids=[c[0] for c in BLANK_TEXTS])
+def test_a_body_that_is_blank_by_the_one_definition_is_refused(fresh_db, case, body):
+    with pytest.raises(psycopg.errors.CheckViolation, match=NOT_BLANK):
+        insert_document(fresh_db, "blank.md", body)
+    assert fresh_db.execute("SELECT count(*) AS n FROM kb.documents").fetchone()["n"] == 0
+
+
+def test_an_update_to_a_blank_body_is_refused_and_the_old_body_kept(fresh_db):
+    doc_id = insert_document(fresh_db, **VALID_DOCUMENT)
+    with pytest.raises(psycopg.errors.CheckViolation, match=NOT_BLANK):
+        fresh_db.execute("UPDATE kb.documents SET body = %s WHERE id = %s", ("\u3000\u200b", doc_id))
+    assert fresh_db.execute("SELECT body FROM kb.documents").fetchone()["body"] == VALID_DOCUMENT["body"]
+
+
+# bodies that are not blank but whose Markdown structure alone holds no paragraph
+STRUCTURE_ONLY_BODIES = [
+    ("one heading", "# Refunds", "refunds"),
+    ("headings only", "# Refunds\n\n## Eligibility\n", "eligibility"),
+    ("setext heading only", "Refunds\n=======\n", "refunds"),
+    ("front matter only", "---\ntitle: Refunds\n---\n", "refunds"),
+    ("not YAML between two rules", "---\nRefunds take fourteen days.\n---\n", "fourteen"),
+    ("words between invisible characters", "\u200bRefunds\u200b", "refunds"),
+]
+
+
+@pytest.mark.parametrize("case,body,word", STRUCTURE_ONLY_BODIES, ids=[c[0] for c in STRUCTURE_ONLY_BODIES])
+def test_a_stored_body_always_has_a_chunk_and_its_words_are_found(fresh_db, case, body, word):
+    doc_id = insert_document(fresh_db, "only.md", body)
+    row = fresh_db.execute("SELECT ingest_status, chunk_count FROM kb.documents WHERE id = %s", (doc_id,)).fetchone()
+    assert (row["ingest_status"], row["chunk_count"] >= 1) == ("indexed", True)
+    assert [r["source"] for r in retrieve(fresh_db, word, k=3, mode="lexical")] == ["only.md"]
+
+
+def test_text_between_rules_that_is_not_yaml_is_kept_as_text(fresh_db):
+    body = "---\nRefunds take fourteen days.\nAsk the finance team.\n---\n\nOther text."
+    insert_document(fresh_db, "rules.md", body)
+    indexed = " ".join(r["embed_text"] for r in fresh_db.execute("SELECT embed_text FROM kb.chunks"))
+    assert "fourteen days" in indexed and "finance team" in indexed and "Other text" in indexed
+
+
+def test_valid_front_matter_is_still_not_indexed(fresh_db):
+    insert_document(fresh_db, "fm.md", "---\ntitle: Refunds\nowner: finance\n---\n# Refunds\n\nFourteen days.")
+    contents = [r["embed_text"] for r in fresh_db.execute("SELECT embed_text FROM kb.chunks")]
+    assert len(contents) == 1 and "owner" not in contents[0] and "Fourteen days." in contents[0]
+
+
+BLANK_QUERIES = [*BLANK_TEXTS, ("empty", ""), ("spaces", "   "), ("tab and newline", "\t\n")]
+
+
+@pytest.mark.parametrize("mode", ["auto", "lexical", "dense", "hybrid"])
+@pytest.mark.parametrize("case,query", BLANK_QUERIES, ids=[c[0] for c in BLANK_QUERIES])
+def test_every_blank_query_is_the_one_empty_query_error(fresh_db, case, query, mode):
+    insert_document(fresh_db, **VALID_DOCUMENT)
+    with pytest.raises(psycopg.errors.RaiseException) as info:
+        retrieve(fresh_db, query, mode=mode)
+    assert info.value.diag.message_primary == "kb_retrieve: query is empty"
+
+
+def test_blank_characters_around_a_query_are_trimmed(fresh_db):
+    insert_document(fresh_db, **VALID_DOCUMENT)
+    analysis = explain(fresh_db, "\u200b\u3000text\u00a0\ufeff", mode="lexical")["analysis"]
+    assert analysis["original"] == "text"
+
+
+# ------------------------------------------------------------------------- filter value types
+
+FILTER_TYPE_ERRORS = [
+    ("status a number", {"status": 5}, "filters.status", "a string or a non-empty array of strings"),
+    ("doc_type a number", {"doc_type": 5}, "filters.doc_type", "a string or a non-empty array of strings"),
+    ("doc_type an object", {"doc_type": {"a": 1}}, "filters.doc_type", "a string or a non-empty array of strings"),
+    ("tags a number", {"tags": 5}, "filters.tags", "a string or a non-empty array of strings"),
+    ("tags with a null", {"tags": ["a", None]}, "filters.tags", "a string or a non-empty array of strings"),
+    ("status list with a number", {"status": ["active", 5]}, "filters.status", "array of strings"),
+    ("empty doc_type list", {"doc_type": []}, "filters.doc_type", "non-empty array"),
+    ("unknown status", {"status": "published"}, "filters.status", "draft, active or deprecated"),
+    ("source_prefix a number", {"source_prefix": 5}, "filters.source_prefix", "a string"),
+    ("source_prefix a list", {"source_prefix": ["a"]}, "filters.source_prefix", "a string"),
+    ("include_history a string", {"include_history": "yes"}, "filters.include_history", "true or false"),
+    ("metadata a list", {"metadata": [1]}, "filters.metadata", "an object"),
+]
+
+
+@pytest.mark.parametrize("case,filters,key,expected", FILTER_TYPE_ERRORS, ids=[c[0] for c in FILTER_TYPE_ERRORS])
+def test_a_filter_value_of_the_wrong_type_is_an_error_naming_key_and_type(fresh_db, case, filters, key, expected):
+    insert_document(fresh_db, **VALID_DOCUMENT)
+    with pytest.raises(psycopg.errors.RaiseException) as info:
+        retrieve(fresh_db, "text", mode="lexical", filters=filters)
+    message = info.value.diag.message_primary
+    assert message.startswith("kb_retrieve: ") and key in message and expected in message, message
+
+
+WELL_TYPED_FILTERS = [
+    {"status": "active"},
+    {"status": ["active", "deprecated"]},
+    {"doc_type": "policy"},
+    {"doc_type": ["policy", "faq"]},
+    {"tags": "finance"},
+    {"tags": ["finance", "customers"]},
+    {"source_prefix": "po"},
+    {"metadata": {"owner": "finance"}},
+    {"include_history": True},
+]
+
+
+@pytest.mark.parametrize(
+    "filters", WELL_TYPED_FILTERS, ids=[next(iter(f)) + str(i) for i, f in enumerate(WELL_TYPED_FILTERS)]
+)
+def test_well_typed_filters_still_select_the_document(fresh_db, filters):
+    insert_document(
+        fresh_db,
+        "policy.md",
+        "# Refunds\n\nRefunds take 14 days.",
+        doc_type="policy",
+        metadata={"owner": "finance", "tags": ["finance"]},
+    )
+    assert [r["source"] for r in retrieve(fresh_db, "refunds", mode="lexical", filters=filters)] == ["policy.md"]
+
+
+# ---------------------------------------------------------- argument sizes bounded before work
+
+
+def deep_filters(levels: int) -> Jsonb:
+    """A metadata filter nested ``levels`` deep, built as JSON text (deeper than Python's json recurses)."""
+    return Jsonb(None, dumps=lambda _: '{"metadata": ' + '{"a": ' * levels + "1" + "}" * (levels + 1))
+
+
+SIZE_ERRORS = [
+    ("k two billion", {"k": 2_000_000_000}, "k must be between 1 and 1000"),
+    ("k largest integer", {"k": 2**31 - 1}, "k must be between 1 and 1000"),
+    ("namespace of 64 characters", {"namespace": "n" * 64}, "namespace must be at most 63 characters"),
+    ("namespace of 1 MB", {"namespace": "n" * 1_000_000}, "namespace must be at most 63 characters"),
+    ("namespace no document can have", {"namespace": "../etc passwd"}, "not a valid namespace"),
+    ("mode of 1 MB", {"mode": "x" * 1_000_000}, "unknown mode"),
+    ("filters 2,000 deep", {"filters": deep_filters(2000)}, "filters are too large"),  # 14 kB: size first
+    ("filters 100 deep", {"filters": deep_filters(100)}, "filters are nested too deeply"),
+    ("filters of 1 MB", {"filters": {"tags": ["t" * 100] * 10_000}}, "filters are too large"),
+    ("100,000 context turns", {"context": ["refund policy"] * 100_000}, "context has 100000 turns"),
+]
+
+
+@pytest.mark.parametrize("case,kwargs,text", SIZE_ERRORS, ids=[c[0] for c in SIZE_ERRORS])
+def test_oversized_arguments_are_refused_quickly_with_an_error_naming_them(fresh_db, case, kwargs, text):
+    insert_document(fresh_db, **VALID_DOCUMENT)
+    started = time.monotonic()
+    with pytest.raises(psycopg.errors.RaiseException) as info:
+        retrieve(fresh_db, "refund", **kwargs)
+    elapsed = time.monotonic() - started
+    message = info.value.diag.message_primary
+    assert message.startswith("kb_retrieve: ") and text in message, message[:300]
+    assert len(message) < 400  # the error never echoes a huge argument
+    assert info.value.diag.message_hint  # and says how to fix it
+    assert elapsed < 1.0, elapsed
+
+
+def test_a_63_character_namespace_and_20_context_turns_are_accepted(fresh_db):
+    namespace = "n" * 63
+    insert_document(fresh_db, "ns.md", "# Refunds\n\nRefunds take 14 days.", namespace=namespace)
+    rows = retrieve(fresh_db, "refunds", namespace=namespace, mode="lexical", context=["What about refunds?"] * 20)
+    assert [r["source"] for r in rows] == ["ns.md"]
+
+
+def test_a_long_context_turn_is_cut_like_the_query(fresh_db):
+    insert_document(fresh_db, **VALID_DOCUMENT)
+    result = explain(fresh_db, "it?", mode="lexical", context=["refund " * 100_000])
+    assert any("context turn 1 truncated" in note for note in result["notes"]), result["notes"]
+
+
+def test_filters_are_refused_one_level_past_the_depth_limit_and_not_before(fresh_db):
+    limit = fresh_db.execute("SELECT kb.max_filters_depth() AS n").fetchone()["n"]
+    insert_document(fresh_db, **VALID_DOCUMENT)
+    assert retrieve(fresh_db, "text", mode="lexical", filters=deep_filters(limit - 1)) == []
+    with pytest.raises(psycopg.errors.RaiseException, match="nested too deeply"):
+        retrieve(fresh_db, "text", mode="lexical", filters=deep_filters(limit))

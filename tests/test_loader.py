@@ -237,3 +237,53 @@ def test_cli_ingest_prints_json_summary(fresh_db, dsn, tmp_path):
     assert run.returncode == 0, run.stderr
     out = json.loads(run.stdout)
     assert (out["synced"], out["skipped"], out["failed"], out["removed"]) == (0, 1, 0, 0)
+
+
+NOT_A_MAPPING = [
+    ("a sentence", "---\nRefunds take fourteen days.\n---\n# Refunds\n\nBody.\n", (2,), "mapping"),
+    ("a list", "---\n- refunds\n- returns\n---\nBody.\n", (2,), "mapping"),
+    # YAML notices the missing ':' at the end of the block
+    ("a key then prose", "---\nNote: refunds take fourteen days.\nAsk finance.\n---\nBody.\n", (3, 4), "front matter"),
+]
+
+
+@pytest.mark.parametrize("case,content,lines,text", NOT_A_MAPPING, ids=[c[0] for c in NOT_A_MAPPING])
+def test_text_between_two_rules_that_is_not_a_mapping_is_refused_with_its_line(
+    fresh_db, dsn, tmp_path, case, content, lines, text
+):
+    path = write(tmp_path, "doc.md", content)
+    summary = ingest(dsn, tmp_path)
+    assert summary.synced == [] and len(summary.failed) == 1
+    error = summary.failed[0]["error"]
+    assert error.startswith(f"{path}:") and int(error[len(f"{path}:") :].split(":")[0]) in lines, error
+    assert text in error and docs(fresh_db) == {}
+
+
+@pytest.mark.parametrize("inner", ["", "# only a comment\n", "\n  \n"], ids=["empty", "comments only", "blank lines"])
+def test_front_matter_with_no_keys_is_empty_and_the_body_is_kept(fresh_db, dsn, tmp_path, inner):
+    write(tmp_path, "doc.md", f"---\n{inner}---\n# Refunds\n\nRefunds take fourteen days.\n")
+    summary = ingest(dsn, tmp_path)
+    assert summary.synced == ["doc.md"], summary.failed
+    d = docs(fresh_db)["doc.md"]
+    assert d["body"] == "# Refunds\n\nRefunds take fourteen days.\n" and d["metadata"] == {}
+    assert (d["ingest_status"], d["chunk_count"]) == ("indexed", 1)
+
+
+def test_front_matter_lines_with_trailing_spaces_are_front_matter(fresh_db, dsn, tmp_path):
+    # the in-database chunker takes "--- " as a rule of front matter too: the loader must not store it as text
+    write(tmp_path, "doc.md", "--- \ntitle: Spaced\nowner: it\n---  \nBody text.\n")
+    summary = ingest(dsn, tmp_path)
+    assert summary.synced == ["doc.md"], summary.failed
+    d = docs(fresh_db)["doc.md"]
+    assert (d["title"], d["metadata"], d["body"]) == ("Spaced", {"owner": "it"}, "Body text.\n")
+
+
+@pytest.mark.parametrize(
+    "body", ["\u00a0\u3000\u2003\n", "\u200b\u200d\ufeff\n", "\n\u2028\u00ad \n"], ids=["spaces", "zero-width", "mixed"]
+)
+def test_a_body_blank_by_the_one_definition_is_refused_by_the_loader(fresh_db, dsn, tmp_path, body):
+    path = write(tmp_path, "blank.md", "---\ntitle: Blank\n---\n" + body)
+    summary = ingest(dsn, tmp_path)
+    assert summary.synced == [] and len(summary.failed) == 1
+    error = summary.failed[0]["error"]
+    assert error.startswith(str(path)) and "the document body is empty" in error, error

@@ -3,6 +3,12 @@
 ``chunk_document(body, title)`` turns a Markdown (or plain-text) document into
 ``Chunk`` objects:
 
+* A leading YAML front matter block (``---`` .. ``---`` or ``...``) is metadata, not text, when
+  what lies between is empty, comments, or looks like a YAML mapping: its first line that is not
+  blank or a comment is ``key:`` (or ``key: value``, keys quoted or plain), and every later one is
+  a key line, an indented line or a ``-`` list item. Anything else between two ``---`` lines (a
+  sentence, a list, Markdown) is the document's text and is chunked as such (``---`` is then a
+  thematic break or a setext underline).
 * ATX headings (``#`` .. ``######``) and one-line setext headings (``===`` / ``---``
   underline) build a section path, e.g. ``["Refund policy", "Eligibility"]``.  A
   heading resets every deeper level.  The document title comes first when given,
@@ -27,6 +33,11 @@
   ``embed_text``) is at most ``max_tokens``.  Only when the heading path alone
   takes more than three quarters of ``max_tokens`` is the content budget held at
   ``max_tokens // 4`` and the limit exceeded.
+* A body that is not blank (:func:`pgkb_plpy.vocabulary.is_blank`) always yields at least one
+  chunk: when its structure leaves no paragraph (only headings, only front matter, only
+  thematic breaks), the text after the front matter -- or, when nothing follows it, the whole
+  body -- is one plain block under the title, so a heading alone (``# Refunds``) is one chunk.
+  A blank body yields none (the database refuses it before the chunker runs).
 
 Token estimate (``estimate_tokens``) approximates a multilingual subword
 tokenizer (e5 / XLM-R SentencePiece), without special tokens:
@@ -59,7 +70,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .vocabulary import CJK_ONE_TOKEN_EACH
+from .vocabulary import CJK_ONE_TOKEN_EACH, is_blank
 
 __all__ = ["Chunk", "chunk_document", "estimate_tokens", "strip_front_matter"]
 
@@ -99,11 +110,32 @@ def estimate_tokens(text: str) -> int:
 # --------------------------------------------------------------------- front matter
 
 
+# A line of a YAML block mapping that opens a key: a plain key (not starting with a YAML
+# indicator) or a quoted one, then ':' at the end of the line or before a space.
+_YAML_KEY_LINE_RE = re.compile(r"""^(?:[^\s#:\-?,\[\]{}&*!|>'"%@`][^:\n]*|"[^"\n]*"|'[^'\n]*')[ \t]*:(?:[ \t]|$)""")
+
+
+def _is_front_matter(lines: list[str]) -> bool:
+    """True when ``lines`` (between the ``---`` lines) are empty, comments, or a YAML mapping's shape."""
+    seen_key = False
+    for line in lines:
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if _YAML_KEY_LINE_RE.match(line):
+            seen_key = True
+        elif not seen_key or not (line[0] in " \t" or stripped == "-" or line.startswith("- ")):
+            return False
+    return True
+
+
 def strip_front_matter(body: str) -> tuple[str, int]:
     """Remove a leading YAML front matter block (``---`` ... ``---`` or ``...``).
 
     Returns ``(rest, offset)`` with ``rest == body[offset:]``; ``(body, 0)`` when there is
-    no complete front matter block.  A leading BOM and ``\\r\\n`` line ends are accepted.
+    no complete front matter block, or when what lies between the two lines is not front
+    matter (see the module docstring: it is then text).  A leading BOM and ``\\r\\n`` line
+    ends are accepted.
     """
     start = 1 if body.startswith("\ufeff") else 0
     first_nl = body.find("\n", start)
@@ -111,12 +143,17 @@ def strip_front_matter(body: str) -> tuple[str, int]:
         return body, 0
     pos = first_nl + 1
     n = len(body)
+    inner: list[str] = []
     while pos < n:
         nl = body.find("\n", pos)
         line_end = n if nl < 0 else nl
-        if body[pos:line_end].rstrip() in ("---", "..."):
+        line = body[pos:line_end].rstrip("\r")
+        if line.rstrip() in ("---", "..."):
+            if not _is_front_matter(inner):
+                return body, 0
             rest = n if nl < 0 else nl + 1
             return body[rest:], rest
+        inner.append(line)
         if nl < 0:
             break
         pos = nl + 1
@@ -152,7 +189,7 @@ def _indent(line: str) -> int:
 
 
 def _is_blank(line: str) -> bool:
-    return not line.strip()
+    return is_blank(line)
 
 
 def _fence_open(line: str) -> tuple[str, int] | None:
@@ -413,6 +450,15 @@ def _trim(text: str, s: int, e: int) -> tuple[int, int]:
     return s, e
 
 
+def _trim_blank(text: str, s: int, e: int) -> tuple[int, int]:
+    """``s:e`` without blank characters (:data:`pgkb_plpy.vocabulary.BLANK`) at either end."""
+    while s < e and is_blank(text[s]):
+        s += 1
+    while e > s and is_blank(text[e - 1]):
+        e -= 1
+    return s, e
+
+
 # ------------------------------------------------------------------------- chunking
 
 
@@ -427,7 +473,7 @@ def chunk_document(body: str, title: str | None = None, max_tokens: int = 380, o
         raise ValueError("max_tokens must be >= 1")
     if overlap_tokens < 0:
         raise ValueError("overlap_tokens must be >= 0")
-    if not body or not body.strip():
+    if is_blank(body):
         return []
 
     # Normalise newlines; remember where "\r\n" lost its "\r" to map offsets back.
@@ -516,4 +562,11 @@ def chunk_document(body: str, title: str | None = None, max_tokens: int = 380, o
         else:
             section.append(block)
     flush_section(section)
+    if not chunks:
+        # nothing but structure: the text itself is the content (never drop a non-blank body)
+        s, e = _trim_blank(text, fm_end, len(text))
+        if s == e:
+            s, e = _trim_blank(text, 0, len(text))
+        stack.clear()
+        flush_section([_Block("para", s, e)])
     return chunks

@@ -6,9 +6,11 @@ dict that the retrieval SQL uses to pick a strategy and that ``kb_retrieve_expla
 Keys and the rules behind them:
 
 ``original``
-    The query with surrounding whitespace removed (and cut to :data:`MAX_QUERY_CHARS`, 2000
+    The query without blank characters at either end (:func:`vocabulary.strip_blank`: spaces,
+    NBSP, zero-width and other invisible characters), cut to :data:`MAX_QUERY_CHARS`, 2000
     characters, where ``kb_retrieve`` cuts it; so is every context turn: longer input is a
-    document, not a query).
+    document, not a query. Only the last :data:`MAX_CONTEXT_TURNS` turns are read (``kb_retrieve``
+    refuses more); a blank turn is no turn.
 ``language``
     ``'zh'``, ``'en'``, ``'mixed'`` or ``'other'``, from the share of letters per script. Han
     ideographs (:data:`pgkb_plpy.vocabulary.HAN`) count as Chinese, Latin letters as English;
@@ -66,7 +68,7 @@ import re
 import unicodedata
 
 from . import lexical
-from .vocabulary import HAN, MAX_QUERY_CHARS
+from .vocabulary import HAN, MAX_CONTEXT_TURNS, MAX_QUERY_CHARS, strip_blank
 
 # MAX_QUERY_CHARS is re-exported: callers cut queries where analysis does
 __all__ = ["MAX_QUERY_CHARS", "analyze", "core_terms", "normalize_question"]
@@ -189,7 +191,7 @@ def _normalize_once(text: str) -> str:
 
 def normalize_question(query: str) -> str:
     """``query`` with the question framing removed (see the module docstring)."""
-    original = (query or "").strip()
+    original = strip_blank(query)
     text = original
     for _ in range(_MAX_RULE_PASSES):
         new = _normalize_once(text)
@@ -342,7 +344,7 @@ def _subject(turn: str) -> str:
 def _context_subject(context: list[str] | None) -> str | None:
     subject: str | None = None
     for turn in context or []:
-        turn = (turn or "").strip() if isinstance(turn, str) else ""
+        turn = strip_blank(turn) if isinstance(turn, str) else ""
         if not turn:
             continue
         if subject and _followup_rest(turn, elliptical=False) is not None:
@@ -357,17 +359,18 @@ def _context_subject(context: list[str] | None) -> str | None:
 def _distinct(items: list[str | None]) -> list[str]:
     seen: dict[str, None] = {}
     for item in items:
-        if item and item.strip():
-            seen.setdefault(item.strip(), None)
+        if item and strip_blank(item):
+            seen.setdefault(strip_blank(item), None)
     return list(seen)
 
 
 def analyze(query: str, context: list[str] | None = None) -> dict:
     """Analyse ``query`` (with earlier turns ``context``, oldest first); see the module docstring."""
-    original = (query or "").strip()[:MAX_QUERY_CHARS]
+    original = strip_blank(query)[:MAX_QUERY_CHARS]
     if isinstance(context, str):
         context = [context]
-    context = [turn[:MAX_QUERY_CHARS] for turn in context or [] if isinstance(turn, str)]
+    turns = [turn for turn in context or [] if isinstance(turn, str)][-MAX_CONTEXT_TURNS:]
+    context = [strip_blank(turn)[:MAX_QUERY_CHARS] for turn in turns]
     idents = lexical.identifiers(original)
     normalized = normalize_question(original)
     core = core_terms(normalized)

@@ -16,20 +16,32 @@ by the data built with it:
   each; a change moves chunk boundaries, hence content hashes and vectors.
 * :data:`CJK_HASH_V1` is the CJK set of the ``hash`` embedder; a change changes every stored
   ``hash`` vector.
+
+:data:`BLANK` is the one definition of "blank": a body or a query made only of these characters
+has no text (the CHECK ``documents_body_not_blank`` and ``kb_retrieve``'s "query is empty" use
+``kb.is_blank``, which spells the same class in ``sql/025_helpers.sql``; a test compares the two
+over every code point).
 """
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
+    "BLANK",
+    "BLANK_CHARACTERS",
     "BUNDLED_PROVIDERS",
     "CJK",
     "CJK_HASH_V1",
     "CJK_ONE_TOKEN_EACH",
     "EMBEDDING_PROVIDERS",
     "HAN",
+    "MAX_CONTEXT_TURNS",
     "MAX_EMBEDDING_DIMENSIONS",
     "MAX_QUERY_CHARS",
     "RETRIEVAL_MODES",
+    "is_blank",
+    "strip_blank",
 ]
 
 # ------------------------------------------------------------------------------------ names
@@ -51,6 +63,10 @@ MAX_EMBEDDING_DIMENSIONS = 2000
 
 #: Queries (and conversation turns) are cut to this many characters; ``kb_retrieve`` cuts there.
 MAX_QUERY_CHARS = 2000
+
+#: Earlier turns of a conversation ``kb_retrieve`` accepts in ``context`` (more is an error there;
+#: query analysis reads only the last this many).
+MAX_CONTEXT_TURNS = 20
 
 # ---------------------------------------------------------------------------- Unicode blocks
 
@@ -88,3 +104,49 @@ CJK_ONE_TOKEN_EACH = HAN_UNIFIED + HAN_COMPATIBILITY + HAN_SUPPLEMENTARY_B_G + K
 #: The CJK characters of the ``hash`` embedder (version 1): kana, Han ideographs of planes 0
 #: and 2, Hangul syllables.
 CJK_HASH_V1 = HIRAGANA_KATAKANA + HAN_UNIFIED + HAN_COMPATIBILITY + HAN_SUPPLEMENTARY_B_F + HANGUL_SYLLABLES
+
+# ------------------------------------------------------------------------------------ blank
+
+#: Characters that show nothing by themselves, as of Unicode 14.0: every control (Cc), format
+#: character (Cf) and space, line or paragraph separator (Zs, Zl, Zp) -- NBSP, the em and
+#: ideographic spaces, zero-width space and joiners, bidirectional marks, soft hyphen, BOM, tag
+#: characters -- except the six prepended concatenation marks (U+0600-0605, U+06DD, U+070F,
+#: U+0890-0891, U+08E2, U+110BD, U+110CD), Cf characters drawn as visible signs. Not blank:
+#: combining marks, variation selectors, Hangul fillers and the Braille blank (letters or
+#: symbols by category). The class is frozen, like the others: a change moves which bodies the
+#: database accepts, so ``kb.blank_class()`` in ``sql/025_helpers.sql`` changes with it.
+BLANK = (
+    "\x00-\x20\x7f-\xa0\xad\u061c\u1680\u180e\u2000-\u200f\u2028-\u202f\u205f-\u2064\u2066-\u206f"
+    "\u3000\ufeff\ufff9-\ufffb\U00013430-\U00013438\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
+    "\U000e0001\U000e0020-\U000e007f"
+)
+
+
+def _expand(char_class: str) -> str:
+    """Every character of a class fragment made of single characters and ``a-b`` ranges."""
+    out: list[str] = []
+    i = 0
+    while i < len(char_class):
+        if i + 2 < len(char_class) and char_class[i + 1] == "-":
+            out.extend(chr(c) for c in range(ord(char_class[i]), ord(char_class[i + 2]) + 1))
+            i += 3
+        else:
+            out.append(char_class[i])
+            i += 1
+    return "".join(out)
+
+
+#: The characters of :data:`BLANK`, one each (for ``str.strip``).
+BLANK_CHARACTERS = _expand(BLANK)
+
+_NOT_BLANK_RE = re.compile(f"[^{BLANK}]")
+
+
+def is_blank(text: str | None) -> bool:
+    """True when ``text`` is None, empty or made only of :data:`BLANK` characters."""
+    return not text or _NOT_BLANK_RE.search(text) is None
+
+
+def strip_blank(text: str | None) -> str:
+    """``text`` without :data:`BLANK` characters at either end (``""`` for None)."""
+    return (text or "").strip(BLANK_CHARACTERS)

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import hashlib
+import random
 import re
 import time
 
 import pytest
+import yaml
 from pgkb_plpy.chunker import Chunk, chunk_document, estimate_tokens, strip_front_matter
+from pgkb_plpy.vocabulary import is_blank
 
 EN_SENTENCES = [f"Sentence number {i} explains refund rule {i} for customers in region {i % 7}." for i in range(400)]
 ZH_ENDS = "。！？；"
@@ -127,14 +130,72 @@ def test_no_headings_plain_text() -> None:
     assert titled[0].embed_text.startswith("Notes\n\nJust some text.")
 
 
-@pytest.mark.parametrize("body", ["", "   ", "\n\n\t\n", "\r\n \r\n", "---\ntitle: x\n---\n\n  \n"])
-def test_empty_bodies(body: str) -> None:
+@pytest.mark.parametrize(
+    "body", ["", "   ", "\n\n\t\n", "\r\n \r\n", "\u00a0\u3000\u2003\n", "\u200b\u200d\ufeff", "\x1c\u2028 \u00ad"]
+)
+def test_blank_bodies_give_no_chunks(body: str) -> None:
     assert chunk_document(body) == []
     assert chunk_document(body, title="T") == []
 
 
-def test_headings_only_give_no_chunks() -> None:
-    assert chunk_document("# A\n\n## B\n") == []
+STRUCTURE_ONLY = [
+    ("one heading", "# Refunds", "# Refunds"),
+    ("headings only", "# A\n\n## B\n", "# A\n\n## B"),
+    ("setext heading", "Refunds\n=======\n", "Refunds\n======="),
+    ("front matter only", "---\ntitle: x\n---\n\n  \n", "---\ntitle: x\n---"),
+    ("thematic breaks only", "***\n\n- - -\n", "***\n\n- - -"),
+    ("headings after front matter", "---\ntitle: x\n---\n# Refunds\n", "# Refunds"),
+]
+
+
+@pytest.mark.parametrize("case,body,content", STRUCTURE_ONLY, ids=[c[0] for c in STRUCTURE_ONLY])
+def test_a_body_that_is_only_structure_is_one_chunk_of_its_text(case: str, body: str, content: str) -> None:
+    chunks = chunk_document(body)
+    _check_invariants(body, chunks)
+    assert [c.content for c in chunks] == [content]
+    titled = chunk_document(body, title="Refunds")
+    assert [(c.section_path, c.content) for c in titled] == [(["Refunds"], content)]
+
+
+def test_a_heading_alone_among_other_text_is_still_only_a_path() -> None:
+    # the fallback is for bodies without any paragraph; ordinary documents keep their chunks
+    chunks = chunk_document("# Refunds\n\n## Eligibility\n\nFourteen days.\n")
+    assert [(c.section_path, c.content) for c in chunks] == [(["Refunds", "Eligibility"], "Fourteen days.")]
+
+
+def test_a_line_of_invisible_characters_separates_blocks_like_an_empty_line() -> None:
+    spaced = chunk_document("# T\n\n- a\n- b\n\nAfter.", max_tokens=6, overlap_tokens=0)
+    invisible = chunk_document("# T\n\n- a\n- b\n\u00a0\u200b\nAfter.", max_tokens=6, overlap_tokens=0)
+    assert [c.content for c in invisible] == [c.content for c in spaced] == ["- a\n- b", "After."]
+
+
+_FRAGMENTS = [
+    "# Refunds",
+    "## Eligibility",
+    "Setext\n======",
+    "---",
+    "***",
+    "Refunds take 14 days.",
+    "- item one\n- item two",
+    "| a | b |\n|---|---|\n| 1 | 2 |",
+    "```\ncode\n```",
+    "> quoted",
+    "\u00a0\u3000",
+    "\u200b",
+    "title: not front matter here",
+    "退款十四天。",
+    "",
+]
+
+
+def test_every_body_that_is_not_blank_yields_a_chunk() -> None:
+    rng = random.Random(12)
+    for _ in range(3000):
+        parts = [rng.choice(_FRAGMENTS) for _ in range(rng.randint(1, 5))]
+        body = rng.choice(["", "---\ntitle: x\n---\n"]) + rng.choice(["\n", "\n\n", "\r\n"]).join(parts)
+        chunks = chunk_document(body, title=rng.choice([None, "Refunds"]), max_tokens=rng.choice([8, 380]))
+        assert (chunks == []) == is_blank(body), repr(body)
+        _check_invariants(body, chunks)
 
 
 # ------------------------------------------------------------------ blocks kept whole
@@ -308,6 +369,52 @@ def test_strip_front_matter() -> None:
     assert strip_front_matter("---\nunterminated: yes\n") == ("---\nunterminated: yes\n", 0)
     crlf = "---\r\na: 1\r\n---\r\nBody"
     assert strip_front_matter(crlf) == ("Body", crlf.index("Body"))
+
+
+FRONT_MATTER = [
+    ("keys and values", "title: Refunds\nstatus: active"),
+    ("nested and listed values", "tags:\n- a\n- b\nowner:\n  team: finance\nnote: |\n  two\n  lines"),
+    ("flow list and quoted key", 'tags: [a, b]\n"effective from": 2024-01-01'),
+    ("comments and blank lines", "# a comment\n\ntitle: x  # trailing comment"),
+    ("comments only", "# commented-out template\n# title: x"),
+    ("empty", ""),
+    ("blank lines only", "\n  \n"),
+]
+
+
+@pytest.mark.parametrize("case,inner", FRONT_MATTER, ids=[c[0] for c in FRONT_MATTER])
+def test_a_yaml_mapping_between_the_rules_is_front_matter(case: str, inner: str) -> None:
+    body = f"---\n{inner}\n---\nBody text." if inner else "---\n---\nBody text."
+    assert strip_front_matter(body) == ("Body text.", body.index("Body text."))
+    assert [c.content for c in chunk_document(body)] == ["Body text."]
+    assert isinstance(yaml.safe_load(inner), (dict, type(None)))  # what the loader reads it as
+
+
+NOT_FRONT_MATTER = [
+    ("a sentence", "Refunds take fourteen days."),
+    ("two paragraphs", "Refunds take fourteen days.\n\nAsk the finance team."),
+    ("a list", "- refunds\n- returns"),
+    ("a heading and text", "Refunds\n\nFourteen days after delivery."),
+    ("a key then prose", "Note: refunds take fourteen days.\nAsk the finance team."),
+    ("a link", "https://example.com/refunds"),
+    ("indented text first", "  indented refunds text"),
+]
+
+
+@pytest.mark.parametrize("case,inner", NOT_FRONT_MATTER, ids=[c[0] for c in NOT_FRONT_MATTER])
+def test_text_between_two_rules_that_is_not_a_yaml_mapping_is_kept_as_text(case: str, inner: str) -> None:
+    body = f"---\n{inner}\n---\nAfter."
+    assert strip_front_matter(body) == (body, 0)
+    chunks = chunk_document(body)
+    _check_invariants(body, chunks)
+    indexed = "\n".join(c.embed_text for c in chunks)
+    for line in inner.splitlines():
+        assert line.strip() in indexed
+    try:
+        loaded = yaml.safe_load(inner)
+    except yaml.YAMLError:
+        loaded = None
+    assert not isinstance(loaded, dict)  # the loader refuses these too (with the line)
 
 
 def test_front_matter_not_chunked_and_offsets_refer_to_original() -> None:

@@ -227,3 +227,31 @@ def test_elliptical_short_question_leans_on_the_earlier_turn():
     assert got["composed"].startswith("engineering on-call rotation")
     assert analyze("退货呢？", ["退款期限是几天？"])["composed"] == "退款期限 退货"
     assert analyze("when is the handover?", None)["followup"] is False
+
+
+@pytest.mark.parametrize("blank", ["\u00a0", "\u3000", "\u2003", "\u200b", "\u200d", "\ufeff", "\u2060", "\u00ad"])
+def test_blank_characters_around_a_query_are_not_part_of_it(blank):
+    result = analyze(f"{blank}{blank}退款期限是几天？{blank} ")
+    assert result["original"] == "退款期限是几天？"
+    assert result["stages"][0] == "退款期限是几天？"
+
+
+def test_a_blank_query_has_no_stages():
+    result = analyze("\u200b\u3000\u00a0\ufeff")
+    assert (result["original"], result["stages"]) == ("", [])
+
+
+def test_a_blank_context_turn_is_no_turn():
+    assert analyze("它适用于数字商品吗？", ["退款期限是几天？", "\u200b\u3000"])["followup"] is True
+    assert analyze("它适用于数字商品吗？", ["\u200b\u3000"])["followup"] is False
+
+
+def test_only_the_last_context_turns_are_read():
+    from pgkb_plpy.vocabulary import MAX_CONTEXT_TURNS
+
+    old = ["What is the session TTL?"]
+    recent = ["退款期限是几天？"] * MAX_CONTEXT_TURNS
+    assert analyze("它适用于数字商品吗？", old + recent)["composed"] == "退款期限 适用于数字商品"
+    started = time.perf_counter()
+    analyze("How do I change it?", ["What is the session TTL?"] * 100_000)
+    assert time.perf_counter() - started < 0.5
