@@ -129,7 +129,7 @@ CREATE TABLE kb.chunks (
     char_end integer NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL
 );
-ALTER TABLE kb.chunks ADD CONSTRAINT chunks_content_check CHECK ((btrim(content, ' 	
+ALTER TABLE kb.chunks ADD CONSTRAINT chunks_content_check CHECK ((btrim(content, ' 	\r
 '::text) <> ''::text));
 ALTER TABLE kb.chunks ADD CONSTRAINT chunks_document_id_fkey FOREIGN KEY (document_id) REFERENCES kb.documents(id) ON DELETE CASCADE;
 ALTER TABLE kb.chunks ADD CONSTRAINT chunks_pkey PRIMARY KEY (id);

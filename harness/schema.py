@@ -145,7 +145,9 @@ def describe(conn: psycopg.Connection) -> str:
         security = " SECURITY DEFINER" if definer else ""
         out.append(f"-- {signature}\n--     {result} LANGUAGE {language} {volatility} {parallel}{security}\n")
         out.append(f"--     {_first_line(comment)}\n")
-    return "".join(out)
+    # a carriage return inside a literal (a CHECK's btrim characters) would not survive reading
+    # the file as text: it is shown escaped
+    return "".join(out).replace("\r", "\\r")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -73,7 +73,7 @@ def test_kb_retrieve_limits_are_the_schema_and_analysis_limits(migrated_db):
 
 
 def test_the_migration_validates_the_check_only_when_no_stored_body_is_blank(migrated_db):
-    migration = next((ROOT / "migrations").glob("0012_*.sql")).read_text(encoding="utf-8")
+    migration = next((ROOT / "migrations").glob("0011_*.sql")).read_text(encoding="utf-8")
     notices: list[str] = []
     migrated_db.add_notice_handler(lambda diag: notices.append(diag.message_primary or ""))
     # a database from before the migration: its check (0001) let a body of no-break spaces in

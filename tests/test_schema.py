@@ -4,6 +4,8 @@ and function signature of a freshly migrated database. Regenerate the file with
 
 from __future__ import annotations
 
+import difflib
+
 import psycopg
 
 from harness.schema import SCHEMA_FILE, describe
@@ -14,12 +16,10 @@ def test_docs_schema_sql_is_the_schema_of_a_fresh_database(dsn, migrated_db):
         current = describe(conn)
     committed = SCHEMA_FILE.read_text(encoding="utf-8")
     if current != committed:
-        added = sorted(set(current.splitlines()) - set(committed.splitlines()))
-        removed = sorted(set(committed.splitlines()) - set(current.splitlines()))
-        raise AssertionError(
-            f"{SCHEMA_FILE} is stale: run python -m harness.schema --dsn <fresh database>\n"
-            f"in the database, not the file: {added[:20]}\nin the file, not the database: {removed[:20]}"
+        diff = "".join(
+            list(difflib.unified_diff(committed.splitlines(True), current.splitlines(True), "file", "db"))[:60]
         )
+        raise AssertionError(f"{SCHEMA_FILE} is stale: run python -m harness.schema --dsn <fresh database>\n{diff}")
 
 
 def test_every_function_has_a_comment(migrated_db):
