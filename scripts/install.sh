@@ -22,7 +22,10 @@ PG_CONFIG="/usr/lib/postgresql/$PGV/bin/pg_config"
 
 packages=(postgresql-$PGV postgresql-plpython3-$PGV postgresql-server-dev-$PGV
           postgresql-contrib python3-venv python3-dev build-essential dpkg-dev pgxnclient)
-[ "$PGV" = 17 ] && packages+=(postgresql-17-pgvector)
+# Debian 13: pgvector is a package; contrib (pg_trgm) is inside postgresql-17, and
+# postgresql-contrib is only a virtual package there, which dpkg-query never reports
+# installed (every re-run would call apt-get), so it is not asked for.
+[ "$PGV" = 17 ] && packages=("${packages[@]/#postgresql-contrib/postgresql-17-pgvector}")
 
 missing=()
 for p in "${packages[@]}"; do
