@@ -10,7 +10,6 @@ Modules, one job each:
 * ``corpus``: the synthetic vocabulary, text and Markdown documents, the lifecycle mix;
 * ``load``: a benchmark database built from that corpus with ingest's own code (chunker, chunk rows,
   BM25 terms, embedding provider), bulk-loaded by COPY and checked against the ingest trigger;
-* ``trigger_rows``: stand-in for ingest's chunk-row builder until ``pgkb_plpy`` exports it;
 * ``queries``: short and long queries drawn from the stored chunks;
 * ``timing``: percentiles, timed statements with a timeout budget, buffer pre-warming;
 * ``facts``: read-only facts of a database (data, settings, installed functions, corpus fingerprint);

@@ -48,17 +48,13 @@ from pathlib import Path
 import numpy as np
 import psycopg
 from pgkb_plpy import chunker, ingest_db
+from pgkb_plpy.ingest import chunk_rows
 from pgvector.psycopg import register_vector
 from psycopg import sql
 from psycopg.rows import dict_row
 
 from .config import GENERATOR_VERSION, MODEL_NAME, database_dsn, log
 from .corpus import Corpus, Document, lifecycle_plan
-
-# The trigger's chunk-row builder. When pgkb_plpy exports it, switch this one line to
-#     from pgkb_plpy.ingest import chunk_rows
-# and delete trigger_rows.py.
-from .trigger_rows import chunk_rows
 
 NAMESPACE = "default"
 CHUNK_BATCH = 512  # documents chunked per round while filling up to the chunk count

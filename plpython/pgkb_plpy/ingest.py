@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+from . import lexical
+from .chunker import Chunk
 
 
 @dataclass(frozen=True)
@@ -30,6 +34,50 @@ def plan_chunk_changes(existing: list[tuple[int, str]], new_hashes: list[str]) -
             insert.append(index)
     delete = sorted(chunk_id for ids in available.values() for chunk_id in ids)
     return ChunkPlan(keep=keep, delete=delete, insert=insert)
+
+
+@dataclass(frozen=True)
+class ChunkRow:
+    """The ``kb.chunks`` columns ingest writes for one chunk (all but ids and namespace), and the
+    chunk's BM25 terms (``term -> tf``: its rows of ``kb.lexical_postings``)."""
+
+    ordinal: int
+    section_path: list[str]
+    section_text: str
+    content: str
+    embed_text: str
+    content_hash: str
+    token_count: int
+    lexical_length: int
+    char_start: int
+    char_end: int
+    terms: dict[str, int]
+
+
+def chunk_rows(chunks: Sequence[Chunk]) -> list[ChunkRow]:
+    """The rows ingest inserts for ``chunks``, in their order: ``section_text`` is the section path
+    joined with `` > `` (trigram-indexed), the BM25 terms are those of ``embed_text`` (the heading
+    path is indexed with the content), and ``lexical_length`` is the sum of their frequencies (the
+    ``chunk_length`` of every posting of the chunk)."""
+    rows = []
+    for c in chunks:
+        terms = lexical.document_terms(c.embed_text)
+        rows.append(
+            ChunkRow(
+                ordinal=c.ordinal,
+                section_path=list(c.section_path),
+                section_text=" > ".join(c.section_path),
+                content=c.content,
+                embed_text=c.embed_text,
+                content_hash=c.content_hash,
+                token_count=c.token_count,
+                lexical_length=sum(terms.values()),
+                char_start=c.char_start,
+                char_end=c.char_end,
+                terms=terms,
+            )
+        )
+    return rows
 
 
 def vector_literal(vector: list[float]) -> str:

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from . import chunker, embedders, lexical
-from .ingest import batches, plan_chunk_changes, vector_literal
+from .ingest import batches, chunk_rows, plan_chunk_changes, vector_literal
 
 #: The settings one document sync reads.
 SYNC_SETTINGS = ("chunk_max_tokens", "chunk_overlap_tokens", "embed_mode", "embed_batch_size", "lexical_terms_version")
@@ -204,7 +204,7 @@ def sync_document(plpy, GD, SD, new: dict) -> None:
 
 
 def insert_chunks(plpy, SD, doc_id: int, namespace: str, chunks: list) -> list[int]:
-    term_lists = [lexical.document_terms(c.embed_text) for c in chunks]
+    new_rows = chunk_rows(chunks)
     rows = plpy.execute(
         _plan(
             plpy,
@@ -212,39 +212,52 @@ def insert_chunks(plpy, SD, doc_id: int, namespace: str, chunks: list) -> list[i
             "insert_chunks",
             """INSERT INTO kb.chunks (document_id, namespace, ordinal, section_path, section_text, content,
                                       embed_text, content_hash, token_count, lexical_length, char_start, char_end)
-               SELECT $1, $2, t.o, ARRAY(SELECT jsonb_array_elements_text(t.sp::jsonb)),
-                      array_to_string(ARRAY(SELECT jsonb_array_elements_text(t.sp::jsonb)), ' > '),
+               SELECT $1, $2, t.o, ARRAY(SELECT jsonb_array_elements_text(t.sp::jsonb)), t.st,
                       t.c, t.et, t.h, t.tc, t.ll, t.s, t.e
-               FROM unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int[], $9::int[],
-                           $10::int[], $11::int[]) WITH ORDINALITY AS t(o, sp, c, et, h, tc, ll, s, e, n)
+               FROM unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[],
+                           $10::int[], $11::int[], $12::int[])
+                    WITH ORDINALITY AS t(o, sp, st, c, et, h, tc, ll, s, e, n)
                ORDER BY t.n
                RETURNING id, ordinal""",
-            ["bigint", "text", "int[]", "text[]", "text[]", "text[]", "text[]", "int[]", "int[]", "int[]", "int[]"],
+            [
+                "bigint",
+                "text",
+                "int[]",
+                "text[]",
+                "text[]",
+                "text[]",
+                "text[]",
+                "text[]",
+                "int[]",
+                "int[]",
+                "int[]",
+                "int[]",
+            ],
         ),
         [
             doc_id,
             namespace,
-            [c.ordinal for c in chunks],
-            [json.dumps(c.section_path, ensure_ascii=False) for c in chunks],
-            [c.content for c in chunks],
-            [c.embed_text for c in chunks],
-            [c.content_hash for c in chunks],
-            [c.token_count for c in chunks],
-            [sum(t.values()) for t in term_lists],
-            [c.char_start for c in chunks],
-            [c.char_end for c in chunks],
+            [r.ordinal for r in new_rows],
+            [json.dumps(r.section_path, ensure_ascii=False) for r in new_rows],
+            [r.section_text for r in new_rows],
+            [r.content for r in new_rows],
+            [r.embed_text for r in new_rows],
+            [r.content_hash for r in new_rows],
+            [r.token_count for r in new_rows],
+            [r.lexical_length for r in new_rows],
+            [r.char_start for r in new_rows],
+            [r.char_end for r in new_rows],
         ],
     )
     id_by_ordinal = {r["ordinal"]: r["id"] for r in rows}
-    ids = [id_by_ordinal[c.ordinal] for c in chunks]
+    ids = [id_by_ordinal[r.ordinal] for r in new_rows]
     terms, chunk_ids, tfs, lengths = [], [], [], []
-    for chunk_id, term_counts in zip(ids, term_lists, strict=True):
-        length = sum(term_counts.values())
-        for term, tf in term_counts.items():
+    for chunk_id, row in zip(ids, new_rows, strict=True):
+        for term, tf in row.terms.items():
             terms.append(term)
             chunk_ids.append(chunk_id)
             tfs.append(tf)
-            lengths.append(length)
+            lengths.append(row.lexical_length)
     if terms:
         plpy.execute(
             _plan(
