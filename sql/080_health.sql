@@ -17,7 +17,8 @@ DECLARE
     model kb.models;
     vector_text text;
     stored_dims integer[];
-    stats kb.lexical_stats;
+    stats_chunks bigint;
+    stats_refreshed timestamptz;
     chunks bigint;
     n bigint;
     oldest timestamptz;
@@ -90,13 +91,15 @@ BEGIN
     ORDER BY m.name;
 
     BEGIN
-        SELECT s.* INTO stats FROM kb.lexical_stats AS s;
+        -- per namespace, summed over those the caller may see
+        SELECT coalesce(sum(s.chunk_count), 0), min(s.refreshed_at) INTO stats_chunks, stats_refreshed
+        FROM kb.lexical_stats AS s;
         SELECT count(*) INTO chunks FROM kb.chunks;
         RETURN QUERY SELECT 'bm25 statistics',
-            CASE WHEN abs(stats.chunk_count - chunks) <= greatest(0.1 * chunks, 10) THEN 'ok' ELSE 'degraded' END,
-            format('statistics count %s chunks (refreshed %s), the table holds %s', stats.chunk_count,
-                to_char(stats.refreshed_at, 'YYYY-MM-DD HH24:MI'), chunks),
-            CASE WHEN abs(stats.chunk_count - chunks) > greatest(0.1 * chunks, 10)
+            CASE WHEN abs(stats_chunks - chunks) <= greatest(0.1 * chunks, 10) THEN 'ok' ELSE 'degraded' END,
+            format('statistics count %s chunks (refreshed %s), the table holds %s', stats_chunks,
+                coalesce(to_char(stats_refreshed, 'YYYY-MM-DD HH24:MI'), 'never'), chunks),
+            CASE WHEN abs(stats_chunks - chunks) > greatest(0.1 * chunks, 10)
                 THEN 'SELECT kb.refresh_lexical_stats()' END;
     EXCEPTION WHEN insufficient_privilege THEN
         RETURN QUERY SELECT 'bm25 statistics', 'skipped', SQLERRM, NULL::text;

@@ -63,12 +63,14 @@ GRANT SELECT ON ALL TABLES IN SCHEMA kb TO pgkb_admin;
 -- the roles whose job that is may call them (a reader starting full recounts
 -- of the statistics would be a denial of service).
 REVOKE EXECUTE ON FUNCTION kb.register_model(text, text, text, integer, jsonb, boolean), kb.activate_model(text),
-kb.refresh_lexical_stats(), kb.refresh_term_stats(), kb.maybe_refresh_lexical_stats(),
+kb.refresh_lexical_stats(), kb.refresh_term_stats(text[]), kb.maybe_refresh_lexical_stats(),
+kb.recount_lexical_stats(), kb.recount_term_stats(text[]),
 kb.embed_queue_batch(text, integer, boolean), kb.embed_queue_batch_as(text, integer, boolean, name)
 FROM public;
 GRANT EXECUTE ON FUNCTION kb.register_model(text, text, text, integer, jsonb, boolean), kb.activate_model(text)
 TO pgkb_admin;
-GRANT EXECUTE ON FUNCTION kb.refresh_lexical_stats(), kb.refresh_term_stats(), kb.maybe_refresh_lexical_stats(),
+GRANT EXECUTE ON FUNCTION kb.refresh_lexical_stats(), kb.refresh_term_stats(text[]), kb.maybe_refresh_lexical_stats(),
+kb.recount_lexical_stats(), kb.recount_term_stats(text[]),
 kb.embed_queue_batch(text, integer, boolean), kb.embed_queue_batch_as(text, integer, boolean, name)
 TO pgkb_writer, pgkb_admin;
 
@@ -181,6 +183,8 @@ ALTER TABLE kb.chunks ENABLE ROW LEVEL SECURITY;
 ALTER TABLE kb.lexical_postings ENABLE ROW LEVEL SECURITY;
 ALTER TABLE kb.embeddings ENABLE ROW LEVEL SECURITY;
 ALTER TABLE kb.embed_queue ENABLE ROW LEVEL SECURITY;
+ALTER TABLE kb.lexical_stats ENABLE ROW LEVEL SECURITY;
+ALTER TABLE kb.lexical_terms ENABLE ROW LEVEL SECURITY;
 
 DROP POLICY IF EXISTS tenant_namespace ON kb.documents;
 CREATE POLICY tenant_namespace ON kb.documents
@@ -199,6 +203,21 @@ CREATE POLICY tenant_namespace ON kb.lexical_postings
 USING (
     (SELECT kb.allowed_namespaces(current_user)) IS NULL
     OR lexical_postings.namespace IN (SELECT unnest(kb.allowed_namespaces(current_user)))
+);
+-- BM25 statistics are kept per namespace so that these policies can apply:
+-- a reader's N, average length and document frequencies are sums over the
+-- namespaces it may see, never counts of another tenant's words
+DROP POLICY IF EXISTS tenant_namespace ON kb.lexical_stats;
+CREATE POLICY tenant_namespace ON kb.lexical_stats
+USING (
+    (SELECT kb.allowed_namespaces(current_user)) IS NULL
+    OR lexical_stats.namespace IN (SELECT unnest(kb.allowed_namespaces(current_user)))
+);
+DROP POLICY IF EXISTS tenant_namespace ON kb.lexical_terms;
+CREATE POLICY tenant_namespace ON kb.lexical_terms
+USING (
+    (SELECT kb.allowed_namespaces(current_user)) IS NULL
+    OR lexical_terms.namespace IN (SELECT unnest(kb.allowed_namespaces(current_user)))
 );
 -- vectors and queue rows follow their chunk (whose own policy applies inside the subquery)
 DROP POLICY IF EXISTS tenant_namespace ON kb.embeddings;

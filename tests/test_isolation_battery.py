@@ -9,10 +9,8 @@ day it is created:
   same way whether B's row exists or not (no duplicate-key or foreign-key oracle);
 * every SECURITY DEFINER function A's roles may call is one reviewed here, with the reason it
   cannot leak; the ones that take plain arguments give A the same answer with or without B;
-* retrieval in every mode returns and explains A's documents only.
-
-Relations whose content is shared by design of another part of issue 12 (per-namespace BM25
-statistics, item 1) are listed in SHARED_UNTIL_PER_TENANT_STATISTICS; nothing else may differ."""
+* retrieval in every mode returns and explains A's documents only, and explains it exactly alike
+  with or without B (BM25 statistics are per namespace, under row-level security)."""
 
 from __future__ import annotations
 
@@ -34,10 +32,6 @@ B_SECRET = f"sk-{SUFFIX}-battery"
 # text that exists only in B's documents or B's secrets; A must never see any of it
 B_MARKERS = (B_NAMESPACE, B_WORD, B_SOURCE, B_SECRET)
 
-# BM25 corpus statistics are global until per-namespace statistics (issue 12, item 1) land;
-# whoever lands them empties this set (the battery then holds them to the same rule).
-SHARED_UNTIL_PER_TENANT_STATISTICS = {"kb.lexical_stats", "kb.lexical_terms"}
-
 # SECURITY DEFINER functions a reader or writer may call, and why each cannot leak another
 # tenant's data. A sample call (None: not callable with plain arguments) is compared with and
 # without B's documents.
@@ -48,8 +42,8 @@ REVIEWED_DEFINERS = {
     "kb.snippet(text,text,integer)": ("pure: snippet of the passage given", "kb.snippet('a b', 'a', 20)"),
     "kb.embed_query(text,text)": ("pure: the query's vector from the model named", "kb.embed_query('x', 'hash-64')"),
     "kb.tenant_isolation_on()": ("one global switch, no tenant data", "kb.tenant_isolation_on()"),
-    "kb.refresh_lexical_stats()": ("writers only; recomputes global BM25 statistics (item 1 scope)", None),
-    "kb.refresh_term_stats()": ("writers only; recomputes global document frequencies (item 1 scope)", None),
+    "kb.recount_lexical_stats()": ("writers only; recomputes every namespace's BM25 statistics, returns nothing", None),
+    "kb.recount_term_stats(text[])": ("writers only; recounts document frequencies, returns nothing", None),
     "kb.maybe_refresh_lexical_stats()": ("writers only; returns nothing", None),
     "kb.embed_queue_batch_as(text,integer,boolean,name)": (
         "writers only; embeds the namespaces of a role the session may become, counts of those only",
@@ -154,14 +148,12 @@ def test_every_relation_shows_tenant_a_the_same_rows_with_or_without_tenant_b(wo
     after = view_of(world, role(name))
     assert before.keys() == after.keys()
     differing = {rel for rel in before if before[rel] != after[rel]}
-    assert differing <= SHARED_UNTIL_PER_TENANT_STATISTICS, {rel: (before[rel], after[rel]) for rel in differing}
+    assert not differing, {rel: (before[rel], after[rel]) for rel in differing}
 
 
 @pytest.mark.parametrize("name", A_ROLES)
 def test_no_relation_tenant_a_reads_names_tenant_b_or_its_secrets(world, name):
     for rel, rows in view_of(world, role(name)).items():
-        if rel in SHARED_UNTIL_PER_TENANT_STATISTICS:
-            continue
         text = "\n".join(rows).lower()
         assert not [m for m in B_MARKERS if m.lower() in text], rel
 
@@ -177,7 +169,6 @@ def test_retrieval_returns_and_explains_tenant_a_only(world, mode):
         assert not [m for m in B_MARKERS if m.lower() in text and m.lower() not in query.lower()], query
 
 
-@pytest.mark.xfail(reason="BM25 statistics are global until issue 12 item 1 (per-namespace statistics)", strict=False)
 @pytest.mark.parametrize("mode", ["lexical", "hybrid"])
 def test_retrieval_explains_tenant_a_the_same_with_or_without_tenant_b(world, mode):
     def answers():
