@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,6 +15,18 @@ SQL_DIR = REPO_ROOT / "sql"
 PLPYTHON_DIR = REPO_ROOT / "plpython" / "pgkb_plpy"
 DEFAULT_PORT = 5499
 DATABASE_NAME = "pgkb"
+
+
+def _load_vocabulary():
+    """pgkb_plpy.vocabulary of this checkout (stdlib only), without importing the in-database package:
+    the harness's one source of the modes, limits and character classes the database uses."""
+    spec = importlib.util.spec_from_file_location("pgkb_vocabulary", PLPYTHON_DIR / "vocabulary.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+VOCABULARY = _load_vocabulary()
 
 
 @dataclass(frozen=True)

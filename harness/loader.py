@@ -15,7 +15,6 @@ SQL; the ingest trigger inside PostgreSQL chunks and embeds.
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import json
 import os
 import sys
@@ -26,19 +25,8 @@ import psycopg
 import yaml
 from tqdm import tqdm
 
-from .config import PLPYTHON_DIR
+from .config import VOCABULARY as vocabulary
 from .db import connect
-
-
-def _load_vocabulary():
-    """pgkb_plpy.vocabulary of this checkout (stdlib only), without importing the in-database package."""
-    spec = importlib.util.spec_from_file_location("pgkb_vocabulary", PLPYTHON_DIR / "vocabulary.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-vocabulary = _load_vocabulary()
 
 FRONT_MATTER_KEYS = {
     "title",

@@ -16,9 +16,11 @@ import psycopg
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-# The retrieval modes kb_retrieve accepts, in the order reports list them; tests check that the
-# database and pgkb_plpy agree with this list.
-MODES = ("lexical", "dense", "hybrid", "auto")
+from .config import VOCABULARY
+
+# The retrieval modes kb_retrieve accepts, in the order reports list them (pgkb_plpy.vocabulary's
+# list; tests check that the database agrees).
+MODES = VOCABULARY.RETRIEVAL_MODES
 
 # Optional arguments of kb_retrieve / kb_retrieve_explain with their SQL types, in signature order.
 OPTIONAL_ARGUMENTS = {
