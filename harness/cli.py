@@ -159,6 +159,12 @@ def cmd_mcp(args) -> int:
     return mcp_server.serve()
 
 
+def cmd_lab(args) -> int:
+    from . import lab
+
+    return lab.serve(host=args.host, port=args.port)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pgkb", description="Retrieval for RAG inside PostgreSQL")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -229,6 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_eval)
     p = sub.add_parser("mcp", help="serve kb_retrieve and kb_status to AI assistants (MCP over stdio)")
     p.set_defaults(func=cmd_mcp)
+    p = sub.add_parser("lab", help="a local web page to query, explain, compare, browse documents and evaluations")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8765)
+    p.set_defaults(func=cmd_lab)
     return parser
 
 

@@ -1,0 +1,454 @@
+"""The lab's web application: Starlette routes rendering Jinja2 templates, one page per job.
+
+| route | page |
+| --- | --- |
+| ``GET /query`` | the question form, retrieval settings for this query, results (grouped by document on request) |
+| ``GET /explain`` | kb_retrieve_explain of the same form: analysis, stages, candidates, thresholds, timings |
+| ``GET /compare`` | one question under two modes/settings (``a.*``, ``b.*``) side by side, rank changes marked |
+| ``GET /documents`` | documents with status, lifecycle, ingest state, chunks; filters |
+| ``GET /documents/{id}`` | one document and its chunks (section path, tokens, vector of the active model) |
+| ``POST /actions/retry-failed`` | embed the queued and failed chunks the role may see (roles that may run the queue) |
+| ``POST /documents/{id}/reindex`` | re-index one document (only when the database offers kb.reindex_document) |
+| ``GET /eval``, ``GET /eval/{id}`` | evaluation runs, trend chart, metrics per mode and category; one run's cases |
+
+Every database call runs as the lab's role (harness.lab.database). Errors the user can cause or meet
+(database down, a role that cannot be used or lacks a privilege, a query the database refuses, an
+empty knowledge base) are pages that say what happened and what to do, never a traceback. POST actions
+need the form token of this process, so another web site cannot make a browser trigger them.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.templating import Jinja2Templates
+
+from .. import retrieval
+from . import queries, render
+from .database import LabDatabase, LabError, NotPermitted, QueryFailed, redacted
+from .forms import FormError, QueryForm, query_form
+
+HERE = Path(__file__).resolve().parent
+PAGE_SIZE = 200
+
+
+def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = None) -> Starlette:
+    """The lab for one database and role. allowed_hosts: the Host headers accepted (None: any), which
+    keeps pages of a loopback-bound lab from being read through DNS rebinding."""
+    db = LabDatabase(dsn, role)
+    token = secrets.token_urlsafe(24)
+    templates = Jinja2Templates(directory=str(HERE / "templates"))
+    env = templates.env
+    env.filters["markdown"] = render.markdown
+    env.filters["snippet"] = render.snippet
+    env.filters["number"] = _number
+    env.globals.update(
+        modes=retrieval.MODES,
+        lifecycles=queries.LIFECYCLES,
+        statuses=queries.STATUSES,
+        ingest_states=queries.INGEST_STATES,
+        role=db.role_label,
+        database=redacted(dsn),
+        token=token,
+    )
+
+    def page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> Response:
+        return templates.TemplateResponse(request, name, context, status_code=status)
+
+    def error_page(request: Request, exc: LabError) -> Response:
+        return page(request, "error.html", {"error": exc, "nav": ""}, status=exc.status)
+
+    # -- query, explain, compare ------------------------------------------------------------
+
+    def form_meta() -> dict[str, Any]:
+        def work(conn):
+            return {"namespaces": queries.namespaces(conn), "settings": queries.query_settings(conn)}
+
+        return db.run(work)
+
+    def read_form(request: Request, meta: dict[str, Any], side: str = "") -> tuple[QueryForm, str | None]:
+        allowed = {s["key"] for s in meta["settings"]}
+        try:
+            return query_form(request.query_params, allowed, side), None
+        except FormError as exc:
+            return query_form(request.query_params, None, side), str(exc)
+
+    def inline_error(exc: Exception) -> dict[str, Any]:
+        if isinstance(exc, LabError):
+            return {"title": exc.title, "message": exc.message, "hint": exc.hint, "status": exc.status}
+        return {"title": "The form has a mistake", "message": str(exc), "hint": None, "status": 400}
+
+    def query_page(request: Request) -> Response:
+        meta = form_meta()
+        form, problem = read_form(request, meta)
+        context: dict[str, Any] = {
+            "nav": "query",
+            "form": form,
+            "meta": meta,
+            "rows": None,
+            "explain": None,
+            "group": request.query_params.get("group") == "1",
+            "error": None,
+        }
+        if problem:
+            context["error"] = inline_error(FormError(problem))
+        elif form.q:
+            try:
+                req = form.request()
+
+                def work(conn):
+                    rows = queries.retrieve(conn, req)
+                    # why nothing came back is in the explain object; asked only then (it is a second retrieval)
+                    return rows, (queries.explain(conn, req) if not rows else None)
+
+                context["rows"], context["explain"] = db.run(work, settings=form.settings)
+            except (FormError, QueryFailed, NotPermitted) as exc:
+                context["error"] = inline_error(exc)
+        if context["rows"] is not None:
+            context["groups"] = render.group_by_document(context["rows"])
+        if context["explain"] is not None:
+            context["reason"] = render.no_evidence_reason(context["explain"])
+        status = context["error"]["status"] if context["error"] else 200
+        return page(request, "query.html", context, status)
+
+    def explain_page(request: Request) -> Response:
+        meta = form_meta()
+        form, problem = read_form(request, meta)
+        context: dict[str, Any] = {
+            "nav": "explain",
+            "form": form,
+            "meta": meta,
+            "explain": None,
+            "error": None,
+            "hidden": [],
+            "hidden_docs": {},
+        }
+        if problem:
+            context["error"] = inline_error(FormError(problem))
+        elif form.q:
+            try:
+                req = form.request()
+
+                def work(conn):
+                    answer = queries.explain(conn, req)
+                    hidden, docs = [], {}
+                    filters = req["arguments"].get("filters") or {}
+                    # versions that the lifecycle rule hid: the same retrieval with history allowed, minus
+                    # the documents already returned (asked only when the filters do not already lift it)
+                    if "include_history" not in filters and "status" not in filters:
+                        history = {
+                            **req,
+                            "arguments": {**req["arguments"], "filters": {**filters, "include_history": True}},
+                        }
+                        shown = {r["document_id"] for r in answer.get("results") or []}
+                        hidden = [
+                            r
+                            for r in queries.explain(conn, history).get("results") or []
+                            if r["document_id"] not in shown
+                        ]
+                        docs = queries.documents_by_id(
+                            conn, [r["document_id"] for r in hidden], req["arguments"].get("as_of")
+                        )
+                    return answer, hidden, docs
+
+                context["explain"], context["hidden"], context["hidden_docs"] = db.run(work, settings=form.settings)
+            except (FormError, QueryFailed, NotPermitted) as exc:
+                context["error"] = inline_error(exc)
+        answer = context["explain"]
+        if answer is not None:
+            context["reason"] = render.no_evidence_reason(answer)
+            context["segments"], context["total_ms"] = render.timing_segments(answer.get("timings_ms") or {})
+            context["extra"] = render.explain_extra(answer)
+        status = context["error"]["status"] if context["error"] else 200
+        return page(request, "explain.html", context, status)
+
+    def compare_page(request: Request) -> Response:
+        meta = form_meta()
+        sides, problem = {}, None
+        for side in ("a", "b"):
+            sides[side], side_problem = read_form(request, meta, f"{side}.")
+            problem = problem or side_problem
+        context: dict[str, Any] = {
+            "nav": "compare",
+            "a": sides["a"],
+            "b": sides["b"],
+            "meta": meta,
+            "rows_a": None,
+            "rows_b": None,
+            "error": None,
+        }
+        if problem:
+            context["error"] = inline_error(FormError(problem))
+        elif sides["a"].q:
+            try:
+                for side in ("a", "b"):
+                    req = sides[side].request()
+                    context[f"rows_{side}"] = db.run(
+                        lambda conn, req=req: queries.retrieve(conn, req), settings=sides[side].settings
+                    )
+                context["changes"] = render.rank_changes(context["rows_a"], context["rows_b"])
+            except (FormError, QueryFailed, NotPermitted) as exc:
+                context["error"] = inline_error(exc)
+        status = context["error"]["status"] if context["error"] else 200
+        return page(request, "compare.html", context, status)
+
+    # -- documents --------------------------------------------------------------------------
+
+    def documents_page(request: Request) -> Response:
+        p = request.query_params
+        filters = {
+            name: p.get(name) or None
+            for name in ("namespace", "status", "lifecycle", "ingest_status", "doc_type", "text", "as_of")
+        }
+        offset = _int(p.get("offset"), 0)
+
+        def work(conn):
+            rows, total = queries.documents(conn, **filters, limit=PAGE_SIZE, offset=offset)
+            permitted = queries.permissions(conn)
+            return {
+                "rows": rows,
+                "total": total,
+                "namespaces": queries.namespaces(conn),
+                "permissions": permitted,
+                "failures": queries.failures(conn, filters["namespace"]) if permitted["failures"] else [],
+            }
+
+        data = db.run(work)
+        more = urlencode({**{k: v for k, v in filters.items() if v}, "offset": offset + PAGE_SIZE})
+        return page(
+            request,
+            "documents.html",
+            {
+                "nav": "documents",
+                "filters": filters,
+                "offset": offset,
+                "page_size": PAGE_SIZE,
+                "more": more,
+                "done": p.get("done"),
+                **data,
+            },
+        )
+
+    def document_page(request: Request) -> Response:
+        document_id = request.path_params["id"]
+        as_of = request.query_params.get("as_of") or None
+
+        def work(conn):
+            doc = queries.document(conn, document_id, as_of)
+            if doc is None:
+                return None
+            return {
+                "doc": doc,
+                "chunks": queries.chunks(conn, document_id),
+                "model": queries.active_model(conn),
+                "permissions": queries.permissions(conn),
+            }
+
+        data = db.run(work)
+        if data is None:
+            raise HTTPException(404, f"no document {document_id} that the role {db.role_label} can see")
+        return page(request, "document.html", {"nav": "documents", "done": request.query_params.get("done"), **data})
+
+    async def checked_form(request: Request) -> Any:
+        form = await request.form()
+        if not secrets.compare_digest(str(form.get("token", "")), token):
+            raise HTTPException(403, "the form token is missing or stale: reload the page and try again")
+        return form
+
+    async def retry_failed(request: Request) -> Response:
+        form = await checked_form(request)
+        permitted = await run_in_threadpool(lambda: db.run(queries.permissions))
+        if not permitted["retry"]:
+            raise NotPermitted(
+                f"the role {db.role_label} may not run the embedding queue",
+                "grant pgkb_writer or pgkb_admin to the lab's role",
+            )
+        await run_in_threadpool(lambda: db.run(queries.retry_failed, transaction=False))
+        back = str(form.get("back") or "/documents")
+        back = back if back.startswith("/") and not back.startswith("//") else "/documents"
+        separator = "&" if "?" in back else "?"
+        return RedirectResponse(f"{back}{separator}done=retried", status_code=303)
+
+    async def reindex(request: Request) -> Response:
+        await checked_form(request)
+        document_id = request.path_params["id"]
+        permitted = await run_in_threadpool(lambda: db.run(queries.permissions))
+        if not permitted["reindex"]:
+            raise NotPermitted(
+                f"the role {db.role_label} may not re-index documents here",
+                "needs EXECUTE on kb.reindex_document(bigint), which this database may not have",
+            )
+        await run_in_threadpool(lambda: db.run(lambda conn: queries.reindex(conn, document_id)))
+        return RedirectResponse(f"/documents/{document_id}?done=reindexed", status_code=303)
+
+    # -- evaluation -------------------------------------------------------------------------
+
+    def eval_page(request: Request) -> Response:
+        p = request.query_params
+
+        def work(conn):
+            if not queries.permissions(conn)["eval"]:
+                return None
+            return queries.eval_runs(conn)
+
+        runs = db.run(work)
+        if runs is None:
+            return page(request, "eval.html", {"nav": "eval", "denied": True, "runs": []}, status=403)
+        datasets = sorted({r["dataset"] for r in runs})
+        dataset = p.get("dataset") or (runs[0]["dataset"] if runs else None)
+        selected = [r for r in runs if r["dataset"] == dataset]
+        metric_names = render.numeric_metrics(selected)
+        metric = p.get("metric") or (metric_names[0] if metric_names else "ndcg@10")
+        latest: dict[str, Any] = {}
+        for r in selected:  # newest first: the first run of each mode is its latest
+            latest.setdefault(r["mode"], r)
+        return page(
+            request,
+            "eval.html",
+            {
+                "nav": "eval",
+                "denied": False,
+                "runs": selected,
+                "all_runs": runs,
+                "datasets": datasets,
+                "dataset": dataset,
+                "metric": metric,
+                "metric_names": metric_names,
+                "latest": latest,
+                "chart": render.trend_svg(selected, metric),
+            },
+        )
+
+    def eval_run_page(request: Request) -> Response:
+        run_id = request.path_params["id"]
+        only_failures = request.query_params.get("only") == "failures"
+
+        def work(conn):
+            if not queries.permissions(conn)["eval"]:
+                return "denied"
+            run = queries.eval_run(conn, run_id)
+            if run is None:
+                return None
+            return {
+                "run": run,
+                "results": queries.eval_results(conn, run_id),
+                "dataset_runs": queries.eval_runs(conn, run["dataset"]),
+            }
+
+        data = db.run(work)
+        if data == "denied":
+            return page(request, "eval.html", {"nav": "eval", "denied": True, "runs": []}, status=403)
+        if data is None:
+            raise HTTPException(404, f"no evaluation run {run_id} that the role {db.role_label} can see")
+        run = data["run"]
+        results = data["results"]
+        if only_failures:
+            results = [r for r in results if _failed(r)]
+        params = run["params"] or {}
+        links = {r["case_id"]: _case_link(r, run, params) for r in results}
+        failed_cases = {r["case_id"] for r in data["results"] if _failed(r)}
+        metric = request.query_params.get("metric") or "ndcg@10"
+        return page(
+            request,
+            "eval_run.html",
+            {
+                "nav": "eval",
+                "run": run,
+                "results": results,
+                "links": links,
+                "only_failures": only_failures,
+                "metric": metric,
+                "failed": failed_cases,
+                "chart": render.trend_svg(data["dataset_runs"], metric, run["id"]),
+            },
+        )
+
+    def home(request: Request) -> Response:
+        return RedirectResponse("/query", status_code=307)
+
+    def highlight_css(request: Request) -> Response:
+        return Response(render.PYGMENTS_CSS, media_type="text/css")
+
+    async def lab_error(request: Request, exc: Exception) -> Response:
+        return error_page(request, exc)  # type: ignore[arg-type]
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        titles = {404: "Not found", 403: "Refused", 405: "Method not allowed"}
+        error = LabError(str(exc.detail))
+        error.status, error.title = exc.status_code, titles.get(exc.status_code, "Error")
+        return error_page(request, error)
+
+    routes = [
+        Route("/", home),
+        Route("/query", query_page),
+        Route("/explain", explain_page),
+        Route("/compare", compare_page),
+        Route("/documents", documents_page),
+        Route("/documents/{id:int}", document_page),
+        Route("/documents/{id:int}/reindex", reindex, methods=["POST"]),
+        Route("/actions/retry-failed", retry_failed, methods=["POST"]),
+        Route("/eval", eval_page),
+        Route("/eval/{id:int}", eval_run_page),
+        Route("/static/highlight.css", highlight_css),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)] if allowed_hosts else []
+    app = Starlette(
+        routes=routes, middleware=middleware, exception_handlers={LabError: lab_error, HTTPException: http_error}
+    )
+    app.state.database = db
+    app.state.token = token
+    return app
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return max(int(value or default), 0)
+    except ValueError:
+        return default
+
+
+def _number(value: Any, digits: int = 3) -> str:
+    """A score or metric for a table cell: None as a dash, floats with `digits` significant digits."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}" if abs(value) < 1000 else f"{value:.0f}"
+    return str(value)
+
+
+def _failed(result: dict[str, Any]) -> bool:
+    """A case that did not pass: an error, a forbidden hit, the expected source not first, or (expected
+    nothing) passages returned with confidence (the evaluator counts a low-confidence answer as "no
+    evidence", harness.metrics)."""
+    if result["error"] or result["forbidden_hit"]:
+        return True
+    if not result["expected"]:
+        return bool(result["returned"]) and not result["low_confidence"]
+    return result["first_relevant_rank"] != 1
+
+
+def _case_link(result: dict[str, Any], run: dict[str, Any], params: dict[str, Any]) -> str:
+    """The query page pre-filled with what the evaluation asked: the case's question, the run's
+    namespace, mode and settings."""
+    items = [("q", result["query"])]
+    if params.get("namespace"):
+        items.append(("namespace", params["namespace"]))
+    items += [("mode", run["mode"]), ("k", "10")]
+    items += [(f"set.{key}", str(value)) for key, value in (params.get("settings") or {}).items()]
+    return "/query?" + urlencode(items)

@@ -1,0 +1,194 @@
+"""The lab's connections: opened as the lab's database role, reused, and every unit of work in one transaction.
+
+Rules:
+
+* Every connection does ``SET ROLE <PGKB_LAB_ROLE>`` right after connecting (when a role is given), so the
+  role's grants and row-level security decide everything the lab shows, as for the MCP server.
+* A unit of work (``run``) is one transaction. Per-query retrieval settings are applied inside it with
+  ``set_config('pgkb.<key>', value, true)`` (transaction-local), so they end with the transaction: they
+  never reach another request and are never written to ``kb.settings``. The transaction commits (the
+  only thing a retrieval may write is its ``kb.retrieval_log`` row, when the log is on).
+* Up to ``POOL_SIZE`` idle connections are kept, so a backend's embedding model stays loaded between
+  requests; a connection that is lost or left inside a transaction is closed, not reused.
+* Errors become the lab's own exceptions: ``DatabaseUnavailable`` (cannot connect, connection lost),
+  ``RoleUnavailable`` (SET ROLE refused), ``NotPermitted`` (the role lacks a privilege) and
+  ``QueryFailed`` (anything else the database refused), each with PostgreSQL's own message.
+"""
+
+from __future__ import annotations
+
+import queue
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from ..db import connect
+
+ROLE_ENV = "PGKB_LAB_ROLE"
+MAX_IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1
+POOL_SIZE = 4
+T = TypeVar("T")
+
+
+class LabError(Exception):
+    """An error the lab shows as a page: an HTTP status, a title, PostgreSQL's message and a hint."""
+
+    status = 500
+    title = "The database refused"
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+
+class DatabaseUnavailable(LabError):
+    status = 503
+    title = "Cannot reach the database"
+
+
+class RoleUnavailable(LabError):
+    status = 503
+    title = "Cannot act as the lab's role"
+
+
+class NotPermitted(LabError):
+    status = 403
+    title = "The lab's role may not do this"
+
+
+class QueryFailed(LabError):
+    status = 400
+    title = "The database refused the request"
+
+
+def validate_role(name: str | None) -> str | None:
+    """The role name from PGKB_LAB_ROLE, or None; ValueError for a name PostgreSQL cannot hold."""
+    if name is None or name.strip() == "":
+        return None
+    if "\x00" in name:
+        raise ValueError(f"{ROLE_ENV} must not contain NUL characters")
+    if len(name.encode("utf-8")) > MAX_IDENTIFIER_BYTES:
+        raise ValueError(f"{ROLE_ENV} is longer than {MAX_IDENTIFIER_BYTES} bytes: {name!r}")
+    return name
+
+
+def db_message(exc: psycopg.Error) -> tuple[str, str | None]:
+    """PostgreSQL's primary message and hint of an error (the exception text when there is none)."""
+    diag = getattr(exc, "diag", None)
+    message = (diag.message_primary if diag else None) or str(exc).strip() or type(exc).__name__
+    return message, (diag.message_hint if diag else None)
+
+
+def redacted(dsn: str) -> str:
+    """The DSN without its password, for pages and logs."""
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "(unparsable DSN)"
+    parts.pop("password", None)
+    return make_conninfo("", **parts)
+
+
+class LabDatabase:
+    """Connections to one database as one role (None: the connection's own user)."""
+
+    def __init__(self, dsn: str, role: str | None):
+        self.dsn = dsn
+        self.role = role
+        self._idle: queue.LifoQueue[psycopg.Connection] = queue.LifoQueue(maxsize=POOL_SIZE)
+
+    @property
+    def role_label(self) -> str:
+        return self.role or "(the connection's user)"
+
+    def _open(self) -> psycopg.Connection:
+        try:
+            conn = connect(self.dsn)
+        except psycopg.OperationalError as exc:
+            raise DatabaseUnavailable(
+                f"cannot connect to {redacted(self.dsn)}: {str(exc).strip()}",
+                "start the embedded cluster with `pgkb up`, or point PGKB_DSN at a running server",
+            ) from exc
+        conn.execute("SET application_name = 'pgkb lab'")
+        if self.role:
+            try:
+                conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(self.role)))
+            except psycopg.Error as exc:
+                conn.close()
+                message, _ = db_message(exc)
+                raise RoleUnavailable(
+                    f"SET ROLE {self.role} (from {ROLE_ENV}) failed: {message}",
+                    f"create the role and GRANT it to the connection's user, or unset {ROLE_ENV}",
+                ) from exc
+        return conn
+
+    def _borrow(self) -> tuple[psycopg.Connection, bool]:
+        """A connection and whether it was reused (an idle one may have been dropped by the server meanwhile)."""
+        try:
+            conn = self._idle.get_nowait()
+        except queue.Empty:
+            return self._open(), False
+        return (conn, True) if not conn.closed else (self._open(), False)
+
+    def _give_back(self, conn: psycopg.Connection) -> None:
+        if conn.closed or conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            conn.close()
+            return
+        try:
+            self._idle.put_nowait(conn)
+        except queue.Full:
+            conn.close()
+
+    def run(
+        self,
+        work: Callable[[psycopg.Connection], T],
+        settings: Mapping[str, str] | None = None,
+        transaction: bool = True,
+    ) -> T:
+        """work(conn) inside one transaction, with the session settings pgkb.<key> = value local to it.
+
+        transaction=False runs work outside a transaction block (for CALL of a procedure that commits);
+        settings are then not allowed."""
+        if settings and not transaction:
+            raise ValueError("settings apply inside a transaction only")
+        for attempt in (1, 2):
+            conn, reused = self._borrow()
+            try:
+                if not transaction:
+                    result = work(conn)
+                else:
+                    with conn.transaction():
+                        for key, value in (settings or {}).items():
+                            conn.execute("SELECT set_config(%s, %s, true)", (f"pgkb.{key}", str(value)))
+                        result = work(conn)
+            except psycopg.OperationalError as exc:
+                conn.close()
+                if attempt == 1 and reused:
+                    continue  # the server restarted or dropped an idle connection: one fresh try
+                message, hint = db_message(exc)
+                raise DatabaseUnavailable(f"lost the connection to the database: {message}", hint) from exc
+            except psycopg.errors.InsufficientPrivilege as exc:
+                self._give_back(conn)
+                message, hint = db_message(exc)
+                raise NotPermitted(message, hint or f"the lab runs as {self.role_label}") from exc
+            except psycopg.Error as exc:
+                self._give_back(conn)
+                message, hint = db_message(exc)
+                raise QueryFailed(message, hint) from exc
+            except BaseException:
+                self._give_back(conn)
+                raise
+            self._give_back(conn)
+            return result
+        raise AssertionError("unreachable")
+
+    def close(self) -> None:
+        while True:
+            try:
+                self._idle.get_nowait().close()
+            except queue.Empty:
+                return

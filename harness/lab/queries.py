@@ -1,0 +1,224 @@
+"""What the lab reads and does in the database: one function per question, each taking a connection.
+
+Retrieval goes through harness.retrieval (kb_retrieve / kb_retrieve_explain), the path every other
+client uses; nothing here ranks, filters or fuses in Python. Everything runs as the lab's role, so
+row-level security decides which namespaces, documents, chunks and candidates appear. kb.eval_runs
+has no namespace policy of its own: a role restricted to some namespaces sees only the runs whose
+``params.namespace`` is one of them (see ``eval_runs``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from .. import retrieval
+
+# Session-overridable settings that matter to ingest, not to a query: not offered as query controls.
+INGEST_SETTINGS = frozenset(
+    {"embed_mode", "chunk_max_tokens", "chunk_overlap_tokens", "embed_batch_size", "embed_max_attempts"}
+)
+
+LIFECYCLES = ("current", "superseded", "draft", "expired", "future", "deprecated", "removed")
+INGEST_STATES = ("indexed", "pending", "failed")
+STATUSES = ("active", "draft", "deprecated")
+
+# The lifecycle of a document at as_of, in the words of docs/LIFECYCLE.md. Current is decided by
+# the database's own rule (kb.document_is_current); the other labels only say which part failed.
+_LIFECYCLE_SQL = """
+    CASE
+        WHEN d.status = 'draft' THEN 'draft'
+        WHEN d.removed_at IS NOT NULL AND d.removed_at <= %(as_of)s::timestamptz THEN 'removed'
+        WHEN kb.document_is_current(d.id, %(as_of)s::timestamptz) THEN 'current'
+        WHEN d.effective_from > (%(as_of)s::timestamptz AT TIME ZONE (kb.setting('calendar_time_zone') #>> '{}'))::date
+            THEN 'future'
+        WHEN d.effective_to < (%(as_of)s::timestamptz AT TIME ZONE (kb.setting('calendar_time_zone') #>> '{}'))::date
+            THEN 'expired'
+        WHEN d.status = 'deprecated' AND d.effective_to IS NULL THEN 'deprecated'
+        ELSE 'superseded'
+    END
+"""
+
+_DOCUMENT_COLUMNS = f"""
+    d.id, d.namespace, d.source, d.title, d.doc_type, d.status, d.version, d.effective_from, d.effective_to,
+    d.supersedes, d.metadata, d.ingest_status, d.ingest_error, d.chunk_count, d.indexed_at, d.removed_at,
+    d.updated_at, d.origin,
+    {_LIFECYCLE_SQL} AS lifecycle,
+    (SELECT array_agg(s.source ORDER BY s.source) FROM kb.documents AS s
+     WHERE s.namespace = d.namespace AND s.supersedes = d.source) AS superseded_by
+"""
+
+
+def namespaces(conn: psycopg.Connection) -> list[dict[str, Any]]:
+    """The namespaces the role can see, with their counts (kb.ingest_status, row-level security applies)."""
+    return conn.execute("SELECT * FROM kb.ingest_status ORDER BY namespace").fetchall()
+
+
+def query_settings(conn: psycopg.Connection) -> list[dict[str, Any]]:
+    """The settings a query may override for itself: the catalogue's session-overridable keys, minus
+    ingest ones, with the value in force, type, choices and description."""
+    rows = conn.execute(
+        """SELECT key, value, value_type, default_value, choices, description
+           FROM kb.settings_catalogue WHERE session_override ORDER BY key"""
+    ).fetchall()
+    return [r for r in rows if r["key"] not in INGEST_SETTINGS]
+
+
+def retrieve(conn: psycopg.Connection, request: dict[str, Any]) -> list[dict[str, Any]]:
+    """kb_retrieve for a parsed request (harness.lab.forms.Request.arguments())."""
+    return retrieval.retrieve(conn, request["q"], **request["arguments"])
+
+
+def explain(conn: psycopg.Connection, request: dict[str, Any]) -> dict[str, Any]:
+    """kb_retrieve_explain for a parsed request."""
+    return retrieval.explain(conn, request["q"], **request["arguments"])
+
+
+def documents(
+    conn: psycopg.Connection,
+    *,
+    namespace: str | None = None,
+    status: str | None = None,
+    lifecycle: str | None = None,
+    ingest_status: str | None = None,
+    doc_type: str | None = None,
+    text: str | None = None,
+    as_of: str | None = None,
+    limit: int = 200,
+    offset: int = 0,
+) -> tuple[list[dict[str, Any]], int]:
+    """Documents the role can see, filtered, with their lifecycle at as_of (default now); and the total count."""
+    where = ["true"]
+    params: dict[str, Any] = {"as_of": as_of or "now", "limit": limit, "offset": offset}
+    for column, value in (
+        ("namespace", namespace),
+        ("status", status),
+        ("ingest_status", ingest_status),
+        ("doc_type", doc_type),
+    ):
+        if value:
+            where.append(f"d.{column} = %({column})s")
+            params[column] = value
+    if text:
+        where.append("(d.source ILIKE %(text)s OR d.title ILIKE %(text)s)")
+        params["text"] = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    outer = "true"
+    if lifecycle:
+        outer = "x.lifecycle = %(lifecycle)s"
+        params["lifecycle"] = lifecycle
+    rows = conn.execute(
+        f"""SELECT *, count(*) OVER () AS total FROM (
+                SELECT {_DOCUMENT_COLUMNS} FROM kb.documents AS d WHERE {" AND ".join(where)}
+            ) AS x WHERE {outer}
+            ORDER BY x.namespace, x.source LIMIT %(limit)s OFFSET %(offset)s""",
+        params,
+    ).fetchall()
+    return rows, (rows[0]["total"] if rows else 0)
+
+
+def document(conn: psycopg.Connection, document_id: int, as_of: str | None = None) -> dict[str, Any] | None:
+    """One document the role can see (None otherwise), with its lifecycle at as_of."""
+    return conn.execute(
+        f"SELECT {_DOCUMENT_COLUMNS} FROM kb.documents AS d WHERE d.id = %(id)s",
+        {"id": document_id, "as_of": as_of or "now"},
+    ).fetchone()
+
+
+def documents_by_id(conn: psycopg.Connection, ids: list[int], as_of: str | None = None) -> dict[int, dict[str, Any]]:
+    """Documents by id (those the role can see), with their lifecycle at as_of."""
+    if not ids:
+        return {}
+    rows = conn.execute(
+        f"SELECT {_DOCUMENT_COLUMNS} FROM kb.documents AS d WHERE d.id = ANY(%(ids)s)",
+        {"ids": list(ids), "as_of": as_of or "now"},
+    ).fetchall()
+    return {r["id"]: r for r in rows}
+
+
+def chunks(conn: psycopg.Connection, document_id: int) -> list[dict[str, Any]]:
+    """A document's chunks: section path, token count, whether the active model has a vector of it, and
+    the embedding queue's state for it (pending, or failed with the error)."""
+    return conn.execute(
+        """SELECT c.id, c.ordinal, array_to_string(c.section_path, ' > ') AS section_path, c.token_count,
+                  c.char_start, c.char_end, c.content,
+                  EXISTS (SELECT 1 FROM kb.embeddings AS e
+                          WHERE e.chunk_id = c.id AND e.model = (kb.active_model()).name) AS has_vector,
+                  q.attempts, q.error_kind, q.last_error, q.chunk_id IS NOT NULL AS queued
+           FROM kb.chunks AS c
+           LEFT JOIN kb.embed_queue AS q ON q.chunk_id = c.id AND q.model = (kb.active_model()).name
+           WHERE c.document_id = %s ORDER BY c.ordinal""",
+        (document_id,),
+    ).fetchall()
+
+
+def active_model(conn: psycopg.Connection) -> dict[str, Any] | None:
+    row = conn.execute("SELECT (kb.active_model()).*").fetchone()
+    return row if row and row["name"] else None
+
+
+def failures(conn: psycopg.Connection, namespace: str | None = None) -> list[dict[str, Any]]:
+    """Chunks whose embedding failed (kb.ingest_failures), of one namespace or all the role can see."""
+    return conn.execute(
+        """SELECT * FROM kb.ingest_failures WHERE %(ns)s::text IS NULL OR namespace = %(ns)s
+           ORDER BY last_attempt_at DESC NULLS LAST LIMIT 100""",
+        {"ns": namespace},
+    ).fetchall()
+
+
+def permissions(conn: psycopg.Connection) -> dict[str, bool]:
+    """What the role may do beyond reading documents: retry failed embeddings (run the embedding queue),
+    re-index one document (only when the database offers kb.reindex_document(bigint)), read evaluation
+    runs, read kb.ingest_failures (migrate grants it to pgkb_admin only)."""
+    return conn.execute(
+        """SELECT
+             has_function_privilege('kb.embed_queue_batch(text, integer, boolean)', 'EXECUTE') AS retry,
+             coalesce(has_function_privilege(to_regprocedure('kb.reindex_document(bigint)'), 'EXECUTE'), false)
+                 AS reindex,
+             has_table_privilege('kb.eval_runs', 'SELECT') AND has_table_privilege('kb.eval_results', 'SELECT')
+                 AS eval,
+             has_table_privilege('kb.ingest_failures', 'SELECT') AS failures"""
+    ).fetchone()
+
+
+def retry_failed(conn: psycopg.Connection) -> None:
+    """Embed every queued chunk of the active model the role may see, failed ones (even exhausted) included:
+    kb.embed_pending, the procedure `pgkb backfill` calls. Runs outside a transaction block (it commits)."""
+    conn.execute("CALL kb.embed_pending(32, NULL, true)")
+
+
+def reindex(conn: psycopg.Connection, document_id: int) -> None:
+    conn.execute("SELECT kb.reindex_document(%s)", (document_id,))
+
+
+_VISIBLE_RUN = """(
+    (SELECT kb.allowed_namespaces(current_user)) IS NULL
+    OR r.params ->> 'namespace' = ANY (kb.allowed_namespaces(current_user))
+)"""
+
+
+def eval_runs(conn: psycopg.Connection, dataset: str | None = None) -> list[dict[str, Any]]:
+    """Evaluation runs the role may see, newest first. A role that tenant isolation restricts sees only runs
+    of a namespace it was granted (a run without a namespace may have read any: unrestricted roles only)."""
+    return conn.execute(
+        f"""SELECT r.id, r.started_at, r.dataset, r.mode, r.model, r.git_commit, r.params, r.metrics,
+                   r.metrics_by_category
+            FROM kb.eval_runs AS r
+            WHERE {_VISIBLE_RUN} AND (%(dataset)s::text IS NULL OR r.dataset = %(dataset)s)
+            ORDER BY r.started_at DESC, r.id DESC LIMIT 500""",
+        {"dataset": dataset},
+    ).fetchall()
+
+
+def eval_run(conn: psycopg.Connection, run_id: int) -> dict[str, Any] | None:
+    return conn.execute(f"SELECT r.* FROM kb.eval_runs AS r WHERE r.id = %s AND {_VISIBLE_RUN}", (run_id,)).fetchone()
+
+
+def eval_results(conn: psycopg.Connection, run_id: int) -> list[dict[str, Any]]:
+    """The cases of one run (call only for a run eval_run returned)."""
+    return conn.execute(
+        """SELECT * FROM kb.eval_results WHERE run_id = %s
+           ORDER BY (first_relevant_rank IS NULL AND cardinality(expected) > 0) DESC, forbidden_hit DESC,
+                    first_relevant_rank DESC NULLS LAST, case_id""",
+        (run_id,),
+    ).fetchall()

@@ -1,0 +1,636 @@
+"""pgkb lab, server side: every page and action through Starlette's TestClient against a real database,
+as real roles with tenant isolation on (one world per module: two tenants, lifecycle traps, a document
+with a table, code and Mermaid, stored evaluation runs). The browser tests (test_lab_browser.py) reuse
+the world from here.
+
+Roles are cluster-wide and other runs share the cluster, so every role name carries this run's suffix."""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from contextlib import ExitStack
+from html import unescape
+from urllib.parse import urlencode
+
+import pytest
+from helpers import TEST_HOST, TEST_PORT, insert_document, temporary_role
+from starlette.testclient import TestClient
+
+from harness import evaluate
+from harness.cli import build_parser
+from harness.lab import loopback_hosts
+from harness.lab import render as lab_render
+from harness.lab.app import create_app
+
+SUFFIX = uuid.uuid4().hex[:8]
+
+MARKDOWN_BODY = """# Export guide
+
+## Formats
+
+| format | extension |
+| --- | --- |
+| comma separated | csv |
+| spreadsheet | xlsx |
+
+```python
+def export(rows):
+    return [r for r in rows if r.visible]
+```
+
+## Flow
+
+```mermaid
+graph TD
+  A[Request export] --> B{Allowed?}
+  B -->|yes| C[Write file]
+```
+
+## Broken flow
+
+```mermaid
+graph TD
+  A[[[ this does not parse
+```
+
+<script>alert("raw html stays text")</script>
+"""
+
+ACME_DOCUMENTS = [
+    # (source, body, fields)
+    (
+        "policies/refund-v1.md",
+        "# Refund policy\n\n## Period\n\nCustomers may ask for a refund within 7 days of delivery.",
+        {"title": "Refund policy v1", "doc_type": "policy", "version": "1", "effective_from": "2024-01-01"},
+    ),
+    (
+        "policies/refund-v2.md",
+        "# Refund policy\n\n## Period\n\nCustomers may ask for a refund within 14 days of delivery. "
+        "客户自签收之日起 14 天内可申请退款。\n\n## Digital goods\n\n"
+        "Digital goods are refunded only when not downloaded.",
+        {
+            "title": "Refund policy v2",
+            "doc_type": "policy",
+            "version": "2",
+            "effective_from": "2025-01-01",
+            "supersedes": "policies/refund-v1.md",
+        },
+    ),
+    (
+        "policies/refund-v3.md",
+        "# Refund policy draft\n\nA refund within 30 days of delivery is being discussed.",
+        {"title": "Refund policy v3 (draft)", "doc_type": "policy", "status": "draft", "version": "3"},
+    ),
+    (
+        "policies/shipping-2023.md",
+        "# Shipping\n\nParcels ship within 5 working days; express shipping costs extra.",
+        {"title": "Shipping 2023", "doc_type": "policy", "effective_to": "2023-12-31"},
+    ),
+    (
+        "policies/warranty-2099.md",
+        "# Warranty\n\nEvery device has a warranty of ten years.",
+        {"title": "Warranty 2099", "doc_type": "policy", "effective_from": "2099-01-01"},
+    ),
+    (
+        "manuals/errors.md",
+        "# Error codes\n\n## E-4031\n\nE-4031 means the session expired; sign in again. "
+        "The refund page shows it when a refund form stays open too long.",
+        {"title": "Error codes", "doc_type": "manual"},
+    ),
+    ("manuals/export.md", MARKDOWN_BODY, {"title": "Export guide", "doc_type": "manual"}),
+    (
+        "faq/returns.md",
+        "# Returns FAQ\n\n## How do returns work?\n\nReturns and refunds: send the parcel back, "
+        "then the refund is paid "
+        "within 14 days. Refund questions go to the refund desk; refund, refund, refund.",
+        {"title": "Returns FAQ", "doc_type": "faq"},
+    ),
+]
+GLOBEX_DOCUMENTS = [
+    (
+        "globex/refund.md",
+        "# Refund policy\n\nGlobex refunds are possible within 30 days. glxsecretword",
+        {"title": "Globex refunds", "doc_type": "policy"},
+    ),
+    (
+        "globex/plan.md",
+        "# Secret plan\n\nglxsecretword: the refund desk moves to Springfield.",
+        {"title": "Globex plan", "doc_type": "plan"},
+    ),
+]
+ACME_CASES = [
+    {
+        "id": "refund-period",
+        "category": "policy",
+        "query": "refund within days of delivery",
+        "expected": ["policies/refund-v2.md"],
+        "forbidden": ["policies/refund-v1.md"],
+    },
+    {"id": "error-code", "category": "identifier", "query": "E-4031", "expected": ["manuals/errors.md"]},
+    {"id": "nothing", "category": "unanswerable", "query": "zygomorphic xylophone quokka", "expected": []},
+]
+GLOBEX_CASES = [
+    {"id": "globex-secret", "category": "secret", "query": "glxsecretword", "expected": ["globex/refund.md"]}
+]
+
+# role key -> (membership, namespace grant or None)
+ROLES = {
+    "acme_reader": ("pgkb_reader", "acme"),
+    "acme_admin": ("pgkb_admin, pgkb_writer", "acme"),
+    "globex_admin": ("pgkb_admin", "globex"),
+    "empty_reader": ("pgkb_reader", "nothing-here"),
+    "nobody": (None, None),
+}
+
+
+def role(name: str) -> str:
+    """This run's name of the test role ``name``."""
+    return f"lab_{name}_{SUFFIX}"
+
+
+@pytest.fixture(scope="module")
+def world(module_db, tmp_path_factory):
+    """The module's database with both tenants' documents, evaluation runs and roles; tenant isolation on.
+    Yields its DSN (as the superuser that owns the test cluster)."""
+    conn = module_db
+    dsn = f"postgresql://postgres@{TEST_HOST}:{TEST_PORT}/{conn.info.dbname}"
+    for namespace, documents in (("acme", ACME_DOCUMENTS), ("globex", GLOBEX_DOCUMENTS)):
+        for source, body, fields in documents:
+            insert_document(conn, source, body, namespace=namespace, **fields)
+    conn.execute("SELECT kb.refresh_lexical_stats()")
+    cases_dir = tmp_path_factory.mktemp("lab-cases")
+    for namespace, cases in (("acme", ACME_CASES), ("globex", GLOBEX_CASES)):
+        path = cases_dir / f"{namespace}.json"
+        path.write_text(json.dumps(cases), encoding="utf-8")
+        for _ in range(2):  # two runs: a trend
+            evaluate.evaluate(
+                dsn, cases_file=str(path), mode="lexical,hybrid", k=10, namespace=namespace, progress=False
+            )
+    conn.execute("UPDATE kb.settings SET value = 'true' WHERE key = 'tenant_isolation'")
+    with ExitStack() as stack:
+        for name, (groups, namespace) in ROLES.items():
+            options = f"NOLOGIN IN ROLE {groups}" if groups else "NOLOGIN"
+            stack.enter_context(temporary_role(conn, role(name), options))
+            if namespace:
+                conn.execute(
+                    "INSERT INTO kb.namespace_grants (role_name, namespace) VALUES (%s, %s)", (role(name), namespace)
+                )
+        yield dsn
+        conn.execute("UPDATE kb.settings SET value = 'false' WHERE key = 'tenant_isolation'")
+
+
+@pytest.fixture(scope="module")
+def labs(world):
+    """lab(name) -> a TestClient of the lab running as the role `name` (None: the superuser)."""
+    clients: dict[str | None, TestClient] = {}
+
+    def lab(name: str | None) -> TestClient:
+        if name not in clients:
+            app = create_app(world, role(name) if name else None)
+            clients[name] = TestClient(app, raise_server_exceptions=True)
+        return clients[name]
+
+    yield lab
+    for client in clients.values():
+        client.app.state.database.close()
+
+
+def text(response) -> str:
+    """The page's visible text, roughly (tags removed, entities decoded)."""
+    return unescape(re.sub(r"<[^>]+>", " ", response.text))
+
+
+def result_sources(response) -> list[str]:
+    return re.findall(r'<article class="result" data-source="([^"]+)"', response.text)
+
+
+def url(path: str, **params) -> str:
+    return f"{path}?{urlencode(params)}"
+
+
+# -- query --------------------------------------------------------------------------------
+
+
+def test_the_query_page_ranks_the_expected_source_first(labs):
+    page = labs("acme_reader").get(url("/query", q="refund within days of delivery", namespace="acme"))
+    assert page.status_code == 200
+    assert result_sources(page)[0] == "policies/refund-v2.md"
+
+
+def test_results_show_highlighted_snippet_section_version_dates_leg_ranks_and_match_type(labs):
+    page = labs("acme_reader").get(url("/query", q="refund within days of delivery", mode="hybrid"))
+    first = page.text.split('<article class="result"')[1]
+    assert "<mark>" in first and "§ Refund policy v2 &gt; Refund policy &gt; Period" in first
+    assert "version 2" in first and "2025-01-01 → open" in first
+    assert re.search(r"lexical #1 · [0-9.]+", first) and "dense #" in first
+    assert 'class="badge match"' in first
+
+
+def test_the_namespace_choices_come_from_the_data_the_role_sees(labs):
+    page = labs("acme_reader").get("/query")
+    assert re.findall(r'<option value="([^"]*)"[^>]*>[^<]*\(\d+\)</option>', page.text) == ["acme"]
+    assert "globex" not in page.text
+
+
+def test_group_by_document_puts_each_documents_passages_under_one_heading(labs):
+    params = {"q": "refund", "namespace": "acme", "mode": "lexical", "k": "10"}
+    flat = labs("acme_reader").get(url("/query", **params))
+    grouped = labs("acme_reader").get(url("/query", **params, group="1"))
+    groups = re.findall(r'<section class="doc-group" data-document="(\d+)"', grouped.text)
+    assert len(groups) == len(set(groups)) < len(result_sources(flat))
+    assert sorted(result_sources(grouped)) == sorted(result_sources(flat))
+
+
+def test_passages_render_markdown_tables_highlighted_code_and_mermaid_source_but_never_raw_html(labs):
+    page = labs("acme_reader").get(url("/query", q="export formats csv spreadsheet", namespace="acme", k="3"))
+    assert result_sources(page)[0] == "manuals/export.md"
+    document_id = re.search(r'href="/documents/(\d+)">manuals/export.md', page.text).group(1)
+    document = labs("acme_reader").get(f"/documents/{document_id}")
+    assert "<table>" in document.text and "<td>xlsx</td>" in document.text
+    assert '<pre class="highlight"><code class="language-python">' in document.text
+    assert '<span class="k">def</span>' in document.text
+    assert '<pre class="mermaid-source">graph TD' in document.text
+    assert "<script>alert" not in document.text and "&lt;script&gt;alert" in document.text
+
+
+def test_settings_apply_to_one_query_only_and_kb_settings_is_never_written(labs, module_db):
+    before = module_db.execute("SELECT key, value FROM kb.settings ORDER BY key").fetchall()
+    lab = labs("acme_reader")
+    snippets_off = lab.get(url("/query", q="refund within days", namespace="acme", **{"set.snippets": "false"}))
+    assert snippets_off.status_code == 200 and "<mark>" not in snippets_off.text
+    assert "with snippets=false" in snippets_off.text
+    again = lab.get(url("/query", q="refund within days", namespace="acme"))
+    assert "<mark>" in again.text  # the next request (same pooled connection) has the default again
+    assert module_db.execute("SELECT key, value FROM kb.settings ORDER BY key").fetchall() == before
+
+
+def test_settings_that_a_session_may_not_override_are_not_offered_and_are_refused_by_name(labs):
+    lab = labs("acme_reader")
+    page = lab.get("/query")
+    assert 'name="set.fusion"' in page.text and 'name="set.weight_dense"' in page.text
+    for key in ("tenant_isolation", "retrieval_log", "python_path", "embed_mode"):
+        assert f'name="set.{key}"' not in page.text
+    refused = lab.get(url("/query", q="refund", **{"set.tenant_isolation": "false"}))
+    assert refused.status_code == 400 and "setting 'tenant_isolation' cannot be set for one query" in text(refused)
+    assert 'data-source="' not in refused.text
+
+
+def test_a_setting_of_the_wrong_type_shows_the_databases_message(labs):
+    page = labs("acme_reader").get(url("/query", q="refund", **{"set.weight_dense": "heavy"}))
+    assert page.status_code == 400
+    assert 'session setting pgkb.weight_dense = "heavy" is not a valid number' in text(page)
+
+
+def test_a_query_the_database_refuses_shows_its_message_and_keeps_the_form(labs):
+    page = labs("acme_reader").get(url("/query", q="refund", filters='{"colour": "red"}'))
+    assert page.status_code == 400
+    assert "colour" in text(page) and 'role="alert"' in page.text
+    assert 'value="refund"' in page.text  # the question stays in the form
+    bad_json = labs("acme_reader").get(url("/query", q="refund", filters="{not json"))
+    assert bad_json.status_code == 400 and "filters is not JSON" in text(bad_json)
+    bad_k = labs("acme_reader").get(url("/query", q="refund", k="many"))
+    assert bad_k.status_code == 400 and "k must be a whole number" in text(bad_k)
+
+
+def test_no_evidence_says_why(labs):
+    page = labs("acme_reader").get(url("/query", q="zygomorphic xylophone quokka", namespace="acme", mode="lexical"))
+    assert page.status_code == 200 and "data-no-evidence" in page.text
+    assert "No evidence:" in text(page) and "min_lexical_coverage" in text(page)
+
+
+def test_as_of_returns_the_version_that_applied_then(labs):
+    page = labs("acme_reader").get(url("/query", q="refund within days of delivery", as_of="2024-06-01"))
+    sources = result_sources(page)
+    assert "policies/refund-v1.md" in sources and "policies/refund-v2.md" not in sources
+
+
+def test_follow_up_context_reaches_the_retrieval(labs):
+    page = labs("acme_reader").get(url("/explain", q="and for digital goods?", context="refund period", mode="lexical"))
+    assert page.status_code == 200 and "refund period" in text(page)
+
+
+# -- explain ------------------------------------------------------------------------------
+
+
+def test_explain_shows_analysis_stages_candidates_thresholds_and_a_timing_bar(labs):
+    page = labs("acme_reader").get(url("/explain", q="refund within days of delivery", namespace="acme"))
+    assert page.status_code == 200
+    body = text(page)
+    for heading in (
+        "Query analysis",
+        "Stages tried",
+        "Thresholds",
+        "Candidates per leg",
+        "Timings",
+        "Passages after fusion and boosts",
+    ):
+        assert heading in body
+    assert "language" in body and "min_lexical_coverage" in body
+    assert re.search(r'<span class="seg seg-\d" style="width: [0-9.]+%" title="lexical: ', page.text)
+    assert "policies/refund-v2.md" in re.search(r"data-candidates>(.*?)</table>", page.text, re.S).group(1)
+
+
+def test_explain_lists_hidden_versions_that_would_have_matched(labs):
+    page = labs("acme_reader").get(url("/explain", q="refund within days of delivery", namespace="acme"))
+    hidden = re.search(r"data-hidden>(.*?)</table>", page.text, re.S).group(1)
+    assert "policies/refund-v1.md" in hidden and "superseded by policies/refund-v2.md" in hidden
+    assert "policies/refund-v3.md" in hidden and "draft" in hidden
+
+
+def test_explain_renders_keys_it_has_no_view_for(labs, monkeypatch):
+    from harness.lab import queries
+
+    real = queries.explain
+
+    def with_new_keys(conn, request):
+        answer = real(conn, request)
+        answer["answerability"] = {"decision": "answer", "margin": 0.25}
+        answer["language_correction"] = [{"language": "zh", "shift": 0.12}]
+        return answer
+
+    monkeypatch.setattr(queries, "explain", with_new_keys)
+    page = labs("acme_reader").get(url("/explain", q="refund within days", namespace="acme"))
+    extra = re.search(r"data-extra>(.*)", page.text, re.S).group(1)
+    assert 'data-key="answerability"' in extra and "margin" in extra and "0.25" in extra
+    assert 'data-key="language_correction"' in extra and "<th>shift</th>" in extra
+
+
+def test_no_evidence_prefers_the_databases_own_answerability_reason():
+    explain = {"no_evidence": True, "answerability": {"reason": "the question asks about a product we do not have"}}
+    assert lab_render.no_evidence_reason(explain) == "the question asks about a product we do not have"
+
+
+# -- compare ------------------------------------------------------------------------------
+
+
+def test_compare_marks_rank_changes_between_two_settings(labs):
+    params = {
+        "q": "refund within days of delivery",
+        "namespace": "acme",
+        "k": "6",
+        "a.mode": "lexical",
+        "b.mode": "dense",
+    }
+    page = labs("acme_reader").get(url("/compare", **params))
+    assert page.status_code == 200
+    changed = int(re.search(r'data-changed="(\d+)"', page.text).group(1))
+    assert changed > 0
+    assert re.search(r'class="move (up|down|new)"', page.text)
+
+
+def test_compare_of_identical_sides_marks_no_change(labs):
+    params = {"q": "refund", "namespace": "acme", "a.mode": "lexical", "b.mode": "lexical"}
+    page = labs("acme_reader").get(url("/compare", **params))
+    assert 'data-changed="0"' in page.text and 'class="move up"' not in page.text
+
+
+def test_compare_applies_each_sides_settings_to_its_side_only(labs):
+    params = {
+        "q": "refund within days",
+        "namespace": "acme",
+        "a.mode": "lexical",
+        "b.mode": "lexical",
+        "b.set.snippets": "false",
+    }
+    page = labs("acme_reader").get(url("/compare", **params))
+    left, right = page.text.split('data-side="b"')
+    assert "<mark>" in left and "<mark>" not in right
+
+
+# -- documents ----------------------------------------------------------------------------
+
+
+def documents_rows(page) -> dict[str, str]:
+    return dict(re.findall(r'<tr data-source="([^"]+)">(.*?)</tr>', page.text, re.S))
+
+
+def test_documents_show_status_lifecycle_ingest_state_and_chunks(labs):
+    page = labs("acme_reader").get("/documents?namespace=acme")
+    rows = documents_rows(page)
+    assert len(rows) == len(ACME_DOCUMENTS)
+    assert "superseded by policies/refund-v2.md" in rows["policies/refund-v1.md"]
+    assert "life-current" in rows["policies/refund-v2.md"]
+    assert "life-draft" in rows["policies/refund-v3.md"]
+    assert "life-expired" in rows["policies/shipping-2023.md"]
+    assert "life-future" in rows["policies/warranty-2099.md"]
+    assert all("ingest-indexed" in r for r in rows.values())
+
+
+def test_documents_filter_by_lifecycle_status_ingest_and_text(labs):
+    lab = labs("acme_reader")
+    assert list(documents_rows(lab.get("/documents?lifecycle=superseded"))) == ["policies/refund-v1.md"]
+    assert list(documents_rows(lab.get("/documents?status=draft"))) == ["policies/refund-v3.md"]
+    assert documents_rows(lab.get("/documents?ingest_status=failed")) == {}
+    assert list(documents_rows(lab.get("/documents?text=warranty"))) == ["policies/warranty-2099.md"]
+    assert "life-current" in documents_rows(lab.get("/documents?as_of=2024-06-01"))["policies/refund-v1.md"]
+
+
+def test_a_document_page_lists_chunks_with_section_paths_tokens_and_vectors(labs, module_db):
+    document_id = module_db.execute("SELECT id FROM kb.documents WHERE source = 'policies/refund-v2.md'").fetchone()
+    page = labs("acme_reader").get(f"/documents/{document_id['id']}")
+    assert page.status_code == 200 and "data-document-source>policies/refund-v2.md" in page.text
+    chunks = re.search(r"data-chunks>(.*?)</table>", page.text, re.S).group(1)
+    assert "Refund policy &gt; Period" in chunks and "Refund policy &gt; Digital goods" in chunks
+    assert chunks.count('data-vector="yes"') == 2 and "hash-64" in page.text
+
+
+def test_admin_actions_appear_only_for_roles_that_may_use_them(world, labs, module_db):
+    module_db.execute("UPDATE kb.documents SET ingest_status = 'failed' WHERE source = 'manuals/errors.md'")
+    try:
+        document_id = module_db.execute("SELECT id FROM kb.documents WHERE source = 'manuals/errors.md'").fetchone()
+        reader = labs("acme_reader").get(f"/documents/{document_id['id']}")
+        admin = labs("acme_admin").get(f"/documents/{document_id['id']}")
+        assert "data-retry" not in reader.text and "data-retry" in admin.text
+        assert "data-reindex" not in admin.text  # this database offers no kb.reindex_document
+        token = labs("acme_reader").app.state.token
+        refused = labs("acme_reader").post("/actions/retry-failed", data={"token": token})
+        assert refused.status_code == 403 and "may not run the embedding queue" in text(refused)
+    finally:
+        module_db.execute("UPDATE kb.documents SET ingest_status = 'indexed' WHERE source = 'manuals/errors.md'")
+
+
+def test_retry_failed_embeds_the_queued_chunks(fresh_db, dsn):
+    fresh_db.execute("UPDATE kb.settings SET value = '\"deferred\"' WHERE key = 'embed_mode'")
+    insert_document(fresh_db, "later.md", "# Later\n\nEmbedded when the queue runs.")
+    assert fresh_db.execute("SELECT ingest_status FROM kb.documents").fetchone()["ingest_status"] == "pending"
+    client = TestClient(create_app(dsn, None))
+    answer = client.post(
+        "/actions/retry-failed", data={"token": client.app.state.token, "back": "/documents"}, follow_redirects=False
+    )
+    assert answer.status_code == 303 and answer.headers["location"] == "/documents?done=retried"
+    assert fresh_db.execute("SELECT ingest_status FROM kb.documents").fetchone()["ingest_status"] == "indexed"
+    client.app.state.database.close()
+
+
+def test_actions_need_this_processs_form_token(labs):
+    answer = labs("acme_admin").post("/actions/retry-failed", data={"token": "guessed"})
+    assert answer.status_code == 403 and "form token" in text(answer)
+    reindex = labs("acme_admin").post("/documents/1/reindex", data={})
+    assert reindex.status_code == 403
+
+
+# -- evaluation ---------------------------------------------------------------------------
+
+
+def test_the_eval_page_shows_metrics_per_mode_and_category_and_a_trend_chart(labs):
+    page = labs("acme_admin").get("/eval")
+    assert page.status_code == 200
+    assert re.findall(r'<polyline class="series" data-mode="(\w+)"', page.text) == ["hybrid", "lexical"]
+    latest = re.search(r"data-latest>(.*?)</table>", page.text, re.S).group(1)
+    for category in ("identifier", "policy", "unanswerable"):
+        assert f"<td>{category}</td>" in latest
+    assert len(re.findall(r"<tr data-run=", page.text)) == 4
+
+
+def test_an_eval_run_drills_down_to_cases_that_link_to_the_query_page(labs):
+    lab = labs("acme_admin")
+    run_id = re.search(r'<tr data-run="(\d+)"', lab.get("/eval").text).group(1)
+    page = lab.get(f"/eval/{run_id}")
+    assert page.status_code == 200 and "data-chart" in page.text and 'r="6"' in page.text  # this run highlighted
+    cases = re.search(r"data-cases>(.*?)</table>", page.text, re.S).group(1)
+    assert "refund-period" in cases and "policies/refund-v2.md" in cases and "<i>no evidence</i>" in cases
+    link = unescape(re.search(r'<a href="([^"]+)" data-case-link>refund within days', cases).group(1))
+    assert link.startswith("/query?") and "namespace=acme" in link and "q=refund+within+days+of+delivery" in link
+    assert result_sources(lab.get(link))[0] == "policies/refund-v2.md"
+
+
+def test_a_role_that_may_not_read_eval_runs_gets_a_clear_page(labs):
+    page = labs("acme_reader").get("/eval")
+    assert page.status_code == 403 and "may not read evaluation runs" in text(page)
+    assert labs("acme_reader").get("/eval/1").status_code == 403
+
+
+# -- row-level security -------------------------------------------------------------------
+
+# What only globex's documents hold; the questions below never contain these words, so a page that shows
+# one has shown globex's data (the question itself is echoed in forms and explain output).
+GLOBEX_MARKERS = ("globex/", "springfield", "globex refunds", "globex plan", "30 days")
+QUESTIONS = ("glxsecretword", "refund desk moves", "refunds possible within thirty", "secret plan")
+
+
+def assert_nothing_of_globex(page) -> None:
+    lowered = page.text.lower()
+    assert not [w for w in GLOBEX_MARKERS if w in lowered], page.url
+
+
+@pytest.mark.parametrize("mode", ["lexical", "dense", "hybrid", "auto"])
+def test_a_tenants_lab_never_shows_another_tenants_results_or_candidates(labs, mode):
+    lab = labs("acme_admin")
+    for path in ("/query", "/explain"):
+        for question in QUESTIONS:
+            page = lab.get(url(path, q=question, mode=mode, k="20"))
+            assert page.status_code == 200
+            assert_nothing_of_globex(page)
+    compare = lab.get(url("/compare", q="glxsecretword refund", **{"a.mode": mode, "b.mode": "lexical"}))
+    assert_nothing_of_globex(compare)
+
+
+def test_a_tenants_lab_never_shows_another_tenants_documents(labs, module_db):
+    lab = labs("acme_admin")
+    for path in ("/documents", "/documents?namespace=globex", "/documents?text=plan", "/query"):
+        assert_nothing_of_globex(lab.get(path))
+    globex_id = module_db.execute("SELECT id FROM kb.documents WHERE source = 'globex/plan.md'").fetchone()["id"]
+    page = lab.get(f"/documents/{globex_id}")
+    assert page.status_code == 404
+    assert_nothing_of_globex(page)
+
+
+def test_a_tenants_lab_never_shows_another_tenants_eval_runs(labs, module_db):
+    acme = labs("acme_admin")
+    assert_nothing_of_globex(acme.get("/eval"))
+    globex_run = module_db.execute(
+        "SELECT id FROM kb.eval_runs WHERE params ->> 'namespace' = 'globex' ORDER BY id LIMIT 1"
+    ).fetchone()["id"]
+    assert acme.get(f"/eval/{globex_run}").status_code == 404
+    globex = labs("globex_admin").get("/eval")
+    assert "glxsecretword" not in globex.text  # queries are on the run page, not the list
+    assert "globex" in globex.text and "refund-period" not in labs("globex_admin").get(f"/eval/{globex_run}").text
+
+
+def test_the_superuser_lab_sees_every_tenant(labs):
+    page = labs(None).get("/documents")
+    assert "globex/plan.md" in page.text and "policies/refund-v2.md" in page.text
+
+
+# -- errors -------------------------------------------------------------------------------
+
+
+def test_a_database_that_is_down_gives_a_clear_page():
+    client = TestClient(create_app("postgresql://postgres@127.0.0.1:1/nowhere?connect_timeout=2", None))
+    for path in ("/query", "/documents", "/eval"):
+        page = client.get(path)
+        assert page.status_code == 503 and "Cannot reach the database" in page.text
+        assert "pgkb up" in text(page) and "Traceback" not in page.text
+
+
+def test_a_role_that_cannot_be_set_gives_a_clear_page(world):
+    client = TestClient(create_app(world, "no_such_role_" + SUFFIX))
+    page = client.get("/query")
+    assert page.status_code == 503 and "Cannot act as the lab&#39;s role" in page.text
+    assert "PGKB_LAB_ROLE" in page.text and "does not exist" in page.text
+
+
+def test_a_role_without_rights_gets_a_clear_page(labs):
+    page = labs("nobody").get("/query?q=refund")
+    assert page.status_code == 403 and "may not do this" in text(page)
+    assert "permission denied" in text(page)
+
+
+def test_an_empty_corpus_says_how_to_load_documents(labs):
+    page = labs("empty_reader").get("/query")
+    assert page.status_code == 200 and "data-empty-corpus" in page.text and "pgkb ingest" in text(page)
+    documents = labs("empty_reader").get("/documents")
+    assert "data-empty-corpus" in documents.text
+
+
+def test_an_unknown_page_is_a_clear_404(labs):
+    page = labs("acme_reader").get("/documents/999999999")
+    assert page.status_code == 404 and "no document 999999999" in text(page)
+
+
+# -- the app itself -----------------------------------------------------------------------
+
+
+def test_no_page_loads_anything_from_another_host(labs):
+    lab = labs("acme_admin")
+    for path in ("/query?q=refund", "/explain?q=refund", "/compare?q=refund", "/documents", "/eval"):
+        page = lab.get(path)
+        assert not re.findall(r'(?:src|href)="(?:https?:)?//', page.text), path
+    for asset in (
+        "/static/lab.css",
+        "/static/lab.js",
+        "/static/highlight.css",
+        "/static/vendor/mermaid/mermaid.min.js",
+    ):
+        assert lab.get(asset).status_code == 200
+
+
+def test_the_lab_listens_on_loopback_by_default_and_refuses_foreign_host_headers(world):
+    args = build_parser().parse_args(["lab"])
+    assert (args.host, args.port) == ("127.0.0.1", 8765)
+    client = TestClient(
+        create_app(world, None, allowed_hosts=loopback_hosts("127.0.0.1")), base_url="http://evil.example"
+    )
+    assert client.get("/query").status_code == 400
+    assert loopback_hosts("0.0.0.0") is None
+
+
+def test_the_trend_chart_marks_each_run_and_skips_runs_without_the_metric():
+    from datetime import datetime
+
+    runs = [
+        {"id": i, "started_at": datetime(2025, 1, i), "mode": "lexical", "metrics": {"ndcg@10": 0.5 + i / 10}}
+        for i in (1, 2, 3)
+    ] + [{"id": 4, "started_at": datetime(2025, 1, 4), "mode": "lexical", "metrics": {}}]
+    svg = str(lab_render.trend_svg(runs, "ndcg@10", highlight_run=2))
+    assert svg.count("<circle") == 3 and 'href="/eval/2"' in svg and 'r="6"' in svg and "/eval/4" not in svg
+
+
+def test_pgkb_lab_refuses_a_role_name_postgresql_cannot_hold(monkeypatch, capsys):
+    from harness import cli
+
+    monkeypatch.setenv("PGKB_LAB_ROLE", "x" * 64)
+    assert cli.main(["lab", "--port", "1"]) == 2
+    assert "PGKB_LAB_ROLE is longer than 63 bytes" in capsys.readouterr().err

@@ -1,0 +1,167 @@
+"""pgkb lab in a real browser: Debian's headless Chromium (/usr/bin/chromium) driven by Playwright, against
+the lab served by uvicorn on a random loopback port, as a tenant admin role of the world built in
+test_lab.py (tenant isolation on). Playwright never downloads a browser here: the executable path is
+the system's, with the flags the environment notes ask for (and Playwright's own fresh profile per
+launch, which is the fresh --user-data-dir).
+
+Each test saves a screenshot of its page as lab-<page>.png: into $PGKB_LAB_SCREENSHOTS when set
+(``PGKB_LAB_SCREENSHOTS=docs bash scripts/test.sh tests/test_lab_browser.py`` refreshes docs/lab-*.png),
+else into the test's temporary directory. Every test fails on a script error in the page or on any
+request to another host than the lab."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import threading
+from pathlib import Path
+
+import pytest
+import uvicorn
+from helpers import wait_for
+from playwright.sync_api import Page, expect, sync_playwright
+from test_lab import role, world  # noqa: F401  (the module-scoped world fixture, built here again)
+
+from harness.lab import loopback_hosts
+from harness.lab.app import create_app
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def lab_url(world):  # noqa: F811
+    """The lab on a random loopback port (a socket bound first, so there is no race for the port)."""
+    app = create_app(world, role("acme_admin"), allowed_hosts=loopback_hosts("127.0.0.1"))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    wait_for(lambda: server.started, timeout=15)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server.should_exit = True
+    thread.join(timeout=15)
+    sock.close()
+    app.state.database.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: scripts/test.sh installs Debian's chromium (apt-get install chromium)")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS, headless=True)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture
+def page(browser, lab_url):
+    context = browser.new_context(base_url=lab_url, viewport={"width": 1360, "height": 900})
+    foreign: list[str] = []
+
+    def only_the_lab(route):
+        if route.request.url.startswith(lab_url):
+            route.continue_()
+        else:
+            foreign.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_the_lab)
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    yield tab
+    context.close()
+    assert not errors, errors
+    assert not foreign, foreign
+
+
+def shoot(page: Page, name: str, tmp_path: Path) -> Path:
+    folder = Path(os.environ.get("PGKB_LAB_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"lab-{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
+
+
+def ask(page: Page, question: str, namespace: str = "acme") -> None:
+    page.goto("/query")
+    page.fill("input[name=q]", question)
+    page.select_option("select[name=namespace]", namespace)
+    page.click("button[type=submit]")
+
+
+def test_in_a_browser_a_query_shows_the_expected_source_first(page, tmp_path):
+    ask(page, "refund within days of delivery")
+    first = page.locator("article.result").first
+    expect(first).to_have_attribute("data-source", "policies/refund-v2.md")
+    expect(first.locator("mark").first).to_be_visible()
+    expect(first.locator(".section")).to_contain_text("Period")
+    first.locator("details.passage summary").click()
+    expect(first.locator(".markdown")).to_contain_text("14 days")
+    shoot(page, "query", tmp_path)
+
+
+def test_in_a_browser_explain_opens_from_the_query_page(page, tmp_path):
+    ask(page, "refund within days of delivery")
+    page.click("a[data-explain-link]")
+    expect(page).to_have_url(re.compile(r"/explain\?"))
+    expect(page.locator("[data-timings] .seg").first).to_be_visible()
+    expect(page.locator("[data-stages] table")).to_be_visible()
+    expect(page.locator("[data-hidden]")).to_contain_text("policies/refund-v1.md")
+    shoot(page, "explain", tmp_path)
+
+
+def test_in_a_browser_compare_of_two_settings_marks_a_rank_change(page, tmp_path):
+    page.goto("/compare")
+    page.fill("input[name=q]", "refund within days of delivery")
+    page.select_option("select[name=namespace]", "acme")
+    page.select_option("select[name='a.mode']", "lexical")
+    page.select_option("select[name='b.mode']", "hybrid")
+    page.select_option("select[name='b.set.fusion']", "rrf")
+    page.fill("input[name='b.set.weight_dense']", "0.9")
+    page.click("button[type=submit]")
+    expect(page.locator("[data-side=b] article.result").first).to_be_visible()
+    assert page.locator("[data-side=b] .move.up, [data-side=b] .move.down, [data-side=b] .move.new").count() > 0
+    assert int(page.locator("[data-changed]").get_attribute("data-changed")) > 0
+    shoot(page, "compare", tmp_path)
+
+
+def test_in_a_browser_documents_are_listed_and_one_opens_with_its_diagrams(page, tmp_path):
+    page.goto("/documents?namespace=acme")
+    expect(page.locator("[data-documents] tbody tr")).to_have_count(8)
+    expect(page.locator("tr[data-source='policies/refund-v1.md']")).to_contain_text("superseded by")
+    shoot(page, "documents", tmp_path)
+    page.click("a:text('manuals/export.md')")
+    expect(page.locator("[data-document-source]")).to_have_text("manuals/export.md")
+    for summary in page.locator("[data-chunks] details summary").all():
+        summary.click()
+    expect(page.locator(".mermaid-diagram svg").first).to_be_visible(timeout=20_000)
+    expect(page.locator(".mermaid-failed")).to_have_count(1)
+    expect(page.locator("pre.mermaid-source[data-drawn=failed]")).to_contain_text("does not parse")
+    expect(page.locator(".markdown table").first).to_be_visible()
+    shoot(page, "document", tmp_path)
+
+
+def test_in_a_browser_an_eval_run_opens_with_its_chart(page, tmp_path):
+    page.goto("/eval")
+    expect(page.locator("[data-chart] svg polyline")).to_have_count(2)
+    shoot(page, "eval", tmp_path)
+    page.locator("[data-runs] a").first.click()
+    expect(page.locator("[data-run-title]")).to_contain_text("Run #")
+    expect(page.locator("[data-chart] svg circle[r='6']")).to_have_count(1)
+    expect(page.locator("[data-cases] tbody tr")).to_have_count(3)
+    shoot(page, "eval-run", tmp_path)
+    page.locator("[data-case-link]").first.click()
+    expect(page).to_have_url(re.compile(r"/query\?q="))
+    expect(page.locator("[data-results]")).to_be_visible()
