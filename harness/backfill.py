@@ -1,4 +1,5 @@
-"""`pgkb backfill`: embed every queued chunk of a model (pending, and failed ones again).
+"""`pgkb backfill`: parse failed files again, then embed every queued chunk of a model (pending,
+and failed ones again).
 
 The work is one `CALL kb.embed_pending(...)`: the database runs the batches, commits each one
 and stops at the first failing batch. The procedure reports progress as a NOTICE before the
@@ -46,6 +47,8 @@ def run(dsn: str, model: str | None = None, batch_size: int = 32, progress: bool
                 f"unknown model {model!r}; registered: "
                 + ", ".join(r["name"] for r in conn.execute("SELECT name FROM kb.models"))
             )
+        # files whose parse failed are parsed again first (their chunks then join the queue)
+        conn.execute("SELECT kb.reparse_files(NULL, true)")
         # the summary is built from the notices, so they must reach this session whatever its default
         conn.execute("SET client_min_messages = notice")
         last: dict[str, Any] = {}

@@ -8,7 +8,7 @@ import sys
 
 import psycopg
 
-from . import cluster, loader, migrate, retrieval, status
+from . import cluster, glossary, loader, migrate, retrieval, status
 from .config import load_settings
 from .db import connect
 
@@ -235,6 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_eval)
     p = sub.add_parser("mcp", help="serve kb_retrieve and kb_status to AI assistants (MCP over stdio)")
     p.set_defaults(func=cmd_mcp)
+    p = sub.add_parser("glossary", help="load or list the team glossary (kb.glossary)")
+    glossary.add_arguments(p)
+    p.set_defaults(func=glossary.main)
     p = sub.add_parser("lab", help="a local web page to query, explain, compare, browse documents and evaluations")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8765)

@@ -152,6 +152,7 @@ def ensure_corpus_loaded(dsn: str, namespace: str, corpus: list[dict], progress:
                     )
                 bar.update(len(chunk))
         conn.execute("SELECT kb.refresh_lexical_stats()")
+        conn.execute("SELECT kb.refresh_language_statistics()")
     return len(todo)
 
 

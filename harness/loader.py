@@ -10,6 +10,9 @@ SQL; the ingest trigger inside PostgreSQL chunks and embeds.
   its line, never dropped: YAML that does not parse, a list, a sentence.
 - A body that is blank once the front matter is gone (only spaces and invisible characters, by
   the one definition the database's CHECK uses: `pgkb_plpy.vocabulary.is_blank`) is refused.
+- PDF, DOCX and HTML files are not parsed here: their bytes go to `kb.ingest_file`, which parses
+  them inside the database exactly as for any other SQL client (docs/INGEST.md). One that cannot
+  be parsed is stored there as failed and reported with the database's error.
 """
 
 from __future__ import annotations
@@ -39,8 +42,19 @@ FRONT_MATTER_KEYS = {
     "supersedes",
     "tags",
 }
-FILE_SUFFIXES = {".md", ".markdown", ".txt"}
+TEXT_SUFFIXES = {".md", ".markdown", ".txt"}
+#: Files whose bytes kb.ingest_file parses in the database.
+BINARY_SUFFIXES = {".pdf", ".docx", ".html", ".htm"}
+FILE_SUFFIXES = TEXT_SUFFIXES | BINARY_SUFFIXES
 MAX_FILE_BYTES = 20 * 1024 * 1024
+#: Largest PDF/DOCX/HTML file sent (the database parses at most kb.file_max_bytes() and stores
+#: a larger one as failed; beyond this one the loader does not read it at all).
+MAX_BINARY_FILE_BYTES = 512 * 1024 * 1024
+
+INGEST_FILE = """
+SELECT document_id, ingest_status, ingest_error, changed
+FROM kb.ingest_file(%(namespace)s, %(source)s, %(content)s, p_origin => %(origin)s)
+"""
 
 
 class DocumentError(ValueError):
@@ -225,6 +239,13 @@ def ingest(dsn: str, paths: list[str], namespace: str | None = None, progress: b
             unreadable: set[str] = set()  # sources of files present but not loadable: not "removed"
             bar = tqdm(files, desc=f"ingest {root_arg}", unit="file", disable=not progress, file=sys.stderr)
             for path, source in bar:
+                if path.suffix.lower() in BINARY_SUFFIXES:
+                    key = _ingest_binary(conn, summary, path, source, namespace or "default", origin)
+                    if key is None:
+                        unreadable.add(source)
+                    else:
+                        seen.add(key)
+                    continue
                 try:
                     doc = read_document(path, source, namespace)
                 except (DocumentError, OSError) as exc:
@@ -267,3 +288,31 @@ def ingest(dsn: str, paths: list[str], namespace: str | None = None, progress: b
                     summary.removed.extend(f"{r['namespace']}/{r['source']}" for r in gone if r["id"] in gone_ids)
         conn.execute("SELECT kb.refresh_lexical_stats()")
     return summary
+
+
+def _ingest_binary(conn, summary: Summary, path: Path, source: str, namespace: str, origin: str) -> tuple | None:
+    """Send one PDF/DOCX/HTML file's bytes to kb.ingest_file; its (namespace, source) as stored,
+    or None when it could not be sent."""
+    try:
+        size = path.stat().st_size
+        if size > MAX_BINARY_FILE_BYTES:
+            raise DocumentError(f"{path}: file is {size} bytes; the loader sends at most {MAX_BINARY_FILE_BYTES}")
+        content = path.read_bytes()
+    except (DocumentError, OSError) as exc:
+        summary.failed.append({"file": str(path), "error": str(exc)})
+        return None
+    params = {"namespace": namespace, "source": source, "content": content, "origin": origin}
+    try:
+        with conn.transaction():
+            row = conn.execute(INGEST_FILE, params).fetchone()
+            stored = conn.execute("SELECT source FROM kb.documents WHERE id = %s", (row["document_id"],)).fetchone()
+    except psycopg.Error as exc:
+        detail = exc.diag.message_primary or str(exc)
+        summary.failed.append({"file": str(path), "error": f"{path}: rejected by the database: {detail}"})
+        return None
+    (summary.synced if row["changed"] else summary.skipped).append(source)
+    if row["ingest_status"] == "failed":
+        summary.failed.append(
+            {"file": str(path), "error": f"{path}: stored, not indexed: {row['ingest_error']}", "stored": True}
+        )
+    return (namespace, stored["source"])

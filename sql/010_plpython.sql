@@ -12,7 +12,7 @@ RETURNS text
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT '0.2.0'::text $$;
+AS $$ SELECT '0.3.0'::text $$;
 COMMENT ON FUNCTION kb.plpython_expected_version() IS
 'The pgkb_plpy.__version__ this schema expects; a backend running another version must reconnect.';
 
@@ -126,6 +126,34 @@ $$;
 COMMENT ON FUNCTION kb.py_embed_query(text, text) IS
 'Embeds a query with the provider of the named model (the model whose stored vectors it will be compared with).';
 
+-- called by kb.recount_language_statistics (sql/032_language_statistics.sql), as the owner
+CREATE OR REPLACE FUNCTION kb.py_recount_language_statistics(p_model text, p_drift double precision, p_sample integer)
+RETURNS jsonb
+LANGUAGE plpython3u
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+if "pgkb" not in GD: plpy.execute("SELECT kb.plpython_init()")
+return GD["pgkb"].recount_language_statistics(plpy, GD, SD, p_model, p_drift, p_sample)
+$$;
+COMMENT ON FUNCTION kb.py_recount_language_statistics(text, double precision, integer) IS
+'Classifies chunks without a language, then recomputes the stale language statistics (mean, sampled covariance) of a model''s vectors per namespace and group; returns counts.';
+
+-- runs as its caller (row-level security picks the statistics it reads); readers may call it
+CREATE OR REPLACE FUNCTION kb.py_language_moments(
+    p_model text, p_query_vector text, p_namespace text, p_min_vectors integer
+)
+RETURNS SETOF kb.language_moment
+LANGUAGE plpython3u
+STABLE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+if "pgkb" not in GD: plpy.execute("SELECT kb.plpython_init()")
+return GD["pgkb"].language_moments(plpy, GD, SD, p_model, p_query_vector, p_namespace, p_min_vectors)
+$$;
+COMMENT ON FUNCTION kb.py_language_moments(text, text, text, integer) IS
+'A query vector''s offset (mean similarity) and scale (its standard deviation) per language group of the model''s vectors, pooled over the namespaces the caller may see (or the one named).';
+
 CREATE OR REPLACE FUNCTION kb.py_query_terms(p_text text)
 RETURNS text[]
 LANGUAGE plpython3u
@@ -161,3 +189,16 @@ return GD["pgkb"].snippets(plpy, GD, SD, p_contents, p_query, p_width)
 $$;
 COMMENT ON FUNCTION kb.py_snippets(text[], text, integer) IS
 'Snippets of several passages for one query, in one call.';
+
+-- called by kb.trg_documents_parse_file (sql/022_files.sql), which runs as the owner
+CREATE OR REPLACE FUNCTION kb.py_parse_file(p_content bytea, p_file_name text, p_content_type text)
+RETURNS jsonb
+LANGUAGE plpython3u
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+if "pgkb" not in GD: plpy.execute("SELECT kb.plpython_init()")
+return GD["pgkb"].parse_file(plpy, GD, SD, p_content, p_file_name, p_content_type)
+$$;
+COMMENT ON FUNCTION kb.py_parse_file(bytea, text, text) IS
+'Parses a file''s bytes (PDF, DOCX, HTML, Markdown, text) in a child process with memory and time limits; returns {"ok": true, "text", "title", "content_type", "parser", "parser_version", "page_starts"} or {"ok": false, "error": "<kind>: <message>", ...}, never raising for a bad file.';

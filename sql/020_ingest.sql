@@ -65,9 +65,13 @@ DROP TRIGGER IF EXISTS documents_sync_insert ON kb.documents;
 CREATE TRIGGER documents_sync_insert AFTER INSERT ON kb.documents
 FOR EACH ROW EXECUTE FUNCTION kb.trg_documents_sync();
 
+-- also when chunker_version was cleared (kb.reindex_documents: chunk again with the current rules)
 DROP TRIGGER IF EXISTS documents_sync_update ON kb.documents;
 CREATE TRIGGER documents_sync_update AFTER UPDATE ON kb.documents
-FOR EACH ROW WHEN (old.content_hash IS DISTINCT FROM new.content_hash)
+FOR EACH ROW WHEN (
+    old.content_hash IS DISTINCT FROM new.content_hash
+    OR (new.chunker_version IS NULL AND old.chunker_version IS NOT NULL)
+)
 EXECUTE FUNCTION kb.trg_documents_sync();
 
 DROP TRIGGER IF EXISTS documents_deleted ON kb.documents;
@@ -90,15 +94,16 @@ BEGIN
     PERFORM 1 FROM kb.documents WHERE id = ANY(p_document_ids) ORDER BY id FOR NO KEY UPDATE;
     UPDATE kb.documents AS d
     SET ingest_status = CASE
-            WHEN s.failed > 0 THEN 'failed'
+            WHEN s.parse_error IS NOT NULL OR s.failed > 0 THEN 'failed'
             WHEN s.queued > 0 THEN 'pending'
             ELSE 'indexed' END,
-        ingest_error = s.error,
+        ingest_error = coalesce(s.parse_error, s.error),
         chunk_count = s.chunks,
         indexed_at = now()
     FROM (
         SELECT
             d2.id,
+            d2.parse_error,
             count(DISTINCT c.id) AS chunks,
             count(q.chunk_id) FILTER (WHERE q.last_error IS NOT NULL) AS failed,
             count(q.chunk_id) AS queued,
@@ -114,7 +119,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb.refresh_ingest_status(bigint[]) IS
-'Recomputes ingest_status, ingest_error and chunk_count of documents from their chunks and the embedding queue of the active model.';
+'Recomputes ingest_status, ingest_error and chunk_count of documents from their parse error (a file that could not be parsed), their chunks and the embedding queue of the active model.';
 
 CREATE OR REPLACE FUNCTION kb.hnsw_index_name(p_model text)
 RETURNS text
@@ -203,6 +208,7 @@ BEGIN
         'WITH (m = 16, ef_construction = 64) WHERE model = %L',
         kb.hnsw_index_name(p_name), p_dimensions, p_name
     );
+    PERFORM kb.ensure_language_indexes(p_name);
     -- every existing chunk needs a vector of this model
     INSERT INTO kb.embed_queue (chunk_id, model)
     SELECT c.id, p_name FROM kb.chunks AS c
@@ -233,6 +239,11 @@ BEGIN
     UPDATE kb.models SET active = (name = p_name) WHERE active OR name = p_name;
     ids := ARRAY(SELECT id FROM kb.documents ORDER BY id);
     PERFORM kb.refresh_ingest_status(ids);
+    -- the new model's vectors get their language statistics (none yet on a
+    -- fresh install, where the modules are not even installed at this point)
+    IF EXISTS (SELECT 1 FROM kb.embeddings AS e WHERE e.model = p_name) THEN
+        PERFORM kb.recount_language_statistics(p_name);
+    END IF;
 END;
 $$;
 COMMENT ON FUNCTION kb.activate_model(text) IS
@@ -432,6 +443,7 @@ BEGIN
         embedded_total := embedded_total + (outcome ->> 'embedded')::int;
     END LOOP;
     PERFORM kb.refresh_lexical_stats();
+    PERFORM kb.recount_language_statistics(target);
     COMMIT;
     IF (outcome ->> 'failed')::int > 0 THEN
         RAISE WARNING 'kb.embed_pending stopped: %', outcome ->> 'error';

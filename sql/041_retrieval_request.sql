@@ -263,14 +263,12 @@ BEGIN
     plan.min_similarity := coalesce(((plan.model).options ->> 'min_similarity')::float8, provider.min_similarity);
     plan.strong_similarity := coalesce(((plan.model).options ->> 'strong_similarity')::float8,
         provider.strong_similarity);
+    plan.language_correction := p_settings.language_correction AND coalesce(provider.language_correction, false);
     plan.mode := p_request.mode_requested;
     IF plan.mode = 'auto' THEN
         plan.mode := CASE WHEN plan.model_ready THEN 'hybrid' ELSE 'lexical' END;
         IF NOT plan.model_ready THEN
             plan.notes := plan.notes || 'no vectors of an active model yet: lexical only'::text;
-        ELSIF (plan.analysis ->> 'looks_exact')::boolean THEN
-            plan.weight_dense := p_settings.exact_weight_dense;
-            plan.weight_lexical := p_settings.exact_weight_lexical;
         END IF;
     ELSIF plan.mode IN ('dense', 'hybrid') AND NOT plan.model_ready THEN
         RAISE EXCEPTION 'kb_retrieve: mode % needs vectors of the active model, and there are none yet', plan.mode
@@ -280,4 +278,4 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb.plan_retrieval(kb.retrieval_request, kb.retrieval_settings) IS
-'What a kb_retrieve call will do: query analysis and its stages, the mode (auto: hybrid when the active model has vectors; short exact-looking queries lean lexical), the active model, fusion weights and similarity thresholds.';
+'What a kb_retrieve call will do: query analysis and its stages, the mode (auto: hybrid when the active model has vectors), the active model, base fusion weights and similarity thresholds (used when the language correction does not apply).';

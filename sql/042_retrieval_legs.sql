@@ -18,7 +18,8 @@ COMMENT ON FUNCTION kb.bm25_weight(double precision, integer, integer, double pr
 'A posting''s BM25 weight: idf x tf saturation (k1) with length normalisation (b, average length avgdl). Inlined.';
 
 CREATE OR REPLACE FUNCTION kb.lexical_candidates(
-    p_terms text[], p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
+    p_terms text[], p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer,
+    p_glossary jsonb DEFAULT NULL
 )
 RETURNS TABLE (chunk_id bigint, score double precision, coverage double precision)
 LANGUAGE plpgsql
@@ -35,6 +36,18 @@ DECLARE
     scores double precision[];
     coverages double precision[];
     crowded boolean;
+    -- p_glossary: kb.glossary_expansion_of_terms(p_terms, ...).explain; its
+    -- matches say which terms each matched glossary term adds (docs/GLOSSARY.md)
+    own_count integer := cardinality(p_terms);
+    added text[] := ARRAY(SELECT jsonb_array_elements_text(coalesce(p_glossary -> 'added_terms', '[]'::jsonb)));
+    credited boolean := cardinality(added) > 0;
+    glossary_weight double precision := CASE WHEN credited
+        THEN (kb.setting('glossary_weight') #>> '{}')::float8 END;
+    glossary_own text[] := ARRAY(
+        SELECT DISTINCT o.term
+        FROM jsonb_array_elements(coalesce(p_glossary -> 'matches', '[]'::jsonb)) AS m (match)
+        CROSS JOIN LATERAL jsonb_array_elements_text(m.match -> 'terms') AS o (term)
+    );
 BEGIN
     -- BM25: Robertson idf, k1/b from settings, N and average length summed
     -- from kb.lexical_stats, df from kb.lexical_terms plus the postings of
@@ -72,7 +85,9 @@ BEGIN
             WHERE p_namespace IS NULL OR st.namespace = p_namespace
         ),
         terms AS (
-            SELECT t.term, min(t.pos) AS pos FROM unnest(p_terms) WITH ORDINALITY AS t (term, pos) GROUP BY t.term
+            SELECT t.term, min(t.pos) AS pos
+            FROM unnest(p_terms || added) WITH ORDINALITY AS t (term, pos)  -- added: after own_count
+            GROUP BY t.term
         ),
         term_df AS MATERIALIZED (
             -- a posting is counted live when its chunk is newer than its own
@@ -96,33 +111,72 @@ BEGIN
                         AND fresh.chunk_id > coalesce(st.terms_max_chunk_id, 0)))::float8 AS df
             FROM terms AS t CROSS JOIN params AS pr
         ),
+        raw_idf AS MATERIALIZED (
+            SELECT f.term, f.pos, f.df, ln(1 + (greatest(pr.n, f.df) - f.df + 0.5) / (f.df + 0.5)) AS idf
+            FROM term_df AS f
+            CROSS JOIN params AS pr
+        ),
+        match_terms AS MATERIALIZED (
+            -- each glossary match n: its own (query) terms and the terms it adds
+            SELECT m.n, o.term, true AS own
+            FROM jsonb_array_elements(coalesce(p_glossary -> 'matches', '[]'::jsonb)) WITH ORDINALITY AS m (match, n)
+            CROSS JOIN LATERAL jsonb_array_elements_text(m.match -> 'terms') AS o (term)
+            UNION ALL
+            SELECT m.n, a.term, false AS own
+            FROM jsonb_array_elements(coalesce(p_glossary -> 'matches', '[]'::jsonb)) WITH ORDINALITY AS m (match, n)
+            CROSS JOIN LATERAL jsonb_array_elements_text(m.match -> 'added_terms') AS a (term)
+        ),
+        scaling AS (
+            -- the terms a match adds weigh together at most what its own terms
+            -- weigh: an equivalent of six CJK bigrams counts like the word it stands for
+            SELECT s.term, max(least(1, s.own_mass / nullif(s.added_mass, 0))) AS factor
+            FROM (
+                SELECT mt.term, mt.own,
+                    sum(r.idf) FILTER (WHERE mt.own) OVER (PARTITION BY mt.n) AS own_mass,
+                    sum(r.idf) FILTER (WHERE NOT mt.own) OVER (PARTITION BY mt.n) AS added_mass
+                FROM match_terms AS mt
+                INNER JOIN raw_idf AS r ON mt.term = r.term
+            ) AS s
+            WHERE NOT s.own
+            GROUP BY s.term
+        ),
         idf AS MATERIALIZED (
             SELECT w.*, coalesce(w.df > w.read_limit, false) AS truncated
             FROM (
-                SELECT f.term, f.pos, f.df, x.idf,
+                SELECT x.term, x.pos, x.df, x.idf,
                     greatest(ceil(per_term * x.idf / nullif(max(x.idf) OVER (), 0)), per_term / 10)::integer
                         AS read_limit
-                FROM term_df AS f
-                CROSS JOIN params AS pr
-                CROSS JOIN LATERAL (SELECT ln(1 + (greatest(pr.n, f.df) - f.df + 0.5) / (f.df + 0.5)) AS idf) AS x
+                FROM (
+                    SELECT r.term, r.pos, r.df,
+                        r.idf * CASE WHEN r.pos > own_count THEN glossary_weight * coalesce(sc.factor, 1) ELSE 1 END
+                            AS idf
+                    FROM raw_idf AS r
+                    LEFT JOIN scaling AS sc ON r.term = sc.term
+                ) AS x
             ) AS w
         ),
         junction AS (
             -- a CJK bigram that no chunk contains, between two query bigrams that some
             -- chunk does contain (公司|司员|员工): a word boundary of the query, not a
-            -- missing concept, so it does not count against coverage
+            -- missing concept, so it does not count against coverage (a bigram the
+            -- glossary matched counts as contained: 会话|话过|过期)
             SELECT i.term
             FROM idf AS i
             INNER JOIN idf AS prev ON prev.pos = i.pos - 1
             INNER JOIN idf AS nxt ON nxt.pos = i.pos + 1
-            WHERE i.df = 0 AND prev.df > 0 AND nxt.df > 0
+            WHERE i.df = 0 AND nxt.pos <= own_count AND i.term <> all(glossary_own)
+                AND (prev.df > 0 OR prev.term = any(glossary_own)) AND (nxt.df > 0 OR nxt.term = any(glossary_own))
                 AND length(i.term) = 2 AND length(prev.term) = 2 AND length(nxt.term) = 2
                 AND right(prev.term, 1) = left(i.term, 1) AND right(i.term, 1) = left(nxt.term, 1)
         ),
-        total AS (
-            SELECT nullif(sum(i.idf), 0) AS idf_mass
+        own AS (
+            -- the query's own terms, whose idf mass a chunk should cover
+            SELECT i.term, i.idf
             FROM idf AS i
-            WHERE i.term NOT IN (SELECT j.term FROM junction AS j)
+            WHERE i.term NOT IN (SELECT j.term FROM junction AS j) AND i.pos <= own_count
+        ),
+        total AS (
+            SELECT nullif(sum(o.idf), 0) AS idf_mass FROM own AS o
         ),
         candidates AS MATERIALIZED (
             SELECT
@@ -130,7 +184,10 @@ BEGIN
                 p.document_id,
                 sum(p.weight) AS partial_score,
                 coalesce(sum(p.weight) FILTER (WHERE NOT i.truncated), 0) AS exact_part,
-                coalesce(sum(i.idf) FILTER (WHERE NOT i.truncated), 0) AS exact_idf
+                coalesce(sum(i.idf) FILTER (WHERE NOT i.truncated AND i.pos <= own_count), 0) AS exact_idf,
+                -- with a glossary: which terms, and their weights (same order)
+                array_agg(i.term) FILTER (WHERE NOT i.truncated AND credited) AS exact_terms,
+                array_agg(p.weight) FILTER (WHERE NOT i.truncated AND credited) AS exact_weights
             FROM idf AS i
             CROSS JOIN params AS pr
             CROSS JOIN LATERAL (
@@ -151,10 +208,12 @@ BEGIN
         completed AS (
             -- the shortlisted chunks' exact part, plus the truncated terms' weights
             -- by primary-key probes (LIMIT 1 keeps each a (term, chunk_id) lookup)
-            SELECT s.chunk_id, s.document_id, s.exact_part AS weight, s.exact_idf AS idf
+            SELECT s.chunk_id, s.document_id, s.exact_part AS weight, s.exact_idf AS idf,
+                s.exact_terms AS terms, s.exact_weights AS weights
             FROM shortlisted AS s
             UNION ALL
-            SELECT s.chunk_id, s.document_id, w.weight, w.idf
+            SELECT s.chunk_id, s.document_id, w.weight, CASE WHEN i.pos <= own_count THEN w.idf ELSE 0 END,
+                CASE WHEN credited THEN ARRAY[i.term] END, CASE WHEN credited THEN ARRAY[w.weight] END
             FROM shortlisted AS s
             CROSS JOIN idf AS i
             CROSS JOIN params AS pr
@@ -166,11 +225,56 @@ BEGIN
             ) AS w
             WHERE i.truncated
         ),
-        ranked AS MATERIALIZED (
-            SELECT c.chunk_id, c.document_id, sum(c.weight) AS score,
-                coalesce(sum(c.idf) / (SELECT t.idf_mass FROM total AS t), 0) AS coverage
+        -- With a glossary, a concept counts once per chunk, in whichever words the
+        -- chunk has it: the terms a match adds count only in chunks that lack
+        -- some of its own terms, and a chunk that contains an added term covers
+        -- the own terms of its match (a passage in the other language can
+        -- answer as fully as one in the query's). Rows only when credited.
+        chunk_terms AS MATERIALIZED (
+            SELECT c.chunk_id, u.term, u.weight
             FROM completed AS c
-            GROUP BY c.chunk_id, c.document_id
+            CROSS JOIN LATERAL unnest(c.terms, c.weights) AS u (term, weight)
+        ),
+        complete_matches AS (
+            -- the matches whose own terms the chunk all contains
+            SELECT ct.chunk_id, mt.n
+            FROM chunk_terms AS ct
+            INNER JOIN match_terms AS mt ON mt.own AND ct.term = mt.term
+            GROUP BY ct.chunk_id, mt.n
+            HAVING count(DISTINCT mt.term) = (SELECT count(*) FROM match_terms AS x WHERE x.n = mt.n AND x.own)
+        ),
+        redundant AS (
+            SELECT r.chunk_id, sum(r.weight) AS weight
+            FROM (
+                SELECT DISTINCT ct.chunk_id, ct.term, ct.weight
+                FROM chunk_terms AS ct
+                INNER JOIN match_terms AS ma ON NOT ma.own AND ct.term = ma.term
+                INNER JOIN complete_matches AS cm ON ct.chunk_id = cm.chunk_id AND ma.n = cm.n
+            ) AS r
+            GROUP BY r.chunk_id
+        ),
+        covered AS (
+            SELECT cv.chunk_id, sum(o.idf) AS idf
+            FROM (
+                SELECT DISTINCT ct.chunk_id, coalesce(mo.term, ct.term) AS term
+                FROM chunk_terms AS ct
+                LEFT JOIN match_terms AS ma ON NOT ma.own AND ct.term = ma.term
+                LEFT JOIN match_terms AS mo ON mo.own AND ma.n = mo.n
+            ) AS cv
+            INNER JOIN own AS o ON cv.term = o.term
+            GROUP BY cv.chunk_id
+        ),
+        ranked AS MATERIALIZED (
+            SELECT s.chunk_id, s.document_id, s.score - coalesce(rd.weight, 0) AS score,
+                coalesce(CASE WHEN credited THEN cv.idf ELSE s.idf END / (SELECT t.idf_mass FROM total AS t), 0)
+                    AS coverage
+            FROM (
+                SELECT c.chunk_id, c.document_id, sum(c.weight) AS score, sum(c.idf) AS idf
+                FROM completed AS c
+                GROUP BY c.chunk_id, c.document_id
+            ) AS s
+            LEFT JOIN redundant AS rd ON s.chunk_id = rd.chunk_id
+            LEFT JOIN covered AS cv ON s.chunk_id = cv.chunk_id
         ),
         visible AS MATERIALIZED (
             -- judged lazily, once per document, best exact score first, until
@@ -212,8 +316,8 @@ BEGIN
     RETURN QUERY SELECT u.chunk_id, u.score, u.coverage FROM unnest(ids, scores, coverages) AS u (chunk_id, score, coverage);
 END;
 $$;
-COMMENT ON FUNCTION kb.lexical_candidates(text[], timestamptz, text, jsonb, integer) IS
-'BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage.';
+COMMENT ON FUNCTION kb.lexical_candidates(text[], timestamptz, text, jsonb, integer, jsonb) IS
+'BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents'' terms, a concept counting once per chunk.';
 
 CREATE OR REPLACE FUNCTION kb.trigram_candidates(
     p_query text, p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
@@ -294,17 +398,41 @@ $$;
 COMMENT ON FUNCTION kb.identifier_candidates(text[], timestamptz, text, jsonb, integer) IS
 'Chunks that contain the query''s identifiers verbatim as whole tokens (trigram-indexed ILIKE, escaped input).';
 
+CREATE OR REPLACE FUNCTION kb.noise_z(p_vectors bigint)
+RETURNS double precision
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- about the largest of n standard normal scores: what the best of n
+    -- passages that have nothing to do with the question reaches by chance,
+    -- so that the dense thresholds mean the same in a corpus of 50 passages
+    -- (2.8) and of a million (5.3)
+    SELECT sqrt(2 * ln(greatest(p_vectors, 2)::float8))
+$$;
+COMMENT ON FUNCTION kb.noise_z(bigint) IS
+'sqrt(2 ln n): about the best z-score n unrelated passages reach by chance; the dense leg''s evidence thresholds are offsets from it.';
+
 CREATE OR REPLACE FUNCTION kb.dense_candidates(
     p_query_vector text, p_model text, p_dimensions integer,
-    p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
+    p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer,
+    p_moments kb.language_moment[]
 )
-RETURNS TABLE (chunk_id bigint, score double precision)
+RETURNS TABLE (
+    chunk_id bigint, similarity double precision, score double precision, language text, noise_z double precision
+)
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 SET hnsw.iterative_scan = 'relaxed_order'  -- noqa: PRS
 SET hnsw.ef_search = '100'
 AS $$
+DECLARE
+    zh_offset double precision;
+    zh_scale double precision;
+    en_offset double precision;
+    en_scale double precision;
+    moment kb.language_moment;
 BEGIN
     -- The model's partial HNSW index is used because the query repeats its
     -- expression and predicate literally. The visibility condition runs inside
@@ -316,18 +444,60 @@ BEGIN
     -- the rows the visibility condition removes
     PERFORM set_config('hnsw.ef_search', least(1000, greatest(
         (kb.setting('hnsw_ef_search') #>> '{}')::integer, p_limit * 3 / 2))::text, true);
-    RETURN QUERY EXECUTE format(
-        'SELECT e.chunk_id, (1 - (e.embedding::vector(%1$s) <=> $1::vector(%1$s)))::float8 AS score
-         FROM kb.embeddings AS e
-         INNER JOIN kb.chunks AS c ON c.id = e.chunk_id
-         CROSS JOIN LATERAL kb.visible_candidate(c.document_id, $2, $3, $4, $6) AS v
-         WHERE e.model = %2$L
-             AND ($3 IS NULL OR c.namespace = $3)
-         ORDER BY e.embedding::vector(%1$s) <=> $1::vector(%1$s)
-         LIMIT $5',
-        p_dimensions, p_model
-    ) USING p_query_vector, p_as_of, p_namespace, p_filters, p_limit, kb.filters_restrict(p_filters);
+    IF cardinality(p_moments) = 0 THEN
+        -- no language correction: the raw cosine similarity is the score
+        RETURN QUERY EXECUTE format(
+            'SELECT h.chunk_id, h.similarity, h.similarity, NULL::text, NULL::float8
+             FROM (
+                 SELECT e.chunk_id, (1 - (e.embedding::vector(%1$s) <=> $1::vector(%1$s)))::float8 AS similarity
+                 FROM kb.embeddings AS e
+                 INNER JOIN kb.chunks AS c ON c.id = e.chunk_id
+                 CROSS JOIN LATERAL kb.visible_candidate(c.document_id, $2, $3, $4, $6) AS v
+                 WHERE e.model = %2$L
+                     AND ($3 IS NULL OR c.namespace = $3)
+                 ORDER BY e.embedding::vector(%1$s) <=> $1::vector(%1$s)
+                 LIMIT $5
+             ) AS h',
+            p_dimensions, p_model
+        ) USING p_query_vector, p_as_of, p_namespace, p_filters, p_limit, kb.filters_restrict(p_filters);
+        RETURN;
+    END IF;
+    -- One scan per language group, each of the model's partial HNSW index of
+    -- that group (kb.ensure_language_indexes; the predicate is literal so the
+    -- planner matches it): the order inside a group is the order of
+    -- similarity, so each scan is the index's own. A hit's score is its
+    -- similarity z-scored within its group; the caller merges the groups by
+    -- score. A passage of the zh or en group is placed between the two groups'
+    -- moments by its share of Chinese (a bilingual passage's vector carries
+    -- some of both languages), when both groups have moments of their own.
+    SELECT m."offset", m.scale INTO zh_offset, zh_scale FROM unnest(p_moments) AS m
+    WHERE m.language = 'zh' AND NOT m.pooled;
+    SELECT m."offset", m.scale INTO en_offset, en_scale FROM unnest(p_moments) AS m
+    WHERE m.language = 'en' AND NOT m.pooled;
+    FOREACH moment IN ARRAY p_moments LOOP
+        RETURN QUERY EXECUTE format(
+            'SELECT h.chunk_id, h.similarity,
+                 CASE WHEN $7 IS NOT NULL AND $9 IS NOT NULL AND h.han_share IS NOT NULL AND %3$L IN (''zh'', ''en'')
+                     THEN (h.similarity - (h.han_share * $7 + (1 - h.han_share) * $9))
+                         / (h.han_share * $8 + (1 - h.han_share) * $10)
+                     ELSE (h.similarity - $11) / $12 END,
+                 %3$L::text, kb.noise_z($13)
+             FROM (
+                 SELECT e.chunk_id, c.han_share,
+                     (1 - (e.embedding::vector(%1$s) <=> $1::vector(%1$s)))::float8 AS similarity
+                 FROM kb.embeddings AS e
+                 INNER JOIN kb.chunks AS c ON c.id = e.chunk_id
+                 CROSS JOIN LATERAL kb.visible_candidate(c.document_id, $2, $3, $4, $6) AS v
+                 WHERE e.model = %2$L AND e.language = %3$L
+                     AND ($3 IS NULL OR c.namespace = $3)
+                 ORDER BY e.embedding::vector(%1$s) <=> $1::vector(%1$s)
+                 LIMIT $5
+             ) AS h',
+            p_dimensions, p_model, moment.language
+        ) USING p_query_vector, p_as_of, p_namespace, p_filters, p_limit, kb.filters_restrict(p_filters),
+            zh_offset, zh_scale, en_offset, en_scale, moment."offset", moment.scale, moment.vectors;
+    END LOOP;
 END;
 $$;
-COMMENT ON FUNCTION kb.dense_candidates(text, text, integer, timestamptz, text, jsonb, integer) IS
-'Dense leg: HNSW cosine search over the named model''s vectors with the visibility condition inside the scan (iterative scan).';
+COMMENT ON FUNCTION kb.dense_candidates(text, text, integer, timestamptz, text, jsonb, integer, kb.language_moment[]) IS
+'Dense leg: HNSW cosine search over the named model''s vectors with the visibility condition inside the scan (iterative scan); with language moments, one scan per language group, the similarity z-scored within its group as the score, and the group''s noise level (kb.noise_z).';

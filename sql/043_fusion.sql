@@ -31,8 +31,13 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
     -- Every chunk of either leg or of the identifier hits, once.
     -- linear: each leg's scores min-max normalised to [0, 1] over its own
-    --   candidates (a leg with one distinct score gives 1), weighted; a
-    --   trigram hit of the lexical leg counts 0.5 / its rank instead.
+    --   candidates (a leg with one distinct score gives 1), times the hit's
+    --   own evidence (kb.leg_hit.evidence, 1 when not given: how much of the
+    --   query a lexical hit covers, how far above its language a dense hit
+    --   stands), weighted; a trigram hit of the lexical leg counts 0.5 / its
+    --   rank instead. So a hit that only one leg ranks high on weak evidence
+    --   (a same-language passage sharing a few names with a cross-lingual
+    --   question) does not outrank the other leg's convincing one.
     -- rrf: sum of weight / (rrf_k + rank), scaled so that rank 1 in both legs is 1.
     -- A chunk missing from a leg gets 0 from it.
     -- A hit whose score is not a finite number (NaN or infinity, e.g. the
@@ -42,11 +47,13 @@ AS $$
     -- normalised score NaN. The fused score is never NaN (NaN weights give 0).
     WITH
     lexical AS (
-        SELECT h.chunk_id, h.rank, h.trigram, CASE WHEN abs(h.score) < 'Infinity'::float8 THEN h.score END AS score
+        SELECT h.chunk_id, h.rank, h.trigram, CASE WHEN abs(h.score) < 'Infinity'::float8 THEN h.score END AS score,
+            coalesce(h.evidence, 1) AS evidence
         FROM unnest(p_lexical) AS h
     ),
     dense AS (
-        SELECT h.chunk_id, h.rank, CASE WHEN abs(h.score) < 'Infinity'::float8 THEN h.score END AS score
+        SELECT h.chunk_id, h.rank, CASE WHEN abs(h.score) < 'Infinity'::float8 THEN h.score END AS score,
+            coalesce(h.evidence, 1) AS evidence
         FROM unnest(p_dense) AS h
     ),
     identified AS (SELECT DISTINCT i.chunk_id FROM unnest(p_identifier_chunks) AS i (chunk_id)),
@@ -72,11 +79,11 @@ AS $$
                     p_weight_lexical * CASE
                         WHEN l.score IS NULL THEN 0
                         WHEN l.trigram THEN 0.5 * (1.0 / l.rank)
-                        ELSE coalesce((l.score - lr.lo) / nullif(lr.hi - lr.lo, 0), 1)
+                        ELSE coalesce((l.score - lr.lo) / nullif(lr.hi - lr.lo, 0), 1) * l.evidence
                     END
                     + p_weight_dense * CASE
                         WHEN d.score IS NULL THEN 0
-                        ELSE coalesce((d.score - dr.lo) / nullif(dr.hi - dr.lo, 0), 1)
+                        ELSE coalesce((d.score - dr.lo) / nullif(dr.hi - dr.lo, 0), 1) * d.evidence
                     END
             END AS fused_score
         FROM lexical AS l
@@ -97,14 +104,15 @@ AS $$
     FROM fused AS f
 $$;
 COMMENT ON FUNCTION kb.fuse(kb.leg_hit[], kb.leg_hit[], bigint[], text, double precision, double precision, double precision) IS
-'Fuses the lexical and dense legs'' candidates (linear: min-max normalised scores, weighted; rrf: reciprocal ranks, weighted) and marks identifier hits; a NaN or infinite leg score counts as no evidence, and no fused score is NaN. Pure: testable on hand-made hits.';
+'Fuses the lexical and dense legs'' candidates (linear: min-max normalised scores times each hit''s evidence, weighted; rrf: reciprocal ranks, weighted) and marks identifier hits; a NaN or infinite leg score counts as no evidence, and no fused score is NaN. Pure: testable on hand-made hits.';
 
 CREATE OR REPLACE FUNCTION kb.passages(
     p_fused kb.fused_hit[],
     p_core_terms text,
     p_boost_identifier double precision,
     p_boost_title double precision,
-    p_k integer
+    p_k integer,
+    p_freshness_margin double precision DEFAULT 0
 )
 RETURNS SETOF kb.retrieval_row
 LANGUAGE sql
@@ -113,8 +121,14 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
     -- Boosts: a chunk holding an identifier of the query verbatim, and a chunk
     -- whose document title contains the query's core terms (two characters or
-    -- more). Chunks of identical text (content hash) count once, at their best.
-    -- Ties break by chunk id. snippet is left NULL (kb.with_snippets fills it).
+    -- more). Freshness: a small preference for the newer of near-equal
+    -- passages, a share of the fused score up to p_freshness_margin by the
+    -- rank of the document's effective date (then creation) among the
+    -- candidates' documents, so that
+    -- of two current versions of a policy that answer alike the newer comes
+    -- first, while a clearly better older passage keeps its place. Chunks of
+    -- identical text (content hash) count once, at their best. Ties break by
+    -- chunk id. snippet is left NULL (kb.with_snippets fills it).
     WITH
     boosted AS (
         SELECT
@@ -123,7 +137,10 @@ AS $$
             f.fused_score
             + CASE WHEN f.identifier_hit THEN p_boost_identifier ELSE 0 END
             + CASE WHEN length(p_core_terms) >= 2 AND d.title ILIKE '%' || kb.escape_like(p_core_terms) || '%'
-                THEN p_boost_title ELSE 0 END AS final_score
+                THEN p_boost_title ELSE 0 END
+            + f.fused_score * p_freshness_margin * CASE WHEN count(*) OVER () > 1
+                THEN percent_rank() OVER (ORDER BY d.effective_from NULLS FIRST, d.created_at) ELSE 0 END
+            AS final_score
         FROM unnest(p_fused) AS f
         INNER JOIN kb.chunks AS c ON c.id = f.chunk_id
         INNER JOIN kb.documents AS d ON d.id = c.document_id
@@ -172,8 +189,8 @@ AS $$
     INNER JOIN kb.documents AS d ON d.id = c.document_id
     ORDER BY top.rank
 $$;
-COMMENT ON FUNCTION kb.passages(kb.fused_hit[], text, double precision, double precision, integer) IS
-'The top k passages of fused hits as kb.retrieval_row: identifier and title boosts, one chunk per distinct text, ranks from 1, match type.';
+COMMENT ON FUNCTION kb.passages(kb.fused_hit[], text, double precision, double precision, integer, double precision) IS
+'The top k passages of fused hits as kb.retrieval_row: identifier and title boosts, a freshness preference among near-equals, one chunk per distinct text, ranks from 1, match type.';
 
 CREATE OR REPLACE FUNCTION kb.with_snippets(p_rows kb.retrieval_row[], p_query text)
 RETURNS kb.retrieval_row[]

@@ -46,7 +46,8 @@ DECLARE
     t timestamptz;
     query_vector text;
 BEGIN
-    stage := ROW(p_stage_no, p_query, NULL, false, '{}', '{}', NULL, NULL, 0, '{}', 0, 0, 0);
+    stage := ROW(p_stage_no, p_query, NULL, false, '{}', '{}', NULL, NULL, 0, '{}', 0, 0, 0,
+        NULL, NULL, NULL, '{}', 0, 0, NULL);
     IF p_plan.mode IN ('lexical', 'hybrid') THEN
         t := clock_timestamp();
         stage.terms := kb.query_terms(p_query);
@@ -57,17 +58,25 @@ BEGIN
             stage.lexical_ms := kb.ms_since(t);
             RETURN stage;
         END IF;
+        -- the glossary equivalents of the terms the query contains (docs/GLOSSARY.md;
+        -- none while kb.glossary is empty): the lexical leg searches their terms too
+        IF (kb.setting('glossary_expansion') #>> '{}')::boolean THEN
+            stage.glossary := (kb.glossary_expansion_of_terms(stage.terms, p_request.namespace,
+                (kb.setting('glossary_max_terms') #>> '{}')::integer)).explain;
+        END IF;
         stage.lexical := ARRAY(
             SELECT ROW(l.chunk_id, row_number() OVER (ORDER BY l.score DESC, l.chunk_id), l.score, l.coverage,
-                false)::kb.leg_hit
+                false, NULL, kb.calibrate(l.coverage, p_settings.min_lexical_coverage,
+                    p_settings.strong_lexical_coverage))::kb.leg_hit
             FROM kb.lexical_candidates(stage.terms, p_request.as_of, p_request.namespace, p_request.filters,
-                p_plan.candidates) AS l
+                p_plan.candidates, stage.glossary) AS l
             ORDER BY l.score DESC, l.chunk_id
         );
         -- fuzzy fallback only: a short query that BM25 could not match at all
         IF (p_plan.analysis ->> 'is_short')::boolean AND cardinality(stage.lexical) = 0 THEN
             stage.lexical := ARRAY(
-                SELECT ROW(g.chunk_id, row_number() OVER (ORDER BY g.score DESC, g.chunk_id), g.score, 0, true)::kb.leg_hit
+                SELECT ROW(g.chunk_id, row_number() OVER (ORDER BY g.score DESC, g.chunk_id), g.score, 0, true,
+                    NULL, NULL)::kb.leg_hit
                 FROM kb.trigram_candidates(p_query, p_request.as_of, p_request.namespace, p_request.filters,
                     p_plan.candidates) AS g
                 ORDER BY g.score DESC, g.chunk_id
@@ -88,28 +97,72 @@ BEGIN
         stage.embed_ms := kb.ms_since(t);
         t := clock_timestamp();
         IF query_vector IS NOT NULL THEN
+            IF p_plan.language_correction THEN
+                stage.language_moments := kb.language_moments((p_plan.model).name, query_vector,
+                    p_request.namespace, p_settings.language_min_vectors);
+            END IF;
             stage.dense := ARRAY(
                 SELECT ROW(d.chunk_id, row_number() OVER (ORDER BY d.score DESC, d.chunk_id), d.score, NULL,
-                    false)::kb.leg_hit
+                    false, d.similarity, CASE WHEN d.noise_z IS NOT NULL
+                        THEN kb.calibrate(d.score, d.noise_z + p_settings.min_dense_z,
+                            d.noise_z + p_settings.strong_dense_z)
+                        ELSE kb.calibrate(d.similarity, p_plan.min_similarity, p_plan.strong_similarity) END
+                )::kb.leg_hit
                 FROM kb.dense_candidates(query_vector, (p_plan.model).name, (p_plan.model).dimensions,
-                    p_request.as_of, p_request.namespace, p_request.filters, p_plan.candidates) AS d
+                    p_request.as_of, p_request.namespace, p_request.filters, p_plan.candidates,
+                    stage.language_moments) AS d
                 ORDER BY d.score DESC, d.chunk_id
             );
         END IF;
         stage.dense_ms := kb.ms_since(t);
     END IF;
     stage.lexical_top_coverage := (stage.lexical[1]).coverage;
-    stage.dense_top_similarity := (stage.dense[1]).score;
+    stage.dense_top_similarity := (stage.dense[1]).similarity;
+    -- each leg's evidence from its best hit: lexical from the share of the
+    -- query's idf mass it holds; dense, when corrected, from how far above
+    -- the passages of its language a hit stands (z units), else from its
+    -- cosine similarity
+    stage.lexical_evidence := CASE WHEN p_plan.mode = 'dense' THEN 0
+        ELSE kb.calibrate(stage.lexical_top_coverage, p_settings.min_lexical_coverage,
+            p_settings.strong_lexical_coverage) END;
+    IF p_plan.mode = 'lexical' THEN
+        stage.dense_evidence := 0;
+    ELSIF cardinality(stage.language_moments) > 0 THEN
+        -- In hybrid mode the lexical leg could have matched a passage in the
+        -- question's own language (either, for a mixed question): that it
+        -- found little there is evidence against such a passage, so a dense
+        -- hit in that language must stand higher (same_language_z_margin). In
+        -- another language the lexical leg cannot tell, and min_dense_z holds.
+        -- The best hit of each language is judged; the most convincing decides.
+        -- Thresholds are offsets from the group's noise level (kb.noise_z of
+        -- its number of vectors), so they mean the same at any corpus size.
+        SELECT e.evidence, e.z, e.language, e.min_z
+        INTO stage.dense_evidence, stage.dense_evidence_z, stage.dense_evidence_language, stage.dense_min_z
+        FROM (
+            SELECT DISTINCT ON (c.language) c.language, h.score AS z, t.min_z,
+                kb.calibrate(h.score, t.min_z, t.min_z - p_settings.min_dense_z + p_settings.strong_dense_z)
+                    AS evidence
+            FROM unnest(stage.dense) AS h
+            INNER JOIN kb.chunks AS c ON h.chunk_id = c.id
+            CROSS JOIN LATERAL (
+                SELECT m.vectors FROM unnest(stage.language_moments) AS m WHERE m.language = c.language
+            ) AS g
+            CROSS JOIN LATERAL (SELECT kb.noise_z(g.vectors) + p_settings.min_dense_z + CASE
+                WHEN p_plan.mode = 'hybrid' AND (c.language = p_plan.analysis ->> 'language'
+                    OR p_plan.analysis ->> 'language' = 'mixed')
+                    THEN p_settings.same_language_z_margin ELSE 0 END AS min_z) AS t
+            ORDER BY c.language, h.score DESC
+        ) AS e
+        ORDER BY e.evidence DESC, e.z DESC
+        LIMIT 1;
+        stage.dense_evidence := coalesce(stage.dense_evidence, 0);
+    ELSE
+        stage.dense_evidence := kb.calibrate(stage.dense_top_similarity, p_plan.min_similarity,
+            p_plan.strong_similarity);
+    END IF;
     -- the better leg decides; an identifier found verbatim is strong evidence
-    stage.evidence := CASE WHEN p_identifier_found THEN 1 ELSE greatest(
-        CASE WHEN p_plan.mode <> 'dense'
-            THEN kb.calibrate(stage.lexical_top_coverage, p_settings.min_lexical_coverage,
-                p_settings.strong_lexical_coverage)
-            ELSE 0 END,
-        CASE WHEN p_plan.mode <> 'lexical'
-            THEN kb.calibrate(stage.dense_top_similarity, p_plan.min_similarity, p_plan.strong_similarity)
-            ELSE 0 END
-    ) END;
+    stage.evidence := CASE WHEN p_identifier_found THEN 1
+        ELSE greatest(stage.lexical_evidence, stage.dense_evidence) END;
     RETURN stage;
 END;
 $$;
@@ -117,6 +170,41 @@ COMMENT ON FUNCTION kb.run_stage(
     kb.retrieval_request, kb.retrieval_plan, kb.retrieval_settings, integer, text, text[], boolean
 ) IS
 'One stage of the staged fallback: the lexical leg (BM25, trigram when a short query matched nothing) and the dense leg for one form of the query, and the evidence of their best hits (kb.calibrate against the thresholds).';
+
+CREATE OR REPLACE FUNCTION kb.abstains(p_evidence double precision, p_settings kb.retrieval_settings)
+RETURNS boolean
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT p_settings.no_evidence_cutoff AND coalesce(p_evidence, 0) <= p_settings.min_evidence
+$$;
+COMMENT ON FUNCTION kb.abstains(double precision, kb.retrieval_settings) IS
+'The answerability decision: no rows when the cutoff is on and the best stage''s evidence is at or below min_evidence (0 by default: neither leg above its "no evidence" level).';
+
+CREATE OR REPLACE FUNCTION kb.language_correction_explain(
+    p_plan kb.retrieval_plan, p_settings kb.retrieval_settings, p_stage kb.retrieval_stage
+)
+RETURNS jsonb
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT jsonb_build_object(
+        'enabled', p_plan.language_correction,
+        'applied', cardinality(p_stage.language_moments) > 0,
+        'rule', 'dense score = (similarity - offset) / scale of the passage''s language group',
+        'groups', coalesce((
+            SELECT jsonb_agg(jsonb_build_object('language', m.language, 'vectors', m.vectors,
+                'offset', round(m."offset"::numeric, 5), 'scale', round(m.scale::numeric, 5), 'pooled', m.pooled)
+                ORDER BY m.language)
+            FROM unnest(p_stage.language_moments) AS m
+        ), '[]'),
+        'min_vectors', p_settings.language_min_vectors
+    )
+$$;
+COMMENT ON FUNCTION kb.language_correction_explain(kb.retrieval_plan, kb.retrieval_settings, kb.retrieval_stage) IS
+'The explain entry of the language correction: whether it is on for this model (the setting and the provider''s language_correction), whether it applied, and the query''s offset and scale per language group.';
 
 CREATE OR REPLACE FUNCTION kb.explain_object(
     p_request kb.retrieval_request,
@@ -141,26 +229,59 @@ AS $$
         'model', CASE WHEN (p_plan.model).name IS NULL THEN NULL ELSE jsonb_build_object(
             'name', (p_plan.model).name, 'provider', (p_plan.model).provider, 'model', (p_plan.model).model,
             'dimensions', (p_plan.model).dimensions, 'ready', p_plan.model_ready) END,
-        'fusion', jsonb_build_object('method', p_settings.fusion, 'weight_dense', p_plan.weight_dense,
-            'weight_lexical', p_plan.weight_lexical, 'rrf_k', p_settings.rrf_k),
+        'fusion', jsonb_build_object('method', p_settings.fusion,
+            'rule', CASE p_settings.fusion WHEN 'linear'
+                THEN 'weight x min-max normalised score x the hit''s own evidence, summed over the legs'
+                ELSE 'weight / (rrf_k + rank), summed over the legs' END,
+            'weight_dense', p_plan.weight_dense, 'weight_lexical', p_plan.weight_lexical, 'rrf_k', p_settings.rrf_k,
+            'freshness_margin', p_settings.freshness_margin),
         'stages', coalesce((
             SELECT jsonb_agg(jsonb_build_object(
                 'stage', s.stage_no, 'query', s.query, 'lexical_candidates', cardinality(s.lexical),
                 'dense_candidates', cardinality(s.dense), 'lexical_top_coverage', s.lexical_top_coverage,
-                'dense_top_similarity', s.dense_top_similarity, 'evidence', round(s.evidence::numeric, 3)
+                'dense_top_similarity', s.dense_top_similarity, 'dense_evidence_z', s.dense_evidence_z,
+                'dense_evidence_language', s.dense_evidence_language, 'dense_min_z', s.dense_min_z,
+                'lexical_evidence', round(s.lexical_evidence::numeric, 3),
+                'dense_evidence', round(s.dense_evidence::numeric, 3),
+                'evidence', round(s.evidence::numeric, 3)
             ) ORDER BY s.stage_no)
             FROM unnest(p_stages) AS s
             WHERE NOT s.skipped
         ), '[]'),
+        'language_correction', kb.language_correction_explain(p_plan, p_settings, p_best),
+        'glossary', p_best.glossary,
+        'answerability', jsonb_build_object(
+            'decision', CASE WHEN kb.abstains(p_best.evidence, p_settings) THEN 'no evidence' ELSE 'answer' END,
+            'signal', CASE WHEN p_identifier_chunks <> '{}' THEN 'identifier found verbatim'
+                WHEN coalesce(p_best.lexical_evidence, 0) >= coalesce(p_best.dense_evidence, 0)
+                    THEN 'lexical: top idf coverage'
+                WHEN cardinality(p_best.language_moments) > 0
+                    THEN 'dense: z-score within its language of the best hit in ' || p_best.dense_evidence_language
+                ELSE 'dense: top cosine similarity' END,
+            'value', CASE WHEN p_identifier_chunks <> '{}' THEN NULL
+                WHEN coalesce(p_best.lexical_evidence, 0) >= coalesce(p_best.dense_evidence, 0)
+                    THEN p_best.lexical_top_coverage
+                WHEN cardinality(p_best.language_moments) > 0 THEN round(p_best.dense_evidence_z::numeric, 4)
+                ELSE round(p_best.dense_top_similarity::numeric, 4) END,
+            'evidence', round(greatest(coalesce(p_best.evidence, 0), 0)::numeric, 3),
+            'threshold', CASE WHEN p_identifier_chunks <> '{}' THEN NULL
+                WHEN coalesce(p_best.lexical_evidence, 0) >= coalesce(p_best.dense_evidence, 0)
+                    THEN p_settings.min_lexical_coverage
+                WHEN p_best.dense_min_z IS NOT NULL THEN p_best.dense_min_z
+                ELSE p_plan.min_similarity END,
+            'min_evidence', p_settings.min_evidence,
+            'cutoff', p_settings.no_evidence_cutoff),
         'stage_used', p_best.query,
         'candidates', jsonb_build_object('lexical', coalesce(cardinality(p_best.lexical), 0),
             'dense', coalesce(cardinality(p_best.dense), 0), 'identifier', cardinality(p_identifier_chunks)),
         'evidence', round(greatest(coalesce(p_best.evidence, 0), 0)::numeric, 3),
         'low_confidence', coalesce(p_best.evidence, -1) < 1,
-        'no_evidence', coalesce(p_best.evidence, -1) <= 0,
+        'no_evidence', coalesce(p_best.evidence, -1) <= p_settings.min_evidence,
         'thresholds', jsonb_build_object('min_lexical_coverage', p_settings.min_lexical_coverage,
-            'strong_lexical_coverage', p_settings.strong_lexical_coverage, 'min_similarity', p_plan.min_similarity,
-            'strong_similarity', p_plan.strong_similarity, 'no_evidence_cutoff', p_settings.no_evidence_cutoff),
+            'strong_lexical_coverage', p_settings.strong_lexical_coverage, 'min_dense_z', p_settings.min_dense_z,
+            'same_language_z_margin', p_settings.same_language_z_margin, 'strong_dense_z', p_settings.strong_dense_z, 'min_similarity', p_plan.min_similarity,
+            'strong_similarity', p_plan.strong_similarity, 'min_evidence', p_settings.min_evidence,
+            'no_evidence_cutoff', p_settings.no_evidence_cutoff),
         'returned', p_returned,
         'notes', to_jsonb(p_request.notes || p_plan.notes
             || coalesce((SELECT array_agg(n ORDER BY s.stage_no) FROM unnest(p_stages) AS s, unnest(s.notes) AS n), '{}')),
@@ -220,11 +341,12 @@ BEGIN
     END LOOP;
 
     t := clock_timestamp();
-    IF NOT (settings.no_evidence_cutoff AND coalesce(best.evidence, 0) <= 0) THEN
+    IF NOT kb.abstains(best.evidence, settings) THEN
         rows := ARRAY(SELECT p FROM kb.passages(
             ARRAY(SELECT kb.fuse(best.lexical, best.dense, identifier_chunks, settings.fusion, plan.weight_lexical,
                 plan.weight_dense, settings.rrf_k)),
-            plan.analysis ->> 'core_terms', settings.boost_identifier, settings.boost_title, request.k
+            plan.analysis ->> 'core_terms', settings.boost_identifier, settings.boost_title, request.k,
+            settings.freshness_margin
         ) AS p ORDER BY p.rank);
     END IF;
     fuse_ms := kb.ms_since(t);

@@ -47,5 +47,21 @@ SELECT
 FROM kb.embed_queue AS q
 INNER JOIN kb.chunks AS c ON c.id = q.chunk_id
 INNER JOIN kb.documents AS d ON d.id = c.document_id
-WHERE q.last_error IS NOT NULL;
-COMMENT ON VIEW kb.ingest_failures IS 'Chunks whose embedding failed, with the error; pgkb backfill retries them.';
+WHERE q.last_error IS NOT NULL
+UNION ALL
+-- a file that could not be parsed: its error reads "<kind>: <message>"
+SELECT
+    d.namespace,
+    d.source,
+    d.id AS document_id,
+    NULL::bigint AS chunk_id,
+    NULL::integer AS ordinal,
+    NULL::text AS model,
+    split_part(d.parse_error, ':', 1) AS error_kind,
+    d.parse_error AS last_error,
+    1 AS attempts,
+    d.parsed_at AS last_attempt_at
+FROM kb.documents AS d
+WHERE d.parse_error IS NOT NULL;
+COMMENT ON VIEW kb.ingest_failures IS
+'Chunks whose embedding failed and files that could not be parsed, with the error; pgkb backfill retries both.';

@@ -42,7 +42,7 @@ $$;
 
 GRANT USAGE ON SCHEMA kb TO pgkb_reader, pgkb_writer, pgkb_admin;
 GRANT SELECT ON kb.documents, kb.chunks, kb.embeddings, kb.lexical_postings, kb.lexical_stats, kb.lexical_terms,
-kb.models,
+kb.language_statistics, kb.language_statistics_status, kb.document_files, kb.stale_documents, kb.models,
 kb.settings, kb.settings_catalogue, kb.embedding_providers, kb.embed_queue, kb.model_readiness, kb.ingest_status
 TO pgkb_reader, pgkb_writer, pgkb_admin;
 GRANT INSERT, UPDATE, DELETE ON kb.documents TO pgkb_writer, pgkb_admin;
@@ -52,8 +52,13 @@ GRANT INSERT, UPDATE, DELETE ON kb.documents TO pgkb_writer, pgkb_admin;
 -- to write the statistics poisons every tenant's scores. Revoked explicitly,
 -- since earlier releases granted them and grants outlive a migrate.
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON kb.chunks, kb.embeddings, kb.lexical_postings, kb.lexical_terms,
-kb.lexical_stats, kb.embed_queue FROM public, pgkb_reader, pgkb_writer, pgkb_admin;
+kb.lexical_stats, kb.language_statistics, kb.embed_queue FROM public, pgkb_reader, pgkb_writer, pgkb_admin;
 GRANT EXECUTE ON FUNCTION kb.plpython_init() TO pgkb_writer, pgkb_admin;
+-- the one PL/Python function a reader runs itself: it reads the language
+-- statistics as its caller, so row-level security picks the namespaces whose
+-- statistics correct the reader's dense scores (kb_retrieve calls it after
+-- kb.embed_query, which has loaded the modules into the backend)
+GRANT EXECUTE ON FUNCTION kb.py_language_moments(text, text, text, integer) TO public;
 GRANT SELECT, INSERT, UPDATE, DELETE ON kb.settings, kb.models, kb.namespace_grants, kb.model_secrets TO pgkb_admin;
 -- what each provider's similarities mean is no secret, and every retrieval reads it
 GRANT SELECT ON kb.embedding_providers TO public;
@@ -65,12 +70,14 @@ GRANT SELECT ON ALL TABLES IN SCHEMA kb TO pgkb_admin;
 REVOKE EXECUTE ON FUNCTION kb.register_model(text, text, text, integer, jsonb, boolean), kb.activate_model(text),
 kb.refresh_lexical_stats(), kb.refresh_term_stats(text[]), kb.maybe_refresh_lexical_stats(),
 kb.recount_lexical_stats(), kb.recount_term_stats(text[]),
+kb.recount_language_statistics(text), kb.maybe_refresh_language_statistics(), kb.refresh_language_statistics(text),
 kb.embed_queue_batch(text, integer, boolean), kb.embed_queue_batch_as(text, integer, boolean, name)
 FROM public;
 GRANT EXECUTE ON FUNCTION kb.register_model(text, text, text, integer, jsonb, boolean), kb.activate_model(text)
 TO pgkb_admin;
 GRANT EXECUTE ON FUNCTION kb.refresh_lexical_stats(), kb.refresh_term_stats(text[]), kb.maybe_refresh_lexical_stats(),
 kb.recount_lexical_stats(), kb.recount_term_stats(text[]),
+kb.recount_language_statistics(text), kb.maybe_refresh_language_statistics(), kb.refresh_language_statistics(text),
 kb.embed_queue_batch(text, integer, boolean), kb.embed_queue_batch_as(text, integer, boolean, name)
 TO pgkb_writer, pgkb_admin;
 
@@ -185,6 +192,7 @@ ALTER TABLE kb.embeddings ENABLE ROW LEVEL SECURITY;
 ALTER TABLE kb.embed_queue ENABLE ROW LEVEL SECURITY;
 ALTER TABLE kb.lexical_stats ENABLE ROW LEVEL SECURITY;
 ALTER TABLE kb.lexical_terms ENABLE ROW LEVEL SECURITY;
+ALTER TABLE kb.language_statistics ENABLE ROW LEVEL SECURITY;
 
 DROP POLICY IF EXISTS tenant_namespace ON kb.documents;
 CREATE POLICY tenant_namespace ON kb.documents
@@ -218,6 +226,14 @@ CREATE POLICY tenant_namespace ON kb.lexical_terms
 USING (
     (SELECT kb.allowed_namespaces(current_user)) IS NULL
     OR lexical_terms.namespace IN (SELECT unnest(kb.allowed_namespaces(current_user)))
+);
+-- the language statistics likewise: a reader's dense scores are corrected
+-- with the vectors of the namespaces it may see, never another tenant's
+DROP POLICY IF EXISTS tenant_namespace ON kb.language_statistics;
+CREATE POLICY tenant_namespace ON kb.language_statistics
+USING (
+    (SELECT kb.allowed_namespaces(current_user)) IS NULL
+    OR language_statistics.namespace IN (SELECT unnest(kb.allowed_namespaces(current_user)))
 );
 -- vectors and queue rows follow their chunk (whose own policy applies inside the subquery)
 DROP POLICY IF EXISTS tenant_namespace ON kb.embeddings;

@@ -20,7 +20,7 @@ def hits(*rows: tuple) -> str:
     for rank, (chunk_id, score, *rest) in enumerate(rows, start=1):
         coverage = rest[0] if rest else ""
         trigram = "t" if len(rest) > 1 and rest[1] else "f"
-        items.append(f'"({chunk_id},{rank},{score},{coverage},{trigram})"')
+        items.append(f'"({chunk_id},{rank},{score},{coverage},{trigram},,)"')
     return "{" + ",".join(items) + "}"
 
 

@@ -45,6 +45,11 @@ REVIEWED_DEFINERS = {
     "kb.recount_lexical_stats()": ("writers only; recomputes every namespace's BM25 statistics, returns nothing", None),
     "kb.recount_term_stats(text[])": ("writers only; recounts document frequencies, returns nothing", None),
     "kb.maybe_refresh_lexical_stats()": ("writers only; returns nothing", None),
+    "kb.recount_language_statistics(text)": (
+        "writers only; recomputes every namespace's language statistics of a model, returns nothing",
+        None,
+    ),
+    "kb.maybe_refresh_language_statistics()": ("writers only; returns nothing", None),
     "kb.embed_queue_batch_as(text,integer,boolean,name)": (
         "writers only; embeds the namespaces of a role the session may become, counts of those only",
         None,
@@ -55,6 +60,7 @@ REVIEWED_DEFINERS = {
 REVIEWED_WRITABLE = {
     "kb.documents": "row-level security checks the namespace before any key; (namespace, source) is unique",
     "kb.retrieval_log": "insert only, identity key, policy: own role, visible sources",
+    "kb.glossary": "row-level security checks the namespace before any key; the unique key starts with the namespace",
 }
 
 ROLES = {

@@ -53,6 +53,19 @@ def test_the_dense_leg_scans_the_models_hnsw_index_with_visibility_inside(plans)
     assert "kb.document_is_current" in dense, "the visibility condition runs in the leg's own plan"
 
 
+def test_the_language_corrected_dense_leg_scans_each_groups_own_hnsw_index(plans, rolled_back_db):
+    for i in range(10):
+        insert_document(rolled_back_db, f"zh-{i}.md", f"# 退款 {i}\n\n退款需要 {i} 个工作日完成。")
+    rolled_back_db.execute("UPDATE kb.embedding_providers SET language_correction = true WHERE provider = 'hash'")
+    rolled_back_db.execute("SET LOCAL pgkb.language_min_vectors = 5")
+    rolled_back_db.execute("SET LOCAL pgkb.no_evidence_cutoff = false")
+    explained = plans("SELECT * FROM kb_retrieve('refunds days', mode => 'dense')")
+    dense = next(plan for q, plan in explained.items() if "e.language = 'en'" in q)
+    # the model's partial index of the group, not the whole model's index filtered
+    assert '"Index Name": "embeddings_hnsw_hash_64' in dense and '_en"' in dense
+    assert any("e.language = 'zh'" in q for q in explained), "one scan per language group"
+
+
 def test_the_lexical_leg_reads_postings_best_impact_first(plans):
     explained = plans("SELECT * FROM kb_retrieve('refunds days', mode => 'lexical')")
     lexical = next(plan for q, plan in explained.items() if "FROM kb.lexical_postings AS lp" in q)

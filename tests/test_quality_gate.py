@@ -3,7 +3,12 @@ cases (examples/) must not drop below the recorded floors. Lexical paths run wit
 the `hash` provider; the hybrid path with the real bundled model (e5-small).
 
 Floors are the figures measured when the gate was set (see docs/EVALUATION.md) minus
-a small margin; raise them when quality improves, never lower them silently."""
+a small margin; raise them when quality improves, never lower them silently.
+
+Besides the overall floors, the hybrid path has per-category floors for the cases that
+cross languages (a question in one language whose only answer is written in the other)
+and for the no-answer cases, plain and near-miss (questions on the corpus's topics whose
+answer is not there). Every category's figures are printed with -s."""
 
 from __future__ import annotations
 
@@ -18,12 +23,46 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "examples" / "corpus"
 CASES = ROOT / "examples" / "eval" / "cases.json"
 
-LEXICAL_FLOORS = {"pass_top3": 0.66, "mrr@10": 0.67, "ndcg@10": 0.68, "no_answer_accuracy": 0.83}
-HYBRID_FLOORS = {"pass_top3": 0.85, "mrr@10": 0.82, "ndcg@10": 0.84, "no_answer_accuracy": 0.80}
+# Overall floors over the 73 cases (40 original, 17 cross-lingual and 16 near-miss no-answer
+# cases added with the language correction). Measured 2026-12-01 (e5-small for hybrid, the
+# correction on, its default) minus 0.03. Lexical cannot answer a question whose only answer is
+# in the other language, so its overall figures fell with the new cases (on the original 40
+# alone they are unchanged: pass_top3 0.68, nDCG@10 0.69); docs/EVALUATION.md has both.
+LEXICAL_FLOORS = {"pass_top3": 0.42, "mrr@10": 0.43, "ndcg@10": 0.44, "no_answer_accuracy": 0.74}
+HYBRID_FLOORS = {"pass_top3": 0.77, "mrr@10": 0.73, "ndcg@10": 0.74, "no_answer_accuracy": 0.74}
+
+# hybrid, per category: measured as above minus 0.05 or one case. The targets of issue 15 are
+# above some of these (golden no-answer >= 0.90): the gate guards what is reached.
+HYBRID_CATEGORY_FLOORS = {
+    "cross-lingual": {"pass_top3": 0.58, "ndcg@10": 0.50},  # measured 0.6471 / 0.5525 (17 cases)
+    "cross_lingual": {"pass_top3": 0.50, "ndcg@10": 0.50},  # measured 0.75 / 0.75 (the first 4 cases)
+    "no_answer": {"no_answer_accuracy": 0.95},  # measured 1.0 (3 cases)
+    "no-answer-near-miss": {"no_answer_accuracy": 0.62},  # measured 0.6875 (16 cases)
+}
+
+_SHOWN = ("cases", "pass_top1", "pass_top3", "mrr@10", "ndcg@10", "no_answer_accuracy", "forbidden_hits")
 
 
-def _check(metrics: dict, floors: dict) -> list[str]:
-    return [f"{k} {metrics[k]} < floor {v}" for k, v in floors.items() if (metrics[k] or 0) < v]
+def _check(metrics: dict, floors: dict, label: str = "") -> list[str]:
+    return [f"{label}{k} {metrics[k]} < floor {v}" for k, v in floors.items() if (metrics[k] or 0) < v]
+
+
+def _check_categories(by_category: dict, floors: dict) -> list[str]:
+    failures = []
+    for category, category_floors in floors.items():
+        if category not in by_category:
+            failures.append(f"{category}: no case of this category was evaluated")
+            continue
+        failures += _check(by_category[category], category_floors, f"{category}: ")
+    return failures
+
+
+def _print_categories(mode: str, by_category: dict) -> None:
+    print(f"\n{mode} by category:")
+    print(f"  {'category':<22}" + "".join(f"{k:>20}" for k in _SHOWN))
+    for category, m in sorted(by_category.items()):
+        values = "".join(f"{'-' if m.get(k) is None else m[k]!s:>20}" for k in _SHOWN)
+        print(f"  {category:<22}{values}")
 
 
 def _assert_lifecycle_clean(by_category: dict) -> None:
@@ -40,7 +79,9 @@ def test_lexical_quality_gate(fresh_db, dsn):
     assert metrics["errors"] == 0
     _assert_lifecycle_clean(report["modes"]["lexical"]["by_category"])
     print("lexical gate metrics:", metrics)
-    assert _check(metrics, LEXICAL_FLOORS) == []
+    _print_categories("lexical", report["modes"]["lexical"]["by_category"])
+    failures = _check(metrics, LEXICAL_FLOORS)
+    assert not failures, "; ".join(failures)
 
 
 @pytest.mark.real_model
@@ -50,8 +91,12 @@ def test_hybrid_quality_gate_with_bundled_model(migrated_db, dsn):
     report = evaluate(dsn, cases_file=str(CASES), mode="hybrid,dense", k=10, progress=False)
     hybrid = report["modes"]["hybrid"]["metrics"]
     dense = report["modes"]["dense"]["metrics"]
+    by_category = report["modes"]["hybrid"]["by_category"]
     assert hybrid["errors"] == 0
-    _assert_lifecycle_clean(report["modes"]["hybrid"]["by_category"])
+    _assert_lifecycle_clean(by_category)
     print("hybrid gate metrics:", hybrid, "dense:", dense)
-    assert _check(hybrid, HYBRID_FLOORS) == []
+    _print_categories("hybrid", by_category)
+    _print_categories("dense", report["modes"]["dense"]["by_category"])
+    failures = _check(hybrid, HYBRID_FLOORS) + _check_categories(by_category, HYBRID_CATEGORY_FLOORS)
+    assert not failures, "; ".join(failures)
     assert hybrid["mrr@10"] >= dense["mrr@10"], "hybrid fell below its dense leg"

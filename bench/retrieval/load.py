@@ -62,7 +62,7 @@ STATUS_BATCH = 1000  # documents per kb.refresh_ingest_status call
 
 CHUNK_COLUMNS = (
     "id, document_id, namespace, ordinal, section_path, section_text, content, "
-    "embed_text, content_hash, token_count, lexical_length, char_start, char_end"
+    "embed_text, content_hash, token_count, lexical_length, char_start, char_end, language, han_share"
 )
 DOCUMENT_COLUMNS = (
     "id, namespace, source, title, body, doc_type, metadata, status, version, effective_from, effective_to, supersedes"
@@ -140,6 +140,8 @@ def document_rows(job: tuple[int, int, list[chunker.Chunk], dict, int]) -> tuple
             r.lexical_length,
             r.char_start,
             r.char_end,
+            r.language,
+            r.han_share,
         )
         for cid, r in zip(ids, rows, strict=True)
     ]

@@ -72,7 +72,13 @@ from typing import NamedTuple
 
 from .vocabulary import CJK_ONE_TOKEN_EACH, is_blank
 
-__all__ = ["Chunk", "chunk_document", "estimate_tokens", "strip_front_matter"]
+__all__ = ["CHUNKER_VERSION", "Chunk", "chunk_document", "describe_code", "estimate_tokens", "strip_front_matter"]
+
+#: The version of the chunking rules (``kb.chunker_version()`` in sql/022_files.sql holds the same
+#: literal; a test compares them). Bump both when chunk boundaries, paths or embed texts change:
+#: documents chunked with another version are stale (``kb.stale_documents``).
+#: 2: numbered and Chinese headings (第X章, 一、, 1.1 ...), code and diagrams embedded as descriptions.
+CHUNKER_VERSION = "2"
 
 
 @dataclass(frozen=True)
@@ -172,6 +178,191 @@ _QUOTE_RE = re.compile(r"^ {0,3}>")
 _TABLE_DELIM_RE = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
 
 
+# ---------------------------------------------------------------- numbered headings
+#
+# Documents written without Markdown headings carry their structure in numbering at the start of
+# a line: 第一章 / 第一节 / 第一条 / 第一款 (and 第一编), 一、, （一）, 1. / 1.1 / 1.1.1, (1) or 1),
+# roman numerals I. II. ... Such a line is a heading when it starts a line (outside code, lists
+# and tables) and looks like one:
+#
+# * "titled": the text after the marker is short (at most HEADING_MAX_TOKENS estimated tokens),
+#   not empty, and does not end like a sentence or a clause (。！？；，、：.!?;:,) -- the whole line
+#   is the heading (``二、请假规定``, ``1.2 Scope``);
+# * otherwise only the Chinese legal markers (第X编/章/节/条/款) are headings, with the marker alone
+#   as the heading text (``第五条``) and the line kept as the start of the article's text;
+# * kinds that are also list markers (1., (1), 1), roman numerals) are not headings when the next
+#   or previous non-blank line carries the same kind of marker (a list), or when the next line is
+#   indented (a list item's continuation);
+# * numbers must follow on: a kind's number is 1 or the previous heading's of that kind plus one
+#   (1.2 after 1.1 or 1.1.x, 1.2.1 after 1.2, 2 after 1.x), so that "3.5 kg" or "2. Pour the
+#   milk." in running text is not a heading. The Chinese legal markers are not checked.
+#
+# Levels: a numbered heading nests under the Markdown heading in force. Among numbered headings
+# a kind seen again returns to its level (closing everything under it); a new kind nests under
+# the current one, except that kinds which rank below it by the usual order
+# (编 > 章 > 节 > 条 > 款 > I. > 一、 > （一） > 1. > 1.1 > 1.1.1 > (1)) are closed first.
+
+#: Longest text after a marker that can make a line a titled heading (estimated tokens).
+HEADING_MAX_TOKENS = 24
+
+_ZH_NUMERALS = "零〇一二两三四五六七八九十百千"
+_ZH_DIGIT_VALUES = {
+    "零": 0,
+    "〇": 0,
+    "一": 1,
+    "二": 2,
+    "两": 2,
+    "三": 3,
+    "四": 4,
+    "五": 5,
+    "六": 6,
+    "七": 7,
+    "八": 8,
+    "九": 9,
+}
+_ZH_UNIT_VALUES = {"十": 10, "百": 100, "千": 1000}
+_ROMAN_VALUES = {"I": 1, "V": 5, "X": 10}
+_SEP = r"[ \t\u3000]"
+
+# not a reference in running text: "第三条规定的", "第二章中", "第五条至第八条"
+_LEGAL_RE = re.compile(
+    rf"^ {{0,3}}(第([{_ZH_NUMERALS}\d]{{1,6}})([编章节条款]))(?![的规所中之和至或及与第])(?:{_SEP}|[:：、.．]|(?=\S)|$)"
+)
+_ROMAN_RE = re.compile(rf"^ {{0,3}}((X{{0,3}}(?:IX|IV|V?I{{0,3}}))[.．、])(?={_SEP})")
+_ZH_ITEM_RE = re.compile(rf"^ {{0,3}}(([{_ZH_NUMERALS}]{{1,4}})[、．])")
+_ZH_PAREN_RE = re.compile(rf"^ {{0,3}}([（(]([{_ZH_NUMERALS}]{{1,4}})[)）])")
+_DOTTED_RE = re.compile(
+    rf"^ {{0,3}}((\d{{1,2}}(?:[.．]\d{{1,2}}){{1,4}})(?:[.．、](?!\d)|(?={_SEP}))|(\d{{1,2}})[.．、](?![\d.．]))"
+)
+_PAREN_NUM_RE = re.compile(r"^ {0,3}([（(](\d{1,2})[)）]|(\d{1,2})[)）])")
+#: Characters a numbered heading can start with (after up to three spaces): the fast path.
+_NUMBERED_FIRST_CHARS = frozenset("第" + _ZH_NUMERALS + "（(IVX0123456789")
+#: Natural rank of each kind (smaller: higher up); dotted headings add their depth.
+_RANKS = {"编": 10, "章": 11, "节": 12, "条": 13, "款": 14, "roman": 20, "zh_item": 21, "zh_paren": 22, "dotted": 30}
+_RANK_PAREN_NUM = 40
+_LIST_LIKE = ("dotted:1", "paren_num", "roman")
+_CLAUSE_END = frozenset("。！？；，、：.!?;:,…")
+
+
+def _zh_number(text: str) -> int:
+    """The value of a Chinese (or Arabic) numeral: 一 1, 十二 12, 二十 20, 一百零五 105, 12 12."""
+    if text.isdigit():
+        return int(text)
+    total = current = 0
+    previous_digit = False
+    for ch in text:
+        if ch in _ZH_DIGIT_VALUES:
+            value = _ZH_DIGIT_VALUES[ch]
+            current = current * 10 + value if previous_digit else value
+            previous_digit = True
+        else:
+            total += (current or 1) * _ZH_UNIT_VALUES[ch]
+            current, previous_digit = 0, False
+    return total + current
+
+
+def _roman_number(text: str) -> int:
+    values = [_ROMAN_VALUES[c] for c in text]
+    return sum(-v if i + 1 < len(values) and v < values[i + 1] else v for i, v in enumerate(values))
+
+
+class _Marker(NamedTuple):
+    kind: str  # "编" "章" "节" "条" "款" "roman" "zh_item" "zh_paren" "dotted:<depth>" "paren_num"
+    rank: int
+    number: tuple[int, ...]
+    end: int  # index in the line just after the marker
+    label: str  # the marker as the heading shows it when the line is not a titled heading
+
+
+def _marker(line: str) -> _Marker | None:
+    """The numbering marker that starts ``line``, if any (no judgement yet of whether it heads)."""
+    if not line or line.lstrip(" ")[:1] not in _NUMBERED_FIRST_CHARS:
+        return None
+    m = _LEGAL_RE.match(line)
+    if m:
+        kind = m.group(3)
+        return _Marker(kind, _RANKS[kind], (_zh_number(m.group(2)),), m.end(1), m.group(1))
+    m = _DOTTED_RE.match(line)
+    if m:
+        parts = tuple(int(p) for p in re.split("[.．]", m.group(2) or m.group(3)))
+        return _Marker(f"dotted:{len(parts)}", _RANKS["dotted"] + len(parts), parts, m.end(1), m.group(1))
+    m = _ZH_ITEM_RE.match(line)
+    if m:
+        return _Marker("zh_item", _RANKS["zh_item"], (_zh_number(m.group(2)),), m.end(1), m.group(1))
+    m = _ZH_PAREN_RE.match(line)
+    if m:
+        return _Marker("zh_paren", _RANKS["zh_paren"], (_zh_number(m.group(2)),), m.end(1), m.group(1))
+    m = _PAREN_NUM_RE.match(line)
+    if m:
+        number = int(m.group(2) or m.group(3))
+        return _Marker("paren_num", _RANK_PAREN_NUM, (number,), m.end(1), m.group(1))
+    m = _ROMAN_RE.match(line)
+    if m and m.group(2):
+        return _Marker("roman", _RANKS["roman"], (_roman_number(m.group(2)),), m.end(1), m.group(1))
+    return None
+
+
+class _Numbering:
+    """The numbers of the numbered headings accepted so far (for the follow-on rule)."""
+
+    def __init__(self) -> None:
+        self.dotted: tuple[int, ...] = ()
+        self.last: dict[str, int] = {}
+
+    def follows(self, marker: _Marker) -> bool:
+        p = marker.number
+        if marker.kind in ("编", "章", "节", "条", "款"):
+            return p[0] >= 1
+        if marker.kind.startswith("dotted:"):
+            last, n = self.dotted, len(p)
+            if p[-1] == 1:
+                return not last or p[:-1] == last[: n - 1]
+            return n <= len(last) and p[:-1] == last[: n - 1] and p[-1] == last[n - 1] + 1
+        return p[0] == 1 or p[0] == self.last.get(marker.kind, -1) + 1
+
+    def accept(self, marker: _Marker) -> None:
+        if marker.kind.startswith("dotted:"):
+            self.dotted = marker.number
+        else:
+            self.last[marker.kind] = marker.number[0]
+
+
+def _titled(rest: str) -> bool:
+    rest = rest.strip(" \t\u3000")
+    return (
+        bool(rest) and rest[-1] not in _CLAUSE_END and "。" not in rest and estimate_tokens(rest) <= HEADING_MAX_TOKENS
+    )
+
+
+def _next_nonblank(lines: list[str], i: int, step: int) -> str | None:
+    j = i + step
+    while 0 <= j < len(lines):
+        if not _is_blank(lines[j]):
+            return lines[j]
+        j += step
+    return None
+
+
+def _numbered_heading(lines: list[str], i: int, numbering: _Numbering) -> tuple[_Marker, str, bool] | None:
+    """``(marker, heading text, titled)`` when line ``i`` is a numbered heading (see above)."""
+    line = lines[i]
+    marker = _marker(line)
+    if marker is None or not numbering.follows(marker):
+        return None
+    titled = _titled(line[marker.end :])
+    if not titled and marker.kind not in ("编", "章", "节", "条", "款"):
+        return None
+    if marker.kind in _LIST_LIKE:
+        for neighbour in (_next_nonblank(lines, i, 1), _next_nonblank(lines, i, -1)):
+            other = _marker(neighbour) if neighbour is not None else None
+            if other is not None and other.kind == marker.kind:
+                return None
+        if i + 1 < len(lines) and not _is_blank(lines[i + 1]) and _indent(lines[i + 1]) >= 2:
+            return None
+    text = " ".join(line.split()) if titled else marker.label
+    return marker, text, titled
+
+
 class _Block(NamedTuple):
     """One block of the parsed body. ``start:end`` is its span of the normalised text, trimmed
     of surrounding whitespace; a heading also has its ``level`` (1-6) and ``text`` (whitespace
@@ -182,6 +373,7 @@ class _Block(NamedTuple):
     end: int
     level: int = 0
     text: str = ""
+    marker: str = ""  # a numbered heading's kind (see _NUMBERED); "" for a Markdown heading
 
 
 def _indent(line: str) -> int:
@@ -222,10 +414,14 @@ def _table_start(lines: list[str], i: int) -> bool:
 _BLOCK_FIRST_CHARS = frozenset("#>-*_+`~|0123456789")
 
 
-def _starts_block(lines: list[str], i: int) -> bool:
-    """True when line ``i`` starts a block that interrupts a paragraph."""
+def _starts_block(lines: list[str], i: int, numbering: _Numbering | None = None) -> bool:
+    """True when line ``i`` starts a block that interrupts a paragraph (with ``numbering``: a
+    numbered heading does too)."""
     line = lines[i]
-    if line.lstrip(" \t")[:1] not in _BLOCK_FIRST_CHARS and "|" not in line:
+    first = line.lstrip(" \t")[:1]
+    if numbering is not None and first in _NUMBERED_FIRST_CHARS and _numbered_heading(lines, i, numbering):
+        return True
+    if first not in _BLOCK_FIRST_CHARS and "|" not in line:
         return False  # fast path for ordinary text lines
     if _ATX_RE.match(line) or _THEMATIC_RE.match(line) or _QUOTE_RE.match(line):
         return True
@@ -249,6 +445,8 @@ def _parse(text: str, offset: int) -> list[_Block]:
         pos += len(ln) + 1
     n = len(lines)
     out: list[_Block] = []
+    numbering = _Numbering()
+    article_line = -1  # a line whose marker was just emitted as a heading; its text follows
 
     def span(first: int, last: int) -> tuple[int, int]:
         """The span of lines ``first..last``, trimmed of surrounding whitespace."""
@@ -287,6 +485,18 @@ def _parse(text: str, offset: int) -> list[_Block]:
         if _THEMATIC_RE.match(line):
             i += 1
             continue
+        numbered = _numbered_heading(lines, i, numbering) if i != article_line else None
+        if numbered is not None:
+            marker, htext, titled = numbered
+            numbering.accept(marker)
+            s, _ = span(i, i)
+            if titled:
+                out.append(_Block("heading", *span(i, i), text=htext, marker=marker.kind))
+                i += 1
+            else:  # the marker heads the article; the line is its first text
+                out.append(_Block("heading", s, s + len(marker.label), text=htext, marker=marker.kind))
+                article_line = i
+            continue
         if _QUOTE_RE.match(line):
             j = i + 1
             while j < n and not _is_blank(lines[j]) and (_QUOTE_RE.match(lines[j]) or not _starts_block(lines, j)):
@@ -322,7 +532,7 @@ def _parse(text: str, offset: int) -> list[_Block]:
                     j = last = skip_fence(j, *fence)
                     j += 1
                     continue
-                if _indent(cur) < base + 2 and not _LIST_RE.match(cur) and _starts_block(lines, j):
+                if _indent(cur) < base + 2 and not _LIST_RE.match(cur) and _starts_block(lines, j, numbering):
                     break
                 last = j
                 j += 1
@@ -336,7 +546,7 @@ def _parse(text: str, offset: int) -> list[_Block]:
             i += 2
             continue
         j = i + 1
-        while j < n and not _is_blank(lines[j]) and not _starts_block(lines, j):
+        while j < n and not _is_blank(lines[j]) and not _starts_block(lines, j, numbering):
             j += 1
         emit("para", i, j - 1)
         i = j
@@ -459,6 +669,86 @@ def _trim_blank(text: str, s: int, e: int) -> tuple[int, int]:
     return s, e
 
 
+# ---------------------------------------------------------------- code and diagrams
+#
+# A code block or a Mermaid diagram stays in the chunk's content as written, but what is embedded
+# (``embed_text``) is a short description: for code its language, length and first lines; for a
+# diagram its type and the labels of its nodes and edges. Raw code pulls a passage's vector
+# towards "code" whatever it does, and a diagram's syntax towards nothing. The BM25 terms are
+# still those of the content (identifiers in code stay findable). A description is used only
+# when it is shorter (in estimated tokens) than the block, so tiny snippets are embedded as they
+# are and the token budget holds.
+
+#: First lines of a code block its description quotes.
+CODE_DESCRIPTION_LINES = 3
+#: Labels of a diagram its description lists at most.
+DIAGRAM_DESCRIPTION_LABELS = 24
+
+_MERMAID_TYPE_RE = re.compile(
+    r"^\s*(graph|flowchart|sequenceDiagram|classDiagram|stateDiagram(?:-v2)?|erDiagram|gantt|pie|journey|"
+    r"mindmap|timeline|gitGraph|quadrantChart|requirementDiagram|C4Context|sankey-beta|xychart-beta|block-beta)\b"
+)
+_MERMAID_LABEL_RE = re.compile(
+    r"\[\[?\(?[\"']?([^\[\](){}\"'|\n]+?)[\"']?\)?\]?\]"  # A[label] A[[label]] A[(label)]
+    r"|\(\(?[\"']?([^\[\](){}\"'|\n]+?)[\"']?\)?\)"  # A(label) A((label))
+    r"|\{\{?[\"']?([^\[\](){}\"'|\n]+?)[\"']?\}?\}"  # A{label} A{{label}}
+    r"|\|[\"']?([^|\n\"']+?)[\"']?\|"  # -->|label|
+)
+_MERMAID_TEXT_RE = re.compile(
+    r"^\s*(?:participant|actor)\s+\S+(?:\s+as\s+(.+))?$"  # sequence participants
+    r"|^\s*[^:\n]*?(?:->>|-->>|->|-->|-x|--x|-\)|--\))[^:\n]*:\s*(.+)$"  # sequence messages
+    r"|^\s*title\s+(.+)$"
+    r"|^\s*section\s+(.+)$",
+    re.MULTILINE,
+)
+
+
+def _code_language(text: str, s: int, e: int) -> str:
+    """The info string's first word of the fenced block ``text[s:e]`` ("" when none)."""
+    first = text[s : text.find("\n", s, e) if "\n" in text[s:e] else e]
+    m = _FENCE_RE.match(first)
+    return (m.group(3).split() or [""])[0].lower() if m else ""
+
+
+def describe_code(code: str, language: str = "") -> str:
+    """A short text standing for a code block or a Mermaid diagram in what is embedded."""
+    lines = code.split("\n")
+    if lines and _FENCE_RE.match(lines[0]):
+        lines = lines[1:]
+    if lines and lines[-1].strip() and set(lines[-1].strip()) <= {"`", "~"}:
+        lines = lines[:-1]
+    body = [ln for ln in lines if ln.strip()]
+    source = "\n".join(lines)
+    diagram = _MERMAID_TYPE_RE.match(body[0]) if body else None
+    if language == "mermaid" or diagram:
+        kind = diagram.group(1) if diagram else "diagram"
+        labels: list[str] = []
+        for m in _MERMAID_LABEL_RE.finditer(source):
+            labels.append(next(g for g in m.groups() if g))
+        for m in _MERMAID_TEXT_RE.finditer(source):
+            label = next((g for g in m.groups() if g), None)
+            if label:
+                labels.append(label)
+        unique = list(dict.fromkeys(" ".join(label.split()) for label in labels if label.strip()))
+        return f"[diagram: mermaid {kind}] " + ", ".join(unique[:DIAGRAM_DESCRIPTION_LABELS])
+    head = "\n".join(ln.rstrip() for ln in body[:CODE_DESCRIPTION_LINES])
+    return f"[code: {language or 'unknown language'}, {len(body)} lines]\n{head}"
+
+
+def _embed_form(part: str, language: str | None) -> str:
+    """What is embedded for one packed part: the part itself, or a code block's description."""
+    if language is None:
+        return part
+    description = describe_code(part, language)
+    return description if estimate_tokens(description) < estimate_tokens(part) else part
+
+
+def _marker_rank(kind: str) -> int:
+    if kind.startswith("dotted:"):
+        return _RANKS["dotted"] + int(kind.split(":", 1)[1])
+    return _RANK_PAREN_NUM if kind == "paren_num" else _RANKS[kind]
+
+
 # ------------------------------------------------------------------------- chunking
 
 
@@ -497,10 +787,17 @@ def chunk_document(body: str, title: str | None = None, max_tokens: int = 380, o
     title_h1 = first_h1 if title and first_h1 and _norm_key(first_h1.text) == _norm_key(title) else None
 
     chunks: list[Chunk] = []
-    stack: dict[int, str] = {}  # heading level -> text ("" for the H1 that repeats the title)
+    # open headings, outermost first: (Markdown level or 0, numbered kind or "", rank, text);
+    # the text is "" for the H1 that repeats the title
+    stack: list[tuple[int, str, int, str]] = []
 
-    def emit(path: list[str], content: str, s: int, e: int, tokens: int) -> None:
-        embed = " > ".join(path) + "\n\n" + content if path else content
+    def emit(path: list[str], parts: list[tuple[int, int, str]], s: int, e: int) -> None:
+        content = "\n\n".join(text[ps:pe] for ps, pe, _ in parts)
+        embedded = "\n\n".join(_embed_form(text[ps:pe], lang) for ps, pe, lang in parts)
+        embed = " > ".join(path) + "\n\n" + embedded if path else embedded
+        plain = " > ".join(path) + "\n\n" + content if path else content
+        # the hash covers what is embedded and, when a code block is described, the content too
+        hashed = embed if embed == plain else embed + "\x00" + content
         chunks.append(
             Chunk(
                 ordinal=len(chunks),
@@ -509,56 +806,74 @@ def chunk_document(body: str, title: str | None = None, max_tokens: int = 380, o
                 embed_text=embed,
                 char_start=orig_start(s),
                 char_end=orig_end(e),
-                token_count=tokens,  # == estimate_tokens(embed): the estimate is additive here
-                content_hash=hashlib.sha256(embed.encode("utf-8")).hexdigest(),
+                token_count=estimate_tokens(embed),
+                content_hash=hashlib.sha256(hashed.encode("utf-8")).hexdigest(),
             )
         )
 
     def flush_section(section: list[_Block]) -> None:
         if not section:
             return
-        path = ([title] if title else []) + [stack[lv] for lv in sorted(stack) if stack[lv]]
+        path = ([title] if title else []) + [entry[3] for entry in stack if entry[3]]
         prefix = estimate_tokens(" > ".join(path))
         budget = max(max_tokens - prefix, max(1, max_tokens // 4))
         overlap = min(overlap_tokens, budget // 2)
         granule = budget if overlap == 0 else max(1, min(budget, overlap // 2))
-        group: list[tuple[int, int]] = []
+        group: list[tuple[int, int, str | None]] = []
         group_tokens = 0
 
         def flush_group() -> None:
             nonlocal group, group_tokens
             if group:
-                content = "\n\n".join(text[s:e] for s, e in group)
-                emit(path, content, group[0][0], group[-1][1], prefix + group_tokens)
+                emit(path, group, group[0][0], group[-1][1])
             group, group_tokens = [], 0
 
         for block in section:
             s, e = block.start, block.end
+            lang = _code_language(text, s, e) if block.kind == "code" else None
             tokens = estimate_tokens(text[s:e])
             if tokens <= budget:
                 if group_tokens + tokens > budget:
                     flush_group()
-                group.append((s, e))
+                group.append((s, e, lang))
                 group_tokens += tokens
                 continue
             flush_group()
             atoms: list[_Atom] = []
             _atomise(text, s, e, budget, granule, _LEVELS[block.kind], atoms)
-            for ps, pe, tokens in _pack(atoms, budget, overlap):
+            for ps, pe, _tokens in _pack(atoms, budget, overlap):
                 ps, pe = _trim(text, ps, pe)
                 if pe > ps:
-                    emit(path, text[ps:pe], ps, pe, prefix + tokens)
+                    emit(path, [(ps, pe, lang)], ps, pe)
         flush_group()
+
+    def open_heading(block: _Block) -> None:
+        heading_text = "" if block is title_h1 else block.text
+        if not block.marker:  # Markdown: closes every heading down to the next shallower Markdown one
+            while stack and not (stack[-1][0] and stack[-1][0] < block.level):
+                stack.pop()
+            stack.append((block.level, "", block.level, heading_text))
+            return
+        rank = _marker_rank(block.marker)
+        # the same kind under the Markdown heading in force: back to its level
+        for j in range(len(stack) - 1, -1, -1):
+            if stack[j][0]:
+                break
+            if stack[j][1] == block.marker:
+                del stack[j:]
+                stack.append((0, block.marker, rank, heading_text))
+                return
+        # a new kind: close the open numbered headings that rank below it, then nest
+        while stack and not stack[-1][0] and stack[-1][2] > rank:
+            stack.pop()
+        stack.append((0, block.marker, rank, heading_text))
 
     section: list[_Block] = []
     for block in blocks:
         if block.kind == "heading":
             flush_section(section)
             section = []
-            level = block.level
-            for lv in [lv for lv in stack if lv >= level]:
-                del stack[lv]
-            stack[level] = "" if block is title_h1 else block.text
+            open_heading(block)
         else:
             section.append(block)
     flush_section(section)

@@ -19,6 +19,9 @@ SQL function                        entry point
 ``kb.py_query_terms(text)``         :func:`query_terms`
 ``kb.py_analyze_query(...)``        :func:`analyze_query`
 ``kb.py_snippets(...)``             :func:`snippets`
+``kb.py_parse_file(...)``           :func:`parse_file`
+``kb.py_recount_language_...(...)`` :func:`recount_language_statistics`
+``kb.py_language_moments(...)``     :func:`language_moments`
 ==================================  =====================================
 
 Version handshake. A backend keeps the modules it imported for its whole life, while
@@ -49,7 +52,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import __version__, ingest_db, lexical, query_analysis
+from . import __version__, ingest_db, language_statistics, lexical, query_analysis
 from .snippets import make_snippet
 
 __all__ = [
@@ -57,7 +60,10 @@ __all__ = [
     "check_version",
     "embed_queue_batch",
     "embed_query",
+    "parse_file",
+    "language_moments",
     "query_terms",
+    "recount_language_statistics",
     "snippets",
     "sync_document",
 ]
@@ -165,3 +171,25 @@ def analyze_query(plpy, GD, SD, query: str | None, context: list[str] | None) ->
 def snippets(plpy, GD, SD, contents: list[str] | None, query: str | None, width: int) -> list[str]:
     """``kb.py_snippets(contents, query, width)``: one snippet per passage."""
     return [make_snippet(c or "", query or "", width=width) for c in (contents or [])]
+
+
+@_entry_point
+def recount_language_statistics(plpy, GD, SD, model: str, drift: float, sample_size: int) -> str:
+    """``kb.py_recount_language_statistics(model, drift, sample)``: refresh the model's language
+    statistics (as the owner); its counts as JSON."""
+    return json.dumps(language_statistics.recount(plpy, model, drift, sample_size))
+
+
+@_entry_point
+def language_moments(
+    plpy, GD, SD, model: str, query_vector: str, namespace: str | None, min_vectors: int
+) -> list[dict]:
+    """``kb.py_language_moments(model, vector, namespace, min_vectors)``: the query's offset and
+    scale per language group, over the statistics the caller may read."""
+    return language_statistics.moments_for_query(plpy, GD, SD, model, query_vector, namespace, min_vectors)
+
+
+@_entry_point
+def parse_file(plpy, GD, SD, content: bytes | None, file_name: str | None, content_type: str | None) -> str:
+    """``kb.py_parse_file(content, file_name, content_type)``: the file parsed, as JSON."""
+    return json.dumps(ingest_db.parse_file(content, file_name, content_type), ensure_ascii=False)

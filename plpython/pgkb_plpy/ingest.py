@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import lexical
 from .chunker import Chunk
+from .query_analysis import han_share, passage_language
 
 
 @dataclass(frozen=True)
@@ -51,17 +53,42 @@ class ChunkRow:
     lexical_length: int
     char_start: int
     char_end: int
+    language: str
+    han_share: float | None
     terms: dict[str, int]
+    page_start: int | None = None
+    page_end: int | None = None
 
 
-def chunk_rows(chunks: Sequence[Chunk]) -> list[ChunkRow]:
+def page_span(page_starts: Sequence[int] | None, char_start: int, char_end: int) -> tuple[int | None, int | None]:
+    """The 1-based pages (first, last) that ``body[char_start:char_end]`` lies on, for a body whose
+    page ``n`` starts at ``page_starts[n - 1]``; ``(None, None)`` without pages."""
+    if not page_starts:
+        return None, None
+    first = max(1, bisect_right(page_starts, char_start))
+    last = max(first, bisect_right(page_starts, max(char_start, char_end - 1)))
+    return first, last
+
+
+def lexical_text(chunk: Chunk) -> str:
+    """What a chunk's BM25 terms are taken from: its heading path and content (its code as
+    written, where ``embed_text`` holds only a code block's description)."""
+    return " > ".join(chunk.section_path) + "\n\n" + chunk.content if chunk.section_path else chunk.content
+
+
+def chunk_rows(chunks: Sequence[Chunk], page_starts: Sequence[int] | None = None) -> list[ChunkRow]:
     """The rows ingest inserts for ``chunks``, in their order: ``section_text`` is the section path
-    joined with `` > `` (trigram-indexed), the BM25 terms are those of ``embed_text`` (the heading
-    path is indexed with the content), and ``lexical_length`` is the sum of their frequencies (the
-    ``chunk_length`` of every posting of the chunk)."""
+    joined with `` > `` (trigram-indexed), the BM25 terms are those of :func:`lexical_text` (the
+    heading path is indexed with the content; code as written), and ``lexical_length`` is the sum
+    of their frequencies (the ``chunk_length`` of every posting of the chunk), ``han_share`` is
+    :func:`query_analysis.han_share` of ``embed_text`` (the text the model embeds) and ``language``
+    its :func:`query_analysis.passage_language`, and the pages are :func:`page_span` of the
+    chunk's offsets (PDF files)."""
     rows = []
     for c in chunks:
-        terms = lexical.document_terms(c.embed_text)
+        terms = lexical.document_terms(lexical_text(c))
+        share = han_share(c.embed_text)
+        page_start, page_end = page_span(page_starts, c.char_start, c.char_end)
         rows.append(
             ChunkRow(
                 ordinal=c.ordinal,
@@ -74,7 +101,11 @@ def chunk_rows(chunks: Sequence[Chunk]) -> list[ChunkRow]:
                 lexical_length=sum(terms.values()),
                 char_start=c.char_start,
                 char_end=c.char_end,
+                language=passage_language(share),
+                han_share=share,
                 terms=terms,
+                page_start=page_start,
+                page_end=page_end,
             )
         )
     return rows

@@ -11,8 +11,8 @@ import re
 import time
 from typing import Any
 
-from . import chunker, embedders, lexical
-from .ingest import batches, chunk_rows, plan_chunk_changes, vector_literal
+from . import chunker, embedders, lexical, parsers
+from .ingest import batches, chunk_rows, page_span, plan_chunk_changes, vector_literal
 
 #: The settings one document sync reads.
 SYNC_SETTINGS = ("chunk_max_tokens", "chunk_overlap_tokens", "embed_mode", "embed_batch_size", "lexical_terms_version")
@@ -152,9 +152,13 @@ def sync_document(plpy, GD, SD, new: dict) -> None:
     doc_id = new["id"]
     conf = settings(plpy, SD, SYNC_SETTINGS)
     lexical.check_terms_version(conf["lexical_terms_version"])
-    chunks = chunker.chunk_document(
-        new["body"], new["title"], int(conf["chunk_max_tokens"]), int(conf["chunk_overlap_tokens"])
-    )
+    if new.get("parse_error"):
+        chunks = []  # a file that could not be parsed: its body is a stand-in, never indexed
+    else:
+        chunks = chunker.chunk_document(
+            new["body"], new["title"], int(conf["chunk_max_tokens"]), int(conf["chunk_overlap_tokens"])
+        )
+    page_starts = new.get("page_starts") or None
     existing = plpy.execute(
         _plan(plpy, SD, "existing_chunks", "SELECT id, content_hash FROM kb.chunks WHERE document_id = $1", ["bigint"]),
         [doc_id],
@@ -170,20 +174,25 @@ def sync_document(plpy, GD, SD, new: dict) -> None:
                 plpy,
                 SD,
                 "renumber_chunks",
-                """UPDATE kb.chunks c SET ordinal = t.o, char_start = t.s, char_end = t.e
-                   FROM unnest($1::bigint[], $2::int[], $3::int[], $4::int[]) AS t(id, o, s, e) WHERE c.id = t.id""",
-                ["bigint[]", "int[]", "int[]", "int[]"],
+                """UPDATE kb.chunks c SET ordinal = t.o, char_start = t.s, char_end = t.e,
+                          page_start = t.ps, page_end = t.pe
+                   FROM unnest($1::bigint[], $2::int[], $3::int[], $4::int[], $5::int[], $6::int[])
+                        AS t(id, o, s, e, ps, pe)
+                   WHERE c.id = t.id""",
+                ["bigint[]", "int[]", "int[]", "int[]", "int[]", "int[]"],
             ),
             [
                 [cid for cid, _ in plan.keep],
                 [chunks[i].ordinal for _, i in plan.keep],
                 [chunks[i].char_start for _, i in plan.keep],
                 [chunks[i].char_end for _, i in plan.keep],
+                [page_span(page_starts, chunks[i].char_start, chunks[i].char_end)[0] for _, i in plan.keep],
+                [page_span(page_starts, chunks[i].char_start, chunks[i].char_end)[1] for _, i in plan.keep],
             ],
         )
     new_ids: list[int] = []
     if plan.insert:
-        new_ids = insert_chunks(plpy, SD, doc_id, new["namespace"], [chunks[i] for i in plan.insert])
+        new_ids = insert_chunks(plpy, SD, doc_id, new["namespace"], [chunks[i] for i in plan.insert], page_starts)
 
     if new_ids:
         active_is_sync = conf["embed_mode"] == "sync"
@@ -198,25 +207,39 @@ def sync_document(plpy, GD, SD, new: dict) -> None:
                 _enqueue(plpy, SD, model["name"], new_ids, as_embedding_error(exc, model))
                 continue
             _store_vectors(plpy, SD, model, new_ids, vectors)
-    # status, error and chunk count derive from the queue and the chunks, one rule for all paths
+    # status, error and chunk count derive from the parse error, the queue and the chunks, one
+    # rule for all paths; the chunker version is recorded with them
     _refresh_document_status(plpy, SD, [doc_id])
+    plpy.execute(
+        _plan(
+            plpy,
+            SD,
+            "chunker_version",
+            "UPDATE kb.documents SET chunker_version = $2 WHERE id = $1 AND chunker_version IS DISTINCT FROM $2",
+            ["bigint", "text"],
+        ),
+        [doc_id, chunker.CHUNKER_VERSION],
+    )
     plpy.execute("SELECT kb.maybe_refresh_lexical_stats()")
 
 
-def insert_chunks(plpy, SD, doc_id: int, namespace: str, chunks: list) -> list[int]:
-    new_rows = chunk_rows(chunks)
+def insert_chunks(
+    plpy, SD, doc_id: int, namespace: str, chunks: list, page_starts: list[int] | None = None
+) -> list[int]:
+    new_rows = chunk_rows(chunks, page_starts)
     rows = plpy.execute(
         _plan(
             plpy,
             SD,
             "insert_chunks",
             """INSERT INTO kb.chunks (document_id, namespace, ordinal, section_path, section_text, content,
-                                      embed_text, content_hash, token_count, lexical_length, char_start, char_end)
+                                      embed_text, content_hash, token_count, lexical_length, char_start, char_end,
+                                      language, han_share, page_start, page_end)
                SELECT $1, $2, t.o, ARRAY(SELECT jsonb_array_elements_text(t.sp::jsonb)), t.st,
-                      t.c, t.et, t.h, t.tc, t.ll, t.s, t.e
+                      t.c, t.et, t.h, t.tc, t.ll, t.s, t.e, t.lang, t.hs, t.ps, t.pe
                FROM unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[],
-                           $10::int[], $11::int[], $12::int[])
-                    WITH ORDINALITY AS t(o, sp, st, c, et, h, tc, ll, s, e, n)
+                           $10::int[], $11::int[], $12::int[], $13::text[], $14::float8[], $15::int[], $16::int[])
+                    WITH ORDINALITY AS t(o, sp, st, c, et, h, tc, ll, s, e, lang, hs, ps, pe, n)
                ORDER BY t.n
                RETURNING id, ordinal""",
             [
@@ -230,6 +253,10 @@ def insert_chunks(plpy, SD, doc_id: int, namespace: str, chunks: list) -> list[i
                 "text[]",
                 "int[]",
                 "int[]",
+                "int[]",
+                "int[]",
+                "text[]",
+                "float8[]",
                 "int[]",
                 "int[]",
             ],
@@ -247,6 +274,10 @@ def insert_chunks(plpy, SD, doc_id: int, namespace: str, chunks: list) -> list[i
             [r.lexical_length for r in new_rows],
             [r.char_start for r in new_rows],
             [r.char_end for r in new_rows],
+            [r.language for r in new_rows],
+            [r.han_share for r in new_rows],
+            [r.page_start for r in new_rows],
+            [r.page_end for r in new_rows],
         ],
     )
     id_by_ordinal = {r["ordinal"]: r["id"] for r in rows}
@@ -344,3 +375,9 @@ def embed_queue_batch(plpy, GD, SD, model_name: str, batch_size: int, include_ex
 
 def _refresh_document_status(plpy, SD, doc_ids: list[int]) -> None:
     plpy.execute(_plan(plpy, SD, "refresh_status", "SELECT kb.refresh_ingest_status($1)", ["bigint[]"]), [doc_ids])
+
+
+def parse_file(content: bytes | None, file_name: str | None, content_type: str | None) -> dict:
+    """``kb.py_parse_file``: a file's bytes parsed in a child process (:func:`parsers.parse_file`);
+    never raises for a bad file (the outcome says what went wrong)."""
+    return parsers.parse_file(bytes(content or b""), file_name or "", content_type or None)

@@ -118,6 +118,32 @@ def _language(text: str) -> str:
     return "other"
 
 
+def han_share(text: str) -> float | None:
+    """The share of Chinese in a passage as its encoder reads it: Han characters against Han
+    characters plus Latin-script words (a Han character and a Latin word are each about one
+    token), or None when it has neither. Chinese prose with a few English names and identifiers
+    stays near 1; a bilingual passage lands in between."""
+    han = latin_words = 0
+    for kind, start, end in lexical.spans(text):
+        token = text[start:end]
+        if kind == "cjk":
+            han += len(_HAN_RE.findall(token))
+        elif any(ch.isalpha() and ch <= _LATIN_MAX for ch in token):
+            latin_words += 1
+    total = han + latin_words
+    return han / total if total else None
+
+
+def passage_language(share: float | None) -> str:
+    """The language group of a passage from its :func:`han_share`: ``'zh'`` at one half or more,
+    ``'en'`` (the Latin-script group) below, ``'other'`` without either script. It is the group
+    whose vector statistics correct the dense leg's similarities (``kb.chunks.language``); the
+    share itself places a bilingual passage between the groups' moments."""
+    if share is None:
+        return "other"
+    return "zh" if share >= 0.5 else "en"
+
+
 # -- question forms ---------------------------------------------------------------------------------
 
 _TRAILING_PUNCT_RE = re.compile(r"[\s?？。!！.…~～]+$")

@@ -21,9 +21,15 @@ def _check_invariants(body: str, chunks: list[Chunk], max_tokens: int | None = N
         assert c.ordinal == i
         assert c.content and c.content == c.content.strip()
         prefix = " > ".join(c.section_path)
-        assert c.embed_text == (prefix + "\n\n" + c.content if c.section_path else c.content)
+        plain = prefix + "\n\n" + c.content if c.section_path else c.content
+        if c.embed_text == plain:
+            assert c.content_hash == hashlib.sha256(c.embed_text.encode("utf-8")).hexdigest()
+        else:  # a code block or diagram is embedded as its description; the hash covers the content too
+            assert "[code: " in c.embed_text or "[diagram: " in c.embed_text
+            assert c.embed_text.startswith(prefix)
+            hashed = c.embed_text + "\x00" + c.content
+            assert c.content_hash == hashlib.sha256(hashed.encode("utf-8")).hexdigest()
         assert c.token_count == estimate_tokens(c.embed_text)
-        assert c.content_hash == hashlib.sha256(c.embed_text.encode("utf-8")).hexdigest()
         assert 0 <= c.char_start < c.char_end <= len(body)
         src = body[c.char_start : c.char_end].replace("\r\n", "\n")
         # packed blocks are joined by one blank line, so compare the first and last lines

@@ -1,0 +1,262 @@
+"""The language correction of the dense leg: per-language statistics of a model's stored
+vectors, and a query's offset and scale in each language group.
+
+Why. A multilingual encoder puts a language component into every vector: a Chinese question is
+nearer to any Chinese passage than to the English passage that answers it. Scoring a passage of
+language group L by its similarity *z-scored within L*,
+
+    score(q, p) = (q . p - q . mean_L) / sqrt(q' cov_L q)
+
+puts the groups on one scale: how unusually close this passage is to the question, among the
+passages of its own language. The map is affine with a positive slope for a fixed query and
+group, so it never changes the order inside one group: a one-language corpus ranks exactly as by
+raw similarity, and the dense leg can search the stored vectors with HNSW once per group and merge
+the groups by score. (Measured outside the product: bench/language_centering.py.)
+
+The statistics are kept per model, namespace and group in ``kb.language_statistics``, under the
+row-level security of the chunks: a reader's moments are pooled over the namespaces it may see
+and nothing else. A group with fewer than ``min_vectors`` vectors (pooled) uses the moments of
+all groups together; with fewer than that in all, there is no correction.
+
+Pure functions first (unit-tested), then the two that talk to the database.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .query_analysis import han_share, passage_language
+
+#: Cache key in GD: (model, namespace, language) -> (refreshed_at, mean, covariance).
+_CACHE = "pgkb_language_statistics"
+#: Chunks classified per statement when a recount finds chunks without a language.
+_CLASSIFY_BATCH = 2000
+
+
+def parse_vector(text: str) -> np.ndarray:
+    """pgvector's text form ``[x,y,...]`` as a float64 array."""
+    return np.array(text.strip()[1:-1].split(","), dtype=np.float64)
+
+
+def covariance(sample: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """The covariance (population form) of ``sample`` (one vector per row) around ``mean``."""
+    centred = sample - mean
+    return centred.T @ centred / len(sample)
+
+
+def encode_covariance(matrix: np.ndarray) -> bytes:
+    """The stored form: float32, row-major."""
+    return np.ascontiguousarray(matrix, dtype="<f4").tobytes()
+
+
+def decode_covariance(data: bytes, dimensions: int) -> np.ndarray:
+    return np.frombuffer(data, dtype="<f4").astype(np.float64).reshape(dimensions, dimensions)
+
+
+def is_stale(stored_vectors: int | None, current_vectors: int, drift: float) -> bool:
+    """A group's statistics need recomputing when it has none yet, or its number of vectors has
+    changed by at least ``drift`` (a share) since they were computed."""
+    if stored_vectors is None:
+        return current_vectors > 0
+    return abs(current_vectors - stored_vectors) >= drift * stored_vectors
+
+
+@dataclass(frozen=True)
+class GroupStatistics:
+    namespace: str
+    language: str
+    vectors: int
+    mean: np.ndarray
+    covariance: np.ndarray
+
+
+@dataclass(frozen=True)
+class LanguageMoment:
+    """``kb.language_moment``: the query's offset and scale in one language group."""
+
+    language: str
+    vectors: int
+    offset: float
+    scale: float
+    pooled: bool
+
+
+def _pool(parts: list[tuple[int, float, float]]) -> tuple[int, float, float]:
+    """(n, mean, variance) of a mixture of groups given as (n_i, mean_i, variance_i)."""
+    n = sum(p[0] for p in parts)
+    mean = sum(p[0] * p[1] for p in parts) / n
+    second = sum(p[0] * (p[2] + p[1] * p[1]) for p in parts) / n
+    return n, mean, max(second - mean * mean, 0.0)
+
+
+def query_moments(query: np.ndarray, groups: list[GroupStatistics], min_vectors: int) -> list[LanguageMoment]:
+    """The query's moments per language: ``offset`` is the mean of ``q . p`` over the group's
+    vectors and ``scale`` its standard deviation, pooled over the namespaces of ``groups``.
+    A language with fewer than ``min_vectors`` vectors takes the moments of all groups together
+    (``pooled``); none at all when every group together has fewer, or the spread is zero."""
+    per_group = [(g.language, g.vectors, float(query @ g.mean), float(query @ g.covariance @ query)) for g in groups]
+    if not per_group:
+        return []
+    n_all, mean_all, var_all = _pool([(n, m, v) for _, n, m, v in per_group])
+    if n_all < min_vectors or var_all <= 0.0:
+        return []
+    moments = []
+    for language in sorted({p[0] for p in per_group}):
+        n, mean, var = _pool([(n, m, v) for lang, n, m, v in per_group if lang == language])
+        pooled = n < min_vectors or var <= 0.0
+        if pooled:
+            mean, var = mean_all, var_all
+        moments.append(LanguageMoment(language, n, mean, math.sqrt(var), pooled))
+    return moments
+
+
+# --------------------------------------------------------------------------- in the database
+
+
+def recount(plpy, model: str, drift: float, sample_size: int) -> dict:
+    """Bring ``kb.language_statistics`` of ``model`` up to date, as the owner (the caller is a
+    SECURITY DEFINER function): classify chunks stored without a language, count the model's
+    vectors per namespace and group, drop groups that have none left and recompute those that
+    are stale (:func:`is_stale`): the mean over every vector of the group (pgvector's ``avg``),
+    the covariance over a deterministic sample of ``sample_size`` of them. Returns counts."""
+    classified = _classify_unlabelled(plpy)
+    counts = {
+        (r["namespace"], r["language"]): r["n"]
+        for r in plpy.execute(
+            plpy.prepare(
+                """SELECT c.namespace, c.language, count(*) AS n
+                   FROM kb.embeddings AS e INNER JOIN kb.chunks AS c ON c.id = e.chunk_id
+                   WHERE e.model = $1 AND c.language IS NOT NULL
+                   GROUP BY c.namespace, c.language""",
+                ["text"],
+            ),
+            [model],
+        )
+    }
+    stored = {
+        (r["namespace"], r["language"]): r["vectors"]
+        for r in plpy.execute(
+            plpy.prepare("SELECT namespace, language, vectors FROM kb.language_statistics WHERE model = $1", ["text"]),
+            [model],
+        )
+    }
+    gone = [key for key in stored if key not in counts]
+    if gone:
+        plpy.execute(
+            plpy.prepare(
+                """DELETE FROM kb.language_statistics AS s
+                   USING unnest($2::text[], $3::text[]) AS g (namespace, language)
+                   WHERE s.model = $1 AND s.namespace = g.namespace AND s.language = g.language""",
+                ["text", "text[]", "text[]"],
+            ),
+            [model, [k[0] for k in gone], [k[1] for k in gone]],
+        )
+    refreshed = 0
+    for (namespace, language), n in sorted(counts.items()):
+        if is_stale(stored.get((namespace, language)), n, drift):
+            _refresh_group(plpy, model, namespace, language, n, sample_size)
+            refreshed += 1
+    return {"classified": classified, "groups": len(counts), "refreshed": refreshed, "dropped": len(gone)}
+
+
+def _classify_unlabelled(plpy) -> int:
+    select = plpy.prepare(
+        "SELECT id, embed_text FROM kb.chunks WHERE language IS NULL ORDER BY id LIMIT $1", ["integer"]
+    )
+    update = plpy.prepare(
+        """UPDATE kb.chunks AS c SET language = t.language, han_share = t.han_share
+           FROM unnest($1::bigint[], $2::text[], $3::float8[]) AS t (id, language, han_share) WHERE c.id = t.id""",
+        ["bigint[]", "text[]", "float8[]"],
+    )
+    update_vectors = plpy.prepare(
+        """UPDATE kb.embeddings AS e SET language = c.language
+           FROM kb.chunks AS c WHERE c.id = e.chunk_id AND c.id = ANY($1)""",
+        ["bigint[]"],
+    )
+    total = 0
+    while True:
+        rows = plpy.execute(select, [_CLASSIFY_BATCH])
+        if not rows:
+            return total
+        shares = [han_share(r["embed_text"]) for r in rows]
+        plpy.execute(update, [[r["id"] for r in rows], [passage_language(x) for x in shares], shares])
+        plpy.execute(update_vectors, [[r["id"] for r in rows]])
+        total += len(rows)
+
+
+def _refresh_group(plpy, model: str, namespace: str, language: str, n: int, sample_size: int) -> None:
+    where = "e.model = $1 AND c.namespace = $2 AND c.language = $3"
+    mean_row = plpy.execute(
+        plpy.prepare(
+            f"""SELECT avg(e.embedding)::text AS mean
+                FROM kb.embeddings AS e INNER JOIN kb.chunks AS c ON c.id = e.chunk_id WHERE {where}""",
+            ["text", "text", "text"],
+        ),
+        [model, namespace, language],
+    )
+    mean = parse_vector(mean_row[0]["mean"])
+    # a deterministic sample: the same vectors give the same statistics on every rebuild
+    sample_rows = plpy.execute(
+        plpy.prepare(
+            f"""SELECT e.embedding::text AS v
+                FROM kb.embeddings AS e INNER JOIN kb.chunks AS c ON c.id = e.chunk_id WHERE {where}
+                ORDER BY hashint8(e.chunk_id), e.chunk_id LIMIT $4""",
+            ["text", "text", "text", "integer"],
+        ),
+        [model, namespace, language, sample_size],
+    )
+    sample = np.vstack([parse_vector(r["v"]) for r in sample_rows])
+    n = max(n, len(sample))  # vectors stored by a concurrent writer since the count
+    plpy.execute(
+        plpy.prepare(
+            """INSERT INTO kb.language_statistics AS s
+                   (model, namespace, language, vectors, sampled, mean, covariance, refreshed_at)
+               VALUES ($1, $2, $3, $4, $5, $6::vector, $7, clock_timestamp())
+               ON CONFLICT (model, namespace, language) DO UPDATE SET
+                   vectors = excluded.vectors, sampled = excluded.sampled, mean = excluded.mean,
+                   covariance = excluded.covariance, refreshed_at = excluded.refreshed_at""",
+            ["text", "text", "text", "bigint", "integer", "text", "bytea"],
+        ),
+        [model, namespace, language, n, len(sample), mean_row[0]["mean"], encode_covariance(covariance(sample, mean))],
+    )
+
+
+def moments_for_query(
+    plpy, GD, SD, model: str, query_vector: str, namespace: str | None, min_vectors: int
+) -> list[dict]:
+    """``kb.language_moments``: the query's moments per language group over the namespaces the
+    caller may see (``namespace`` alone when given). Runs as the caller, so row-level security
+    decides which groups are read; the matrices are cached per backend by refresh time."""
+    if "language_keys" not in SD:
+        SD["language_keys"] = plpy.prepare(
+            """SELECT namespace, language, vectors, refreshed_at::text AS refreshed_at
+               FROM kb.language_statistics
+               WHERE model = $1 AND ($2::text IS NULL OR namespace = $2)""",
+            ["text", "text"],
+        )
+        SD["language_group"] = plpy.prepare(
+            """SELECT mean::text AS mean, covariance FROM kb.language_statistics
+               WHERE model = $1 AND namespace = $2 AND language = $3""",
+            ["text", "text", "text"],
+        )
+    cache = GD.setdefault(_CACHE, {})
+    groups = []
+    for r in plpy.execute(SD["language_keys"], [model, namespace]):
+        key = (model, r["namespace"], r["language"])
+        hit = cache.get(key)
+        if hit is None or hit[0] != r["refreshed_at"]:
+            row = plpy.execute(SD["language_group"], list(key))
+            if not row:
+                continue
+            mean = parse_vector(row[0]["mean"])
+            hit = (r["refreshed_at"], mean, decode_covariance(row[0]["covariance"], len(mean)))
+            cache[key] = hit
+        groups.append(GroupStatistics(r["namespace"], r["language"], r["vectors"], hit[1], hit[2]))
+    query = parse_vector(query_vector)
+    return [
+        {"language": m.language, "vectors": m.vectors, "offset": m.offset, "scale": m.scale, "pooled": m.pooled}
+        for m in query_moments(query, groups, min_vectors)
+    ]

@@ -1,0 +1,390 @@
+"""Files to text: PDF, DOCX, HTML, Markdown and plain text become the Markdown-like body the
+chunker reads (headings as ``#`` lines, lists, tables as ``|`` rows), with page offsets for PDFs.
+
+* :func:`detect` decides the format from the bytes (magic numbers, an HTML sniff), and refuses a
+  file whose name or declared content type says another format (a lying extension).
+* :func:`parse_bytes` parses in this process (pure; used by the worker and by tests).
+* :func:`parse_isolated` runs :func:`parse_bytes` in a child process with a memory limit
+  (``RLIMIT_AS``), a CPU limit and a wall-clock timeout, so that a hostile or broken file can
+  neither crash nor exhaust the PostgreSQL backend that asked. Text formats are decoded in the
+  caller (cheap, pure Python); PDF, DOCX and HTML always go through a child.
+
+Every failure is a :class:`ParseError` whose ``kind`` is one of :data:`ERROR_KINDS` and whose
+message names the problem ("PDF has no text layer (scanned?): OCR is not supported").
+
+The limits are named constants here (``MAX_FILE_BYTES`` is also ``kb.file_max_bytes()`` in
+sql/022_files.sql; a test compares them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import unicodedata
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+__all__ = [
+    "ERROR_KINDS",
+    "FORMAT_VERSIONS",
+    "MAX_FILE_BYTES",
+    "ParseError",
+    "ParsedFile",
+    "detect",
+    "parse_bytes",
+    "parse_file",
+    "parse_isolated",
+    "sanitize_text",
+]
+
+# ------------------------------------------------------------------------------ limits
+
+#: Largest file parsed (bytes); a larger one is stored, marked failed, and not parsed.
+MAX_FILE_BYTES = 64 * 1024 * 1024
+#: Most pages of a PDF parsed.
+MAX_PAGES = 3000
+#: Most characters of text a file may yield.
+MAX_TEXT_CHARS = 20_000_000
+#: Most bytes the members of a DOCX (a zip) may expand to, in all.
+MAX_UNCOMPRESSED_BYTES = 256 * 1024 * 1024
+#: Largest expansion ratio of one zip member over 1 MiB (zip bombs reach thousands).
+MAX_COMPRESSION_RATIO = 100
+#: Most members of a DOCX zip.
+MAX_ZIP_MEMBERS = 10_000
+#: Wall-clock seconds one parse may take in its child process.
+PARSE_TIMEOUT_S = 120
+#: Address space of the child process (bytes).
+PARSE_MEMORY_BYTES = 2 * 1024 * 1024 * 1024
+
+#: The version of pgkb's conversion of each format (bump when the text a format yields changes:
+#: documents parsed with another version are stale, and kb.reparse_files re-parses them).
+FORMAT_VERSIONS = {"pdf": "1", "docx": "1", "html": "1", "markdown": "1", "text": "1"}
+
+#: What a ParseError's kind can be.
+ERROR_KINDS = (
+    "too_large",
+    "type_mismatch",
+    "unsupported_format",
+    "encrypted",
+    "no_text_layer",
+    "corrupt",
+    "zip_bomb",
+    "too_many_pages",
+    "encoding",
+    "empty",
+    "timeout",
+    "out_of_memory",
+    "parser_crashed",
+)
+
+_FORMAT_NAMES = {
+    "pdf": "a PDF",
+    "docx": "a DOCX (Word) file",
+    "zip": "a zip archive",
+    "ole": "a legacy Office (OLE) file",
+    "html": "an HTML page",
+    "text": "text",
+    "markdown": "Markdown",
+    "binary": "binary data",
+}
+_SUFFIX_FORMATS = {
+    ".pdf": "pdf",
+    ".docx": "docx",
+    ".html": "html",
+    ".htm": "html",
+    ".xhtml": "html",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".txt": "text",
+    ".text": "text",
+}
+_CONTENT_TYPE_FORMATS = {
+    "application/pdf": "pdf",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+    "text/html": "html",
+    "application/xhtml+xml": "html",
+    "text/markdown": "markdown",
+    "text/x-markdown": "markdown",
+    "text/plain": "text",
+}
+#: The content type stored for each format.
+CONTENT_TYPES = {
+    "pdf": "application/pdf",
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "html": "text/html",
+    "markdown": "text/markdown",
+    "text": "text/plain",
+}
+#: Formats whose name or declared type may describe the same bytes as another's.
+_TEXT_FAMILY = {"html", "markdown", "text"}
+
+
+class ParseError(Exception):
+    """A file that cannot become text; ``kind`` is one of :data:`ERROR_KINDS`."""
+
+    def __init__(self, kind: str, message: str):
+        assert kind in ERROR_KINDS, kind
+        super().__init__(message)
+        self.kind = kind
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.args[0]}"
+
+
+@dataclass
+class ParsedFile:
+    """What a parser made of a file."""
+
+    format: str  # pdf | docx | html | markdown | text
+    text: str  # the body: Markdown-like text the chunker reads
+    title: str | None = None
+    content_type: str = ""
+    parser: str = ""  # library and version, e.g. "pypdfium2 5.15.2"
+    parser_version: str = ""  # "<format>/<FORMAT_VERSIONS[format]>"
+    page_starts: list[int] | None = None  # PDF: offset in text where page n+1 starts
+    warnings: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict:
+        return asdict(self)
+
+
+def format_version(fmt: str) -> str:
+    """What ``parser_version`` records for a format: ``"pdf/1"``."""
+    return f"{fmt}/{FORMAT_VERSIONS[fmt]}"
+
+
+# --------------------------------------------------------------------------- detection
+
+
+def _sniff(data: bytes) -> str:
+    head = data[:1024]
+    if head.startswith(b"%PDF-") or b"%PDF-" in head[:1024]:
+        return "pdf"
+    if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
+        return "docx" if b"word/" in data[:65536] or b"[Content_Types].xml" in data[:65536] else "zip"
+    if head.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
+        return "ole"
+    lowered = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    if lowered.startswith((b"<!doctype html", b"<html")) or re.search(rb"<(html|body|head)[\s>]", head.lower()):
+        return "html"
+    if b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "binary"
+    return "text"
+
+
+def _declared(filename: str, content_type: str | None) -> tuple[str | None, str | None]:
+    suffix = Path(filename or "").suffix.lower()
+    by_name = _SUFFIX_FORMATS.get(suffix)
+    by_type = None
+    if content_type:
+        by_type = _CONTENT_TYPE_FORMATS.get(content_type.split(";")[0].strip().lower())
+        if by_type is None:
+            raise ParseError("unsupported_format", f"content type {content_type!r} is not supported")
+    return by_name, by_type
+
+
+def detect(data: bytes, filename: str = "", content_type: str | None = None) -> str:
+    """The format of ``data``: pdf, docx, html, markdown or text. The bytes decide; a name or
+    declared content type that says another binary format is an error (``type_mismatch``)."""
+    by_name, by_type = _declared(filename, content_type)
+    sniffed = _sniff(data)
+    if sniffed == "ole":
+        if "E\x00n\x00c\x00r\x00y\x00p\x00t\x00e\x00d\x00P\x00a\x00c\x00k\x00a\x00g\x00e".encode("latin-1") in data:
+            raise ParseError("encrypted", "the Office file is encrypted (password-protected); remove the password")
+        raise ParseError("unsupported_format", "legacy Word .doc (OLE) files are not supported; save it as .docx")
+    if sniffed in ("zip", "binary"):
+        claimed = by_type or by_name
+        if claimed and claimed != "docx":
+            raise ParseError(
+                "type_mismatch",
+                f"{filename or 'the file'} is declared {_FORMAT_NAMES[claimed]} but its content is "
+                f"{_FORMAT_NAMES[sniffed]}",
+            )
+        raise ParseError("unsupported_format", f"the content is {_FORMAT_NAMES[sniffed]}, not a supported document")
+    for claimed, how in ((by_type, "content type"), (by_name, "name")):
+        if claimed is None or claimed == sniffed:
+            continue
+        if claimed in _TEXT_FAMILY and sniffed in _TEXT_FAMILY:
+            continue  # a .txt holding HTML, a .md with an <html> tag: the name decides below
+        what = f"{filename!r}" if how == "name" else f"content type {content_type!r}"
+        raise ParseError(
+            "type_mismatch",
+            f"{what} says {_FORMAT_NAMES[claimed]} but the content is {_FORMAT_NAMES[sniffed]}",
+        )
+    if sniffed in ("pdf", "docx"):
+        return sniffed
+    declared = by_type or by_name
+    if declared in _TEXT_FAMILY:
+        return declared
+    return sniffed
+
+
+# ------------------------------------------------------------------------------- text
+
+_CONTROL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_CJK_RE = re.compile("[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
+
+
+def sanitize_text(text: str) -> str:
+    """``text`` as PostgreSQL can store and the chunker reads it: NFC, ``\\n`` line ends, no NUL
+    or other control characters (tabs kept), no trailing spaces, at most two blank lines."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\f", "\n\n")
+    text = _CONTROL_RE.sub("", text)
+    text = unicodedata.normalize("NFC", text)
+    text = "\n".join(line.rstrip() for line in text.split("\n"))
+    text = re.sub(r"\n{3,}", "\n\n", text)
+    return text.strip("\n")
+
+
+def decode_text(data: bytes) -> str:
+    """Bytes of a text file as text: UTF-8 (BOM or not), UTF-16 with a BOM, else GB18030 when the
+    result is mostly Chinese; anything else is an ``encoding`` error naming the byte offset."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            return data.decode("utf-16")
+        except UnicodeDecodeError as exc:
+            raise ParseError("encoding", f"not valid UTF-16 (byte offset {exc.start})") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        first_error = exc.start
+    if b"\x00" not in data:
+        try:
+            text = data.decode("gb18030")
+        except UnicodeDecodeError:
+            pass
+        else:
+            non_ascii = [ch for ch in text if ord(ch) > 127]
+            if non_ascii and sum(1 for ch in non_ascii if _CJK_RE.match(ch)) >= 0.9 * len(non_ascii):
+                return text
+    raise ParseError("encoding", f"not valid UTF-8 text (byte offset {first_error})")
+
+
+def _parse_text(data: bytes, fmt: str) -> ParsedFile:
+    if b"\x00" in data[:65536] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        nul = data.find(b"\x00")
+        raise ParseError("corrupt", f"contains a NUL byte at offset {nul} (binary file?)")
+    text = sanitize_text(decode_text(data))
+    title = None
+    for line in text.split("\n"):
+        if line.startswith("# "):
+            title = line[2:].strip() or None
+            break
+    return ParsedFile(fmt, text, title, CONTENT_TYPES[fmt], "pgkb", format_version(fmt))
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def parse_bytes(data: bytes, filename: str = "", content_type: str | None = None) -> ParsedFile:
+    """Parse ``data`` in this process (no isolation); raises :class:`ParseError`."""
+    if len(data) > MAX_FILE_BYTES:
+        raise ParseError("too_large", f"the file is {len(data)} bytes; the limit is {MAX_FILE_BYTES}")
+    if not data:
+        raise ParseError("empty", "the file is empty (0 bytes)")
+    fmt = detect(data, filename, content_type)
+    if fmt == "pdf":
+        from .pdf import parse_pdf
+
+        parsed = parse_pdf(data)
+    elif fmt == "docx":
+        from .docx import parse_docx
+
+        parsed = parse_docx(data)
+    elif fmt == "html":
+        from .html import parse_html
+
+        parsed = parse_html(data)
+    else:
+        parsed = _parse_text(data, fmt)
+    if len(parsed.text) > MAX_TEXT_CHARS:
+        raise ParseError(
+            "too_large", f"the file yields {len(parsed.text)} characters of text; the limit is {MAX_TEXT_CHARS}"
+        )
+    if not parsed.text.strip():
+        if fmt == "pdf":
+            raise ParseError("no_text_layer", "PDF has no text layer (scanned?): OCR is not supported")
+        raise ParseError("empty", f"the {_FORMAT_NAMES[fmt]} contains no text")
+    return parsed
+
+
+def _worker_python() -> str:
+    """The interpreter of the venv this package is installed in (its libraries are there)."""
+    site_dir = Path(__file__).resolve().parents[2]
+    for candidate in (site_dir.parents[2] / "bin" / "python3", Path(sys.executable or "")):
+        if candidate.name.startswith("python") and candidate.exists():
+            return str(candidate)
+    return "/usr/bin/python3"
+
+
+def parse_isolated(
+    data: bytes,
+    filename: str = "",
+    content_type: str | None = None,
+    *,
+    python: str | None = None,
+    package_path: str | None = None,
+    timeout_s: float = PARSE_TIMEOUT_S,
+    memory_bytes: int = PARSE_MEMORY_BYTES,
+) -> ParsedFile:
+    """:func:`parse_bytes` in a child process (see the module docstring). ``python`` and
+    ``package_path`` choose the interpreter and where it imports pgkb_plpy from (tests)."""
+    if len(data) > MAX_FILE_BYTES:
+        raise ParseError("too_large", f"the file is {len(data)} bytes; the limit is {MAX_FILE_BYTES}")
+    fmt = detect(data, filename, content_type)
+    if fmt in ("markdown", "text"):
+        return parse_bytes(data, filename, content_type)
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1"}
+    if package_path:
+        env["PYTHONPATH"] = package_path
+    args = [
+        python or _worker_python(),
+        "-m",
+        "pgkb_plpy.parsers.worker",
+        filename or "",
+        content_type or "",
+        str(memory_bytes),
+        str(int(timeout_s) + 1),
+    ]
+    try:
+        done = subprocess.run(args, input=data, capture_output=True, timeout=timeout_s, env=env, check=False)
+    except subprocess.TimeoutExpired:
+        raise ParseError("timeout", f"parsing took longer than {timeout_s:g} s; the file was not parsed") from None
+    try:
+        result = json.loads(done.stdout.decode("utf-8")) if done.stdout else None
+    except ValueError:
+        result = None
+    if result is None:
+        if done.returncode < 0 and -done.returncode in (9, 24):  # SIGKILL, SIGXCPU: the CPU limit
+            raise ParseError("timeout", f"parsing used more than {timeout_s:g} s of CPU; the file was not parsed")
+        if b"MemoryError" in done.stderr:
+            raise ParseError("out_of_memory", f"parsing needed more than {memory_bytes} bytes of memory")
+        tail = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
+        raise ParseError("parser_crashed", f"the {fmt} parser failed: {tail[0][:300]}")
+    if "error" in result:
+        raise ParseError(result["error"]["kind"], result["error"]["message"])
+    return ParsedFile(**result["parsed"])
+
+
+def parse_file(data: bytes, filename: str = "", content_type: str | None = None) -> dict:
+    """What the database stores of a file: ``{"ok": true, "format", "text", "title", ...}`` or
+    ``{"ok": false, "format", "error_kind", "error"}``; never raises for a bad file."""
+    try:
+        parsed = parse_isolated(data, filename, content_type)
+    except ParseError as exc:
+        try:
+            fmt = detect(data, filename, content_type)
+        except ParseError:
+            fmt = None
+        return {
+            "ok": False,
+            "format": fmt,
+            "content_type": CONTENT_TYPES.get(fmt or "", content_type),
+            "parser_version": format_version(fmt) if fmt else None,
+            "error_kind": exc.kind,
+            "error": str(exc),
+        }
+    return {"ok": True, **parsed.as_json()}

@@ -1,0 +1,183 @@
+-- The language correction of the dense leg: per model, namespace and language
+-- group, the mean and covariance of the stored vectors (kb.language_statistics,
+-- kept here), and a query's offset and scale per group (kb.language_moments),
+-- with which the dense leg z-scores similarities within each language
+-- (pgkb_plpy/language_statistics.py explains why and how).
+--
+-- Freshness, like the BM25 statistics: after every statement that stores or
+-- deletes vectors, a group whose number of vectors has changed by
+-- language_statistics_drift (a share) since its statistics were computed is
+-- recomputed; while the model has fewer than 2,000 vectors every statement
+-- checks, above that at most once a minute (a writer finding a recount running
+-- skips it). kb.embed_pending and kb.activate_model recount at their end. So
+-- statistics describe the corpus of at most a minute ago within the drift; a
+-- language group new to a namespace is searched from its first recount.
+
+CREATE OR REPLACE FUNCTION kb.passage_languages()
+RETURNS text[]
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT ARRAY['en', 'other', 'zh'] $$;
+COMMENT ON FUNCTION kb.passage_languages() IS
+'The language groups of passages (pgkb_plpy.query_analysis.passage_language): one partial HNSW index each per model.';
+
+CREATE OR REPLACE FUNCTION kb.hnsw_language_index_name(p_model text, p_language text)
+RETURNS text
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT left(kb.hnsw_index_name(p_model), 54) || '_' || p_language $$;
+COMMENT ON FUNCTION kb.hnsw_language_index_name(text, text) IS 'Name of the partial HNSW index of one model and language group.';
+
+CREATE OR REPLACE FUNCTION kb.ensure_language_indexes(p_model text)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    dims integer := (SELECT m.dimensions FROM kb.models AS m WHERE m.name = p_model);
+    lang text;
+BEGIN
+    FOREACH lang IN ARRAY kb.passage_languages() LOOP
+        EXECUTE format(
+            'CREATE INDEX IF NOT EXISTS %I ON kb.embeddings USING hnsw ((embedding::vector(%s)) vector_cosine_ops) '
+            'WITH (m = 16, ef_construction = 64) WHERE model = %L AND language = %L',
+            kb.hnsw_language_index_name(p_model, lang), dims, p_model, lang
+        );
+    END LOOP;
+END;
+$$;
+COMMENT ON FUNCTION kb.ensure_language_indexes(text) IS
+'Creates the partial HNSW indexes of a model, one per language group, that the language-corrected dense leg scans (kb.register_model and every migrate call it; building them on a large corpus takes minutes).';
+
+CREATE OR REPLACE FUNCTION kb.trg_embeddings_language()
+RETURNS trigger
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    NEW.language := (SELECT c.language FROM kb.chunks AS c WHERE c.id = NEW.chunk_id);
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION kb.trg_embeddings_language() IS
+'BEFORE INSERT on kb.embeddings: the vector''s language group is its chunk''s.';
+
+DROP TRIGGER IF EXISTS embeddings_language ON kb.embeddings;
+CREATE TRIGGER embeddings_language BEFORE INSERT ON kb.embeddings
+FOR EACH ROW EXECUTE FUNCTION kb.trg_embeddings_language();
+
+CREATE OR REPLACE FUNCTION kb.recount_language_statistics(p_model text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    target text := coalesce(p_model, (SELECT m.name FROM kb.models AS m WHERE m.active));
+BEGIN
+    IF target IS NULL THEN
+        RETURN;
+    END IF;
+    PERFORM pg_advisory_xact_lock('kb.language_statistics'::regclass::oid::bigint);
+    PERFORM kb.py_recount_language_statistics(target,
+        (kb.setting('language_statistics_drift') #>> '{}')::float8,
+        (kb.setting('language_statistics_sample') #>> '{}')::integer);
+END;
+$$;
+COMMENT ON FUNCTION kb.recount_language_statistics(text) IS
+'Recomputes the stale language statistics of a model (default: the active one) over every tenant''s vectors, as the owner (SECURITY DEFINER), one recount at a time; returns nothing, so that no caller learns about namespaces it may not see.';
+
+CREATE OR REPLACE FUNCTION kb.maybe_refresh_language_statistics()
+RETURNS void
+LANGUAGE sql
+VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT kb.recount_language_statistics(s.model)
+    FROM (
+        SELECT m.name AS model, coalesce(sum(l.vectors), 0) AS n, max(l.refreshed_at) AS refreshed_at
+        FROM kb.models AS m
+        LEFT JOIN kb.language_statistics AS l ON m.name = l.model
+        WHERE m.active
+        GROUP BY m.name
+    ) AS s
+    WHERE CASE WHEN s.n < 2000 OR s.refreshed_at IS NULL OR s.refreshed_at < now() - interval '60 seconds'
+        THEN pg_try_advisory_xact_lock('kb.language_statistics'::regclass::oid::bigint) ELSE false END
+$$;
+COMMENT ON FUNCTION kb.maybe_refresh_language_statistics() IS
+'Refreshes the active model''s language statistics after vectors change: always while it has fewer than 2,000 vectors, else at most once a minute, never waiting on another recount.';
+
+CREATE OR REPLACE FUNCTION kb.trg_embeddings_language_statistics()
+RETURNS trigger
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    PERFORM kb.maybe_refresh_language_statistics();
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION kb.trg_embeddings_language_statistics() IS
+'AFTER INSERT/DELETE (per statement) on kb.embeddings: keeps the language statistics in step (kb.maybe_refresh_language_statistics).';
+
+DROP TRIGGER IF EXISTS embeddings_language_statistics ON kb.embeddings;
+CREATE TRIGGER embeddings_language_statistics AFTER INSERT OR DELETE ON kb.embeddings
+FOR EACH STATEMENT EXECUTE FUNCTION kb.trg_embeddings_language_statistics();
+
+CREATE OR REPLACE VIEW kb.language_statistics_status WITH (security_invoker = true) AS
+SELECT
+    s.model,
+    s.namespace,
+    s.language,
+    s.vectors AS vectors_at_refresh,
+    coalesce(n.vectors, 0) AS vectors_now,
+    round((coalesce(n.vectors, 0) - s.vectors)::numeric / s.vectors, 4) AS drift,
+    s.sampled,
+    s.refreshed_at
+FROM kb.language_statistics AS s
+LEFT JOIN LATERAL (
+    SELECT count(*) AS vectors
+    FROM kb.embeddings AS e
+    INNER JOIN kb.chunks AS c ON e.chunk_id = c.id
+    WHERE e.model = s.model AND c.namespace = s.namespace AND c.language = s.language
+) AS n ON true;
+COMMENT ON VIEW kb.language_statistics_status IS
+'The language statistics the caller may see, per model, namespace and language group: vectors when computed and now, the drift between (a share; recomputed at language_statistics_drift), the sample size and when.';
+
+CREATE OR REPLACE FUNCTION kb.refresh_language_statistics(p_model text DEFAULT NULL)
+RETURNS SETOF kb.language_statistics_status
+LANGUAGE sql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT kb.recount_language_statistics(p_model);
+    SELECT s.* FROM kb.language_statistics_status AS s
+    WHERE s.model = coalesce(p_model, (SELECT m.name FROM kb.models AS m WHERE m.active))
+    ORDER BY s.namespace, s.language;
+$$;
+COMMENT ON FUNCTION kb.refresh_language_statistics(text) IS
+'Recomputes the stale language statistics of a model (default: the active one; kb.recount_language_statistics) and returns those the caller may see. pgkb backfill and eval run it after loading.';
+
+CREATE OR REPLACE FUNCTION kb.language_moments(p_model text, p_query_vector text, p_namespace text, p_min_vectors integer)
+RETURNS kb.language_moment[]
+LANGUAGE sql
+STABLE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- a role that may not read the statistics gets no correction rather than an error
+    SELECT coalesce(array_agg(m ORDER BY m.language), '{}')
+    FROM kb.py_language_moments(p_model, p_query_vector, p_namespace, p_min_vectors) AS m
+    WHERE has_table_privilege('kb.language_statistics', 'SELECT')
+$$;
+COMMENT ON FUNCTION kb.language_moments(text, text, text, integer) IS
+'The query vector''s offset and scale per language group over the statistics the caller may see (one namespace when named); empty when there are too few vectors for a correction.';

@@ -1,0 +1,100 @@
+"""The language correction's arithmetic (pgkb_plpy.language_statistics) and the passage language
+rule (query_analysis.han_share, passage_language), without a database: the pooled moments are the moments
+of the vectors themselves, the correction keeps each group's order, and groups too small for
+statistics fall back to all groups together."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pgkb_plpy import language_statistics as ls
+from pgkb_plpy.query_analysis import han_share, passage_language
+
+RNG = np.random.default_rng(7)
+
+
+def group(namespace: str, language: str, vectors: np.ndarray) -> ls.GroupStatistics:
+    mean = vectors.mean(axis=0)
+    return ls.GroupStatistics(namespace, language, len(vectors), mean, ls.covariance(vectors, mean))
+
+
+def test_moments_equal_mean_and_spread_of_query_similarities_pooled_over_namespaces():
+    a, b = RNG.normal(size=(50, 8)), RNG.normal(loc=0.3, size=(70, 8))
+    q = RNG.normal(size=8)
+    (moment,) = ls.query_moments(q, [group("a", "en", a), group("b", "en", b)], min_vectors=10)
+    sims = np.concatenate([a @ q, b @ q])
+    assert moment.vectors == 120 and not moment.pooled
+    assert moment.offset == pytest.approx(sims.mean())
+    assert moment.scale == pytest.approx(sims.std())
+
+
+def test_correction_keeps_the_order_inside_a_group_and_lifts_the_other_language():
+    # two languages whose vectors sit around different centres: the query is nearer every
+    # vector of its own language, but the z-score ranks by closeness within each language
+    en = RNG.normal(size=(40, 6)) + np.array([3, 0, 0, 0, 0, 0])
+    zh = RNG.normal(size=(40, 6)) + np.array([0, 3, 0, 0, 0, 0])
+    q = zh[0] + np.array([0, 0, 2, 0, 0, 0])
+    moments = {m.language: m for m in ls.query_moments(q, [group("n", "en", en), group("n", "zh", zh)], 10)}
+    z_en = (en @ q - moments["en"].offset) / moments["en"].scale
+    z_zh = (zh @ q - moments["zh"].offset) / moments["zh"].scale
+    assert list(np.argsort(-z_zh)) == list(np.argsort(-(zh @ q)))
+    assert list(np.argsort(-z_en)) == list(np.argsort(-(en @ q)))
+    assert abs(z_en.mean()) < 1e-9 and abs(z_zh.mean()) < 1e-9
+
+
+def test_group_below_min_vectors_takes_the_moments_of_all_groups():
+    big, small = RNG.normal(size=(60, 5)), RNG.normal(size=(5, 5))
+    q = RNG.normal(size=5)
+    moments = {m.language: m for m in ls.query_moments(q, [group("n", "en", big), group("n", "zh", small)], 20)}
+    everything = np.concatenate([big, small]) @ q
+    assert moments["zh"].pooled and not moments["en"].pooled
+    assert moments["zh"].offset == pytest.approx(everything.mean())
+    assert moments["zh"].vectors == 5
+
+
+def test_no_correction_when_all_groups_together_are_too_few_or_have_no_spread():
+    q = np.ones(4)
+    assert ls.query_moments(q, [group("n", "en", RNG.normal(size=(5, 4)))], 20) == []
+    same = np.tile(np.arange(4.0), (30, 1))
+    assert ls.query_moments(q, [group("n", "en", same)], 20) == []
+    assert ls.query_moments(q, [], 20) == []
+
+
+def test_covariance_round_trips_through_its_stored_form():
+    m = ls.covariance(RNG.normal(size=(30, 7)), np.zeros(7))
+    back = ls.decode_covariance(ls.encode_covariance(m), 7)
+    assert np.allclose(back, m, rtol=1e-6, atol=1e-7)
+    assert len(ls.encode_covariance(m)) == 4 * 7 * 7
+
+
+def test_parse_vector_reads_pgvector_text():
+    assert list(ls.parse_vector("[1,-2.5,3e-2]")) == [1.0, -2.5, 0.03]
+
+
+@pytest.mark.parametrize(
+    ("stored", "now", "stale"),
+    [(None, 1, True), (None, 0, False), (100, 109, False), (100, 110, True), (100, 90, True), (100, 100, False)],
+)
+def test_statistics_are_stale_when_missing_or_the_group_changed_by_the_drift(stored, now, stale):
+    assert ls.is_stale(stored, now, 0.1) is stale
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("客户自签收之日起 14 天内可申请退款。", "zh"),
+        ("使用 kubectl apply 部署服务到生产集群，然后检查日志", "zh"),
+        ("Refunds are accepted within 14 days of delivery.", "en"),
+        ("Der Antrag wird binnen 14 Tagen geprüft.", "en"),  # the Latin-script group
+        ("Привет мир", "other"),
+        ("12345 !!!", "other"),
+    ],
+)
+def test_passage_language_is_the_script_group_of_its_tokens(text, language):
+    assert passage_language(han_share(text)) == language
+
+
+def test_han_share_counts_han_characters_against_latin_words():
+    assert han_share("退款 refund") == pytest.approx(2 / 3)
+    assert han_share("Session 会话 expires 过期") == pytest.approx(4 / 6)
+    assert han_share("123") is None

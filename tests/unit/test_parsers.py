@@ -1,0 +1,148 @@
+"""Unit tests for pgkb_plpy.parsers: detection, text decoding and HTML in this process; PDF and
+DOCX through the child process, run with the server venv's interpreter (which has pypdfium2 and
+python-docx) importing this working tree's pgkb_plpy."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import pytest
+from pgkb_plpy import parsers
+from pgkb_plpy.parsers import ParseError, detect, parse_bytes, sanitize_text
+from pgkb_plpy.parsers.docx import check_zip, zh_numeral
+from pgkb_plpy.parsers.html import html_to_text
+
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "files"
+PACKAGE = str(Path(__file__).parents[2] / "plpython")
+SERVER_PYTHON = Path("/opt/pgkb/server-venv/bin/python3")
+
+needs_server_venv = pytest.mark.skipif(not SERVER_PYTHON.exists(), reason="no server venv (scripts/install.sh)")
+
+
+def isolated(name: str, **kw) -> parsers.ParsedFile:
+    path = FIXTURES / name if (FIXTURES / name).exists() else FIXTURES / "bad" / name
+    return parsers.parse_isolated(path.read_bytes(), name, python=str(SERVER_PYTHON), package_path=PACKAGE, **kw)
+
+
+# ------------------------------------------------------------------------------ detection
+
+
+@pytest.mark.parametrize(
+    "data,name,expected",
+    [
+        (b"%PDF-1.7\n...", "a.pdf", "pdf"),
+        (b"%PDF-1.7\n...", "noext", "pdf"),
+        (b"# Title\n\ntext", "a.md", "markdown"),
+        (b"plain", "a.txt", "text"),
+        (b"<!doctype html><p>x", "page.html", "html"),
+        (b"<html><body>x</body></html>", "export", "html"),
+        (b"<p>a txt that holds html</p>", "a.txt", "text"),
+    ],
+)
+def test_the_bytes_decide_the_format(data, name, expected):
+    assert detect(data, name) == expected
+
+
+@pytest.mark.parametrize(
+    "data,name,content_type,kind",
+    [
+        ((FIXTURES / "policy-en.docx").read_bytes(), "report.pdf", None, "type_mismatch"),
+        (b"%PDF-1.4 ...", "notes.docx", None, "type_mismatch"),
+        (b"%PDF-1.4 ...", "x", "text/html", "type_mismatch"),
+        (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 100, "old.doc", None, "unsupported_format"),
+        (b"PK\x03\x04" + b"\x00" * 100, "archive.zip", None, "unsupported_format"),
+        (b"x", "a.bin", "image/png", "unsupported_format"),
+    ],
+)
+def test_a_lying_name_or_type_is_an_error_naming_both(data, name, content_type, kind):
+    with pytest.raises(ParseError) as err:
+        detect(data, name, content_type)
+    assert err.value.kind == kind
+
+
+def test_text_decoding_and_sanitising():
+    assert parse_bytes("\ufeff# 标题\r\n\r\n正文。".encode(), "a.md").text == "# 标题\n\n正文。"
+    assert sanitize_text("a\x00b\x07\r\nc  \n\n\n\nd") == "ab\nc\n\nd"
+    gbk = "员工手册第一章总则，本制度适用于全体员工。".encode("gbk")
+    assert parse_bytes(gbk, "a.txt").text == "员工手册第一章总则，本制度适用于全体员工。"
+    with pytest.raises(ParseError, match="encoding: not valid UTF-8 text"):
+        parse_bytes((FIXTURES / "bad" / "gbk-not-utf8.txt").read_bytes(), "x.txt")
+    with pytest.raises(ParseError, match="^empty"):
+        parse_bytes(b"", "x.txt")
+
+
+def test_html_headings_lists_tables_and_dropped_chrome():
+    text, title = html_to_text(
+        "<title>T</title><script>bad()</script><nav>menu</nav><h2>Leave</h2><p>One<br>two</p>"
+        "<ol><li>a</li><li>b</li></ol><table><tr><th>k</th><th>v</th></tr><tr><td>1</td><td>2</td></tr></table>"
+        '<pre><code class="language-sql">SELECT 1;</code></pre><aside>ads</aside>'
+    )
+    assert title == "T"
+    assert text == "## Leave\n\nOne\ntwo\n\n1. a\n2. b\n\n| k | v |\n|---|---|\n| 1 | 2 |\n\n```sql\nSELECT 1;\n```"
+
+
+def test_chinese_numerals_of_word_numbering():
+    assert [zh_numeral(n) for n in (1, 10, 12, 20, 21, 100, 105, 110)] == [
+        "一",
+        "十",
+        "十二",
+        "二十",
+        "二十一",
+        "一百",
+        "一百零五",
+        "一百一十",
+    ]
+
+
+def test_zip_bomb_is_refused_from_the_directory_alone():
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("word/document.xml", b"\x00" * (50 * 1024 * 1024))
+    with pytest.raises(ParseError, match="^zip_bomb: word/document.xml would expand"):
+        check_zip(buffer.getvalue())
+
+
+# ------------------------------------------------------------------- PDF and DOCX, isolated
+
+
+@needs_server_venv
+def test_pdf_outline_gives_headings_and_pages():
+    parsed = isolated("handbook-zh.pdf")
+    assert parsed.format == "pdf" and parsed.page_starts == [0]
+    assert "# 第二章 考勤管理" in parsed.text and "## 二、请假规定" in parsed.text
+
+
+@needs_server_venv
+def test_docx_styles_numbering_and_tables():
+    parsed = isolated("policy-en.docx")
+    assert parsed.title == "Travel and Expense Policy"
+    assert "## 2.2 Hotels" in parsed.text
+    assert "| Europe | 180 EUR | 45 EUR |" in parsed.text
+    assert "1. Open the expense tool and create a claim." in parsed.text  # Word's numbering written out
+
+
+@needs_server_venv
+@pytest.mark.parametrize(
+    "name,kind",
+    [
+        ("scanned.pdf", "no_text_layer"),
+        ("encrypted.pdf", "encrypted"),
+        ("truncated.pdf", "corrupt"),
+        ("truncated.docx", "corrupt"),
+    ],
+)
+def test_bad_files_fail_in_the_child_with_their_kind(name, kind):
+    with pytest.raises(ParseError) as err:
+        isolated(name)
+    assert err.value.kind == kind
+
+
+@needs_server_venv
+def test_the_child_is_bounded_in_time_and_memory():
+    with pytest.raises(ParseError, match="^timeout"):
+        isolated("policy-en.pdf", timeout_s=0.001)
+    with pytest.raises(ParseError) as err:
+        isolated("policy-en.pdf", memory_bytes=20 * 1024 * 1024)
+    assert err.value.kind in ("out_of_memory", "parser_crashed")
