@@ -45,7 +45,8 @@ CREATE TYPE kb.retrieval_plan AS (
     strong_similarity double precision,
     stages text[],
     identifiers text[],
-    notes text[]
+    notes text[],
+    language_correction boolean
 );
 
 CREATE TYPE kb.retrieval_request AS (
@@ -244,7 +245,8 @@ CREATE TABLE kb.embedding_providers (
     provider text NOT NULL,
     min_similarity double precision NOT NULL,
     strong_similarity double precision NOT NULL,
-    description text NOT NULL
+    description text NOT NULL,
+    language_correction boolean DEFAULT true NOT NULL
 );
 ALTER TABLE kb.embedding_providers ADD CONSTRAINT embedding_providers_thresholds_ordered CHECK ((min_similarity < strong_similarity));
 ALTER TABLE kb.embedding_providers ADD CONSTRAINT embedding_providers_pkey PRIMARY KEY (provider);
@@ -255,7 +257,8 @@ CREATE TABLE kb.embeddings (
     model text NOT NULL,
     dimensions integer NOT NULL,
     embedding vector NOT NULL,
-    embedded_at timestamp with time zone DEFAULT now() NOT NULL
+    embedded_at timestamp with time zone DEFAULT now() NOT NULL,
+    language text
 );
 ALTER TABLE kb.embeddings ADD CONSTRAINT embeddings_dimensions_match CHECK ((vector_dims(embedding) = dimensions));
 ALTER TABLE kb.embeddings ADD CONSTRAINT embeddings_norm_usable CHECK (((vector_norm(embedding) >= (0.0000000000000000001)::double precision) AND (vector_norm(embedding) <= ('10000000000000000000'::numeric)::double precision)));
@@ -263,6 +266,9 @@ ALTER TABLE kb.embeddings ADD CONSTRAINT embeddings_chunk_id_fkey FOREIGN KEY (c
 ALTER TABLE kb.embeddings ADD CONSTRAINT embeddings_model_dimensions_fkey FOREIGN KEY (model, dimensions) REFERENCES kb.models(name, dimensions) ON DELETE CASCADE;
 ALTER TABLE kb.embeddings ADD CONSTRAINT embeddings_pkey PRIMARY KEY (chunk_id, model);
 CREATE INDEX embeddings_hnsw_e5_small_ca1930b6 ON kb.embeddings USING hnsw (((embedding)::vector(384)) vector_cosine_ops) WITH (m='16', ef_construction='64') WHERE (model = 'e5-small'::text);
+CREATE INDEX embeddings_hnsw_e5_small_ca1930b6_en ON kb.embeddings USING hnsw (((embedding)::vector(384)) vector_cosine_ops) WITH (m='16', ef_construction='64') WHERE ((model = 'e5-small'::text) AND (language = 'en'::text));
+CREATE INDEX embeddings_hnsw_e5_small_ca1930b6_other ON kb.embeddings USING hnsw (((embedding)::vector(384)) vector_cosine_ops) WITH (m='16', ef_construction='64') WHERE ((model = 'e5-small'::text) AND (language = 'other'::text));
+CREATE INDEX embeddings_hnsw_e5_small_ca1930b6_zh ON kb.embeddings USING hnsw (((embedding)::vector(384)) vector_cosine_ops) WITH (m='16', ef_construction='64') WHERE ((model = 'e5-small'::text) AND (language = 'zh'::text));
 ALTER TABLE kb.embeddings ENABLE ROW LEVEL SECURITY;
 CREATE POLICY tenant_namespace ON kb.embeddings USING (((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (EXISTS ( SELECT 1
    FROM kb.chunks c
@@ -555,6 +561,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.embed_queue_batch_as(text,integer,boolean,name)
 --     RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     One batch of the embedding queue (kb.py_embed_queue_batch) as the owner, restricted to the namespaces p_role may see; p_role must be the session user or a role it belongs to.
+-- kb.ensure_language_indexes(text)
+--     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     Creates the partial HNSW indexes of a model, one per language group, that the language-corrected dense leg scans (kb.register_model and every migrate call it; building them on a large corpus takes minutes).
 -- kb.escape_like(text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Escapes \, % and _ so user text matches literally in LIKE/ILIKE.
@@ -591,6 +600,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.hnsw_index_name(text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Name of the partial HNSW index of one model.
+-- kb.hnsw_language_index_name(text,text)
+--     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     Name of the partial HNSW index of one model and language group.
 -- kb.identifier_candidates(text[],timestamp with time zone,text,jsonb,integer)
 --     RETURNS TABLE(chunk_id bigint, matched integer) LANGUAGE sql STABLE PARALLEL SAFE
 --     Chunks that contain the query's identifiers verbatim as whole tokens (trigram-indexed ILIKE, escaped input).
@@ -615,9 +627,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.json_text_list(jsonb)
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     A JSON string or array of strings as text[] (NULL otherwise).
--- kb.language_correction_explain(kb.retrieval_settings,kb.retrieval_stage)
+-- kb.language_correction_explain(kb.retrieval_plan,kb.retrieval_settings,kb.retrieval_stage)
 --     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     The explain entry of the language correction: whether it applied, and the query's offset and scale per language group.
+--     The explain entry of the language correction: whether it is on for this model (the setting and the provider's language_correction), whether it applied, and the query's offset and scale per language group.
 -- kb.language_moments(text,text,text,integer)
 --     RETURNS kb.language_moment[] LANGUAGE sql STABLE PARALLEL UNSAFE
 --     The query vector's offset and scale per language group over the statistics the caller may see (one namespace when named); empty when there are too few vectors for a correction.
@@ -669,6 +681,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.parser_versions()
 --     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Current version of pgkb's conversion of each file format (pgkb_plpy.parsers.FORMAT_VERSIONS); a document parsed with another is stale.
+-- kb.passage_languages()
+--     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The language groups of passages (pgkb_plpy.query_analysis.passage_language): one partial HNSW index each per model.
 -- kb.passages(kb.fused_hit[],text,double precision,double precision,integer,double precision)
 --     RETURNS SETOF kb.retrieval_row LANGUAGE sql STABLE PARALLEL SAFE
 --     The top k passages of fused hits as kb.retrieval_row: identifier and title boosts, a freshness preference among near-equals, one chunk per distinct text, ranks from 1, match type.
@@ -783,6 +798,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.trg_documents_sync()
 --     RETURNS trigger LANGUAGE plpython3u VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     AFTER INSERT/UPDATE OF title, body on kb.documents: re-chunk, index terms, embed only new chunk texts (as the owner).
+-- kb.trg_embeddings_language()
+--     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     BEFORE INSERT on kb.embeddings: the vector's language group is its chunk's.
 -- kb.trg_embeddings_language_statistics()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     AFTER INSERT/DELETE (per statement) on kb.embeddings: keeps the language statistics in step (kb.maybe_refresh_language_statistics).

@@ -32,7 +32,8 @@ AS $$
     -- Every chunk of either leg or of the identifier hits, once.
     -- linear: each leg's scores min-max normalised to [0, 1] over its own
     --   candidates (a leg with one distinct score gives 1), times the hit's
-    --   own evidence (kb.leg_hit.evidence, 1 when not given: how much of the
+    --   own evidence (kb.leg_hit.evidence, 1 when not given, as kb.run_stage
+    --   does when the dense leg is not language-corrected: how much of the
     --   query a lexical hit covers, how far above its language a dense hit
     --   stands), weighted; a trigram hit of the lexical leg counts 0.5 / its
     --   rank instead. So a hit that only one leg ranks high on weak evidence

@@ -116,6 +116,15 @@ BEGIN
         END IF;
         stage.dense_ms := kb.ms_since(t);
     END IF;
+    -- Fusion weighs each hit by its own evidence only when both legs' evidence
+    -- is calibrated on this corpus (the dense leg's z-scores); with raw cosine
+    -- and a provider's fixed thresholds it keeps the plain weighted scores.
+    IF cardinality(stage.language_moments) = 0 THEN
+        stage.lexical := ARRAY(SELECT ROW(h.chunk_id, h.rank, h.score, h.coverage, h.trigram, h.similarity,
+            NULL)::kb.leg_hit FROM unnest(stage.lexical) AS h ORDER BY h.rank);
+        stage.dense := ARRAY(SELECT ROW(h.chunk_id, h.rank, h.score, h.coverage, h.trigram, h.similarity,
+            NULL)::kb.leg_hit FROM unnest(stage.dense) AS h ORDER BY h.rank);
+    END IF;
     stage.lexical_top_coverage := (stage.lexical[1]).coverage;
     stage.dense_top_similarity := (stage.dense[1]).similarity;
     -- each leg's evidence from its best hit: lexical from the share of the

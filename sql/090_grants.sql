@@ -68,12 +68,14 @@ GRANT SELECT ON ALL TABLES IN SCHEMA kb TO pgkb_admin;
 -- the roles whose job that is may call them (a reader starting full recounts
 -- of the statistics would be a denial of service).
 REVOKE EXECUTE ON FUNCTION kb.register_model(text, text, text, integer, jsonb, boolean), kb.activate_model(text),
+kb.ensure_language_indexes(text),
 kb.refresh_lexical_stats(), kb.refresh_term_stats(text[]), kb.maybe_refresh_lexical_stats(),
 kb.recount_lexical_stats(), kb.recount_term_stats(text[]),
 kb.recount_language_statistics(text), kb.maybe_refresh_language_statistics(), kb.refresh_language_statistics(text),
 kb.embed_queue_batch(text, integer, boolean), kb.embed_queue_batch_as(text, integer, boolean, name)
 FROM public;
-GRANT EXECUTE ON FUNCTION kb.register_model(text, text, text, integer, jsonb, boolean), kb.activate_model(text)
+GRANT EXECUTE ON FUNCTION kb.register_model(text, text, text, integer, jsonb, boolean), kb.activate_model(text),
+kb.ensure_language_indexes(text)
 TO pgkb_admin;
 GRANT EXECUTE ON FUNCTION kb.refresh_lexical_stats(), kb.refresh_term_stats(text[]), kb.maybe_refresh_lexical_stats(),
 kb.recount_lexical_stats(), kb.recount_term_stats(text[]),
