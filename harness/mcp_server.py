@@ -25,7 +25,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pydantic import Field
 
-from . import retrieval, status
+from . import retrieval, roles, status
 from .config import load_settings
 from .db import connect
 
@@ -37,7 +37,6 @@ except ImportError:  # mcp 1.x
     from mcp.server.fastmcp.exceptions import ToolError
 
 ROLE_ENV = "PGKB_MCP_ROLE"
-MAX_IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1
 MAX_K = 50
 
 log = logging.getLogger("pgkb.mcp")
@@ -57,14 +56,8 @@ WITHHELD_FIELDS = frozenset({"dense_score", "lexical_score"})
 
 
 def validate_role(name: str | None) -> str | None:
-    """The role name from PGKB_MCP_ROLE, or None; raises ValueError for a name PostgreSQL cannot hold."""
-    if name is None or name.strip() == "":
-        return None
-    if "\x00" in name:
-        raise ValueError(f"{ROLE_ENV} must not contain NUL characters")
-    if len(name.encode("utf-8")) > MAX_IDENTIFIER_BYTES:
-        raise ValueError(f"{ROLE_ENV} is longer than {MAX_IDENTIFIER_BYTES} bytes: {name!r}")
-    return name
+    """The role name from ROLE_ENV, or None; ValueError for a name PostgreSQL cannot hold."""
+    return roles.validate_role(name, ROLE_ENV)
 
 
 def _plain(value: Any) -> Any:

@@ -37,21 +37,7 @@ FOR EACH ROW EXECUTE FUNCTION kb.trg_glossary_terms();
 -- rows of the namespaces they may see (the documents' rule, through
 -- kb.allowed_namespaces); writers and admins write the rows of the namespaces
 -- they may see; only admins write global rows, which change every tenant's
--- retrieval. The roles are created here too (as 090_grants.sql does, which
--- runs later), so that a first migrate of a new cluster can grant them.
-DO $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgkb_reader') THEN
-        CREATE ROLE pgkb_reader NOLOGIN;
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgkb_writer') THEN
-        CREATE ROLE pgkb_writer NOLOGIN;
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgkb_admin') THEN
-        CREATE ROLE pgkb_admin NOLOGIN;
-    END IF;
-END;
-$$;
+-- retrieval (the roles: sql/001_roles.sql).
 
 CREATE OR REPLACE FUNCTION kb.glossary_namespaces()
 RETURNS text[]

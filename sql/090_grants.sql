@@ -22,23 +22,7 @@ BEGIN
 END;
 $$;
 
--- Roles: pgkb_reader retrieves, pgkb_writer also writes documents (the ingest
--- trigger, SECURITY DEFINER, then writes chunks, postings, vectors and the
--- statistics), pgkb_admin also changes settings, models and namespace grants.
--- Grant them to login roles.
-DO $$
-BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgkb_reader') THEN
-        CREATE ROLE pgkb_reader NOLOGIN;
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgkb_writer') THEN
-        CREATE ROLE pgkb_writer NOLOGIN;
-    END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgkb_admin') THEN
-        CREATE ROLE pgkb_admin NOLOGIN;
-    END IF;
-END;
-$$;
+-- The roles (pgkb_reader, pgkb_writer, pgkb_admin) are sql/001_roles.sql's.
 
 GRANT USAGE ON SCHEMA kb TO pgkb_reader, pgkb_writer, pgkb_admin;
 GRANT SELECT ON kb.documents, kb.chunks, kb.embeddings, kb.lexical_postings, kb.lexical_stats, kb.lexical_terms,

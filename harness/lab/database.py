@@ -25,10 +25,10 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
+from .. import roles
 from ..db import connect
 
 ROLE_ENV = "PGKB_LAB_ROLE"
-MAX_IDENTIFIER_BYTES = 63  # PostgreSQL's NAMEDATALEN - 1
 POOL_SIZE = 4
 T = TypeVar("T")
 
@@ -66,14 +66,8 @@ class QueryFailed(LabError):
 
 
 def validate_role(name: str | None) -> str | None:
-    """The role name from PGKB_LAB_ROLE, or None; ValueError for a name PostgreSQL cannot hold."""
-    if name is None or name.strip() == "":
-        return None
-    if "\x00" in name:
-        raise ValueError(f"{ROLE_ENV} must not contain NUL characters")
-    if len(name.encode("utf-8")) > MAX_IDENTIFIER_BYTES:
-        raise ValueError(f"{ROLE_ENV} is longer than {MAX_IDENTIFIER_BYTES} bytes: {name!r}")
-    return name
+    """The role name from ROLE_ENV, or None; ValueError for a name PostgreSQL cannot hold."""
+    return roles.validate_role(name, ROLE_ENV)
 
 
 def db_message(exc: psycopg.Error) -> tuple[str, str | None]:
