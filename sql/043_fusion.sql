@@ -38,7 +38,9 @@ AS $$
     --   stands), weighted; a trigram hit of the lexical leg counts 0.5 / its
     --   rank instead. So a hit that only one leg ranks high on weak evidence
     --   (a same-language passage sharing a few names with a cross-lingual
-    --   question) does not outrank the other leg's convincing one.
+    --   question) does not outrank the other leg's convincing one. A hit
+    --   without evidence keeps 5 % of its weight, so that the order inside a
+    --   leg survives among the hits below the evidence thresholds.
     -- rrf: sum of weight / (rrf_k + rank), scaled so that rank 1 in both legs is 1.
     -- A chunk missing from a leg gets 0 from it.
     -- A hit whose score is not a finite number (NaN or infinity, e.g. the
@@ -80,11 +82,11 @@ AS $$
                     p_weight_lexical * CASE
                         WHEN l.score IS NULL THEN 0
                         WHEN l.trigram THEN 0.5 * (1.0 / l.rank)
-                        ELSE coalesce((l.score - lr.lo) / nullif(lr.hi - lr.lo, 0), 1) * l.evidence
+                        ELSE coalesce((l.score - lr.lo) / nullif(lr.hi - lr.lo, 0), 1) * (0.05 + 0.95 * l.evidence)
                     END
                     + p_weight_dense * CASE
                         WHEN d.score IS NULL THEN 0
-                        ELSE coalesce((d.score - dr.lo) / nullif(dr.hi - dr.lo, 0), 1) * d.evidence
+                        ELSE coalesce((d.score - dr.lo) / nullif(dr.hi - dr.lo, 0), 1) * (0.05 + 0.95 * d.evidence)
                     END
             END AS fused_score
         FROM lexical AS l

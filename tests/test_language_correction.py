@@ -90,6 +90,7 @@ def test_one_language_corpus_ranks_exactly_as_raw_similarity(fresh_db):
         insert_document(fresh_db, f"en{i}.md", f"{text} Note {i}.")
     fresh_db.execute("SET pgkb.language_min_vectors = 5")
     fresh_db.execute("SET pgkb.no_evidence_cutoff = false")  # the order is the rule here, not answerability
+    fresh_db.execute("SET pgkb.freshness_margin = 0")  # nor the newer-of-near-equals preference
     query = "when can I eat lunch"
     on = fresh_db.execute("SELECT chunk_id FROM kb_retrieve(%s, 10, NULL, 'dense')", (query,)).fetchall()
     ex = explain(fresh_db, query, k=10, mode="dense")
