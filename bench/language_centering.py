@@ -20,6 +20,13 @@ language's passage vectors, q the query vector):
     shift       q . p - q . mu_L
     zscore      (q . p - q . mu_L) / sqrt(q' Cov_L q): the similarity z-scored per passage
                 language from that language's mean and covariance
+    zscore_centred_other
+                zscore, but for passages of another language than the query's with
+                v = q - mu_lang(q) (renormalised) in place of q: the query's language
+                component removed where it only says how much a passage resembles the
+                query's language (what the product does)
+    zscore_centred_all
+                zscore with v = q - mu_lang(q) for every passage, the query's own language too
 
 shift and zscore change the order only between languages, never inside one (a per-language
 affine map of the raw similarity), so a corpus of one language ranks exactly as raw, and a
@@ -52,7 +59,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff]")
 LETTER = re.compile(r"[^\W\d_]")
-VARIANTS = ("raw", "center", "center_q", "center_p", "shift", "zscore")
+VARIANTS = ("raw", "center", "center_q", "center_p", "shift", "zscore", "zscore_centred_other", "zscore_centred_all")
 
 
 def language(text: str) -> str:
@@ -113,6 +120,16 @@ def unit(v: np.ndarray) -> np.ndarray:
     return v / np.linalg.norm(v, axis=-1, keepdims=True)
 
 
+def zscore_centred(P, plang, q, query_language, mu, cov, own_too: bool) -> np.ndarray:
+    centred = unit(q - mu[query_language]) if query_language in mu else q
+    scores = np.zeros(len(P))
+    for lang in mu:
+        v = q if lang == query_language and not own_too else centred
+        rows = plang == lang
+        scores[rows] = (P[rows] @ v - v @ mu[lang]) / math.sqrt(v @ cov[lang] @ v)
+    return scores
+
+
 def evaluate(name: str, corpus: dict, queries: dict, relevant: dict, cache: Path, threads: int) -> dict:
     P, Q = vectors(name, corpus, queries, cache, threads)
     ids = list(corpus)
@@ -135,6 +152,8 @@ def evaluate(name: str, corpus: dict, queries: dict, relevant: dict, cache: Path
             "center_p": p_centered @ q,
             "shift": raw - offset,
             "zscore": (raw - offset) / scale,
+            "zscore_centred_other": zscore_centred(P, plang, q, language(query["text"]), mu, cov, own_too=False),
+            "zscore_centred_all": zscore_centred(P, plang, q, language(query["text"]), mu, cov, own_too=True),
         }
         kind = (query.get("metadata") or {}).get("kind")
         for variant, s in ranking.items():
@@ -162,9 +181,9 @@ def main(argv: list[str] | None = None) -> int:
         report[name] = evaluate(name.split("-")[0], corpus, queries, relevant, args.cache, args.threads)
     print(json.dumps(report, indent=1))
     groups = [("xquad-mixed", "same"), ("xquad-mixed", "cross"), ("cmrc2018-sample", "all"), ("scifact-sample", "all")]
-    print(f"{'variant':<10}" + "".join(f"{d.split('-')[0] + ' ' + g:>16}" for d, g in groups), file=sys.stderr)
+    print(f"{'variant':<22}" + "".join(f"{d.split('-')[0] + ' ' + g:>16}" for d, g in groups), file=sys.stderr)
     for v in VARIANTS:
-        print(f"{v:<10}" + "".join(f"{report[d][v].get(g, float('nan')):>16.4f}" for d, g in groups), file=sys.stderr)
+        print(f"{v:<22}" + "".join(f"{report[d][v].get(g, float('nan')):>16.4f}" for d, g in groups), file=sys.stderr)
     return 0
 
 

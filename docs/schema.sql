@@ -20,7 +20,12 @@ CREATE TYPE kb.language_moment AS (
     vectors bigint,
     "offset" double precision,
     scale double precision,
-    pooled boolean
+    pooled boolean,
+    query_vector text,
+    zh_offset double precision,
+    zh_scale double precision,
+    en_offset double precision,
+    en_scale double precision
 );
 
 CREATE TYPE kb.leg_hit AS (
@@ -30,7 +35,8 @@ CREATE TYPE kb.leg_hit AS (
     coverage double precision,
     trigram boolean,
     similarity double precision,
-    evidence double precision
+    evidence double precision,
+    other_language boolean
 );
 
 CREATE TYPE kb.retrieval_plan AS (
@@ -58,7 +64,9 @@ CREATE TYPE kb.retrieval_request AS (
     filters_restrict boolean,
     as_of timestamp with time zone,
     context text[],
-    notes text[]
+    notes text[],
+    max_per_document integer,
+    merge_adjacent boolean
 );
 
 CREATE TYPE kb.retrieval_result AS (
@@ -86,7 +94,8 @@ CREATE TYPE kb.retrieval_row AS (
     status text,
     version text,
     effective_from date,
-    effective_to date
+    effective_to date,
+    provenance jsonb
 );
 
 CREATE TYPE kb.retrieval_settings AS (
@@ -205,7 +214,7 @@ CREATE TABLE kb.documents (
 );
 ALTER TABLE kb.documents ADD CONSTRAINT documents_body_not_blank CHECK ((NOT kb.is_blank(body)));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_effective_window CHECK (((effective_to IS NULL) OR (effective_from IS NULL) OR (effective_to >= effective_from)));
-ALTER TABLE kb.documents ADD CONSTRAINT documents_ingest_status_check CHECK ((ingest_status = ANY (ARRAY['pending'::text, 'indexed'::text, 'failed'::text])));
+ALTER TABLE kb.documents ADD CONSTRAINT documents_ingest_status_check CHECK ((ingest_status = ANY (ARRAY['pending'::text, 'indexed'::text, 'failed'::text, 'excluded'::text])));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_metadata_is_object CHECK ((jsonb_typeof(metadata) = 'object'::text));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_namespace_valid CHECK ((namespace ~ '^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$'::text));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_source_not_blank CHECK ((btrim(source) <> ''::text));
@@ -492,7 +501,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- VIEW kb.eval_run_summary
 -- Chunks whose embedding failed and files that could not be parsed, with the error; pgkb backfill retries both.
 -- VIEW kb.ingest_failures
--- Per namespace: documents by ingest status, chunks, last indexing time.
+-- Per namespace: documents by ingest status (excluded: rag_include false, stored but out of retrieval), chunks, last indexing time.
 -- VIEW kb.ingest_status
 -- The language statistics the caller may see, per model, namespace and language group: vectors when computed and now, the drift between (a share; recomputed at language_statistics_drift), the sample size and when.
 -- VIEW kb.language_statistics_status
@@ -528,6 +537,12 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.analyze_query(text,text[])
 --     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
 --     Query analysis (SECURITY DEFINER wrapper for readers).
+-- kb.assembly_max_per_document(kb.retrieval_request)
+--     RETURNS integer LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     The per-document cap of a call: its max_per_document argument, else the setting max_per_document (0 there: no cap); NULL for no cap.
+-- kb.assembly_merge_adjacent(kb.retrieval_request)
+--     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
+--     Whether a call merges adjacent chunks: its merge_adjacent argument, else the setting merge_adjacent.
 -- kb.blank_class()
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The characters that show nothing by themselves (controls, format characters, spaces and separators), as the inside of a regular expression bracket; pgkb_plpy.vocabulary.BLANK is the same class, and tests compare them.
@@ -545,7 +560,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     Current version of the chunking rules (pgkb_plpy.chunker.CHUNKER_VERSION); a document chunked with another is stale.
 -- kb.dense_candidates(text,text,integer,timestamp with time zone,text,jsonb,integer,kb.language_moment[])
 --     RETURNS TABLE(chunk_id bigint, similarity double precision, score double precision, language text, noise_z double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
---     Dense leg: HNSW cosine search over the named model's vectors with the visibility condition inside the scan (iterative scan); with language moments, one scan per language group, the similarity z-scored within its group as the score, and the group's noise level (kb.noise_z).
+--     Dense leg: HNSW cosine search over the named model's vectors with the visibility condition inside the scan (iterative scan); with language moments, one scan per language group with the group's query vector, the similarity z-scored within its group as the score, and the group's noise level (kb.noise_z).
 -- kb.document_is_current(bigint,timestamp with time zone)
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
 --     Whether one document is current at as_of (docs/LIFECYCLE.md: in force and not replaced by a document that took effect, through chains); the same rule as kb.visible_documents.
@@ -561,15 +576,18 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.embed_queue_batch_as(text,integer,boolean,name)
 --     RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     One batch of the embedding queue (kb.py_embed_queue_batch) as the owner, restricted to the namespaces p_role may see; p_role must be the session user or a role it belongs to.
--- kb.ensure_language_indexes(text)
+-- kb.ensure_hnsw_indexes(text)
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
---     Creates the partial HNSW indexes of a model, one per language group, that the language-corrected dense leg scans (kb.register_model and every migrate call it; building them on a large corpus takes minutes).
+--     Creates the partial HNSW indexes of a model: one over all its vectors and one per language group, which the language-corrected dense leg scans (kb.register_model and every migrate call it; building them on a large corpus takes minutes).
 -- kb.escape_like(text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Escapes \, % and _ so user text matches literally in LIKE/ILIKE.
 -- kb.escape_regex(text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Escapes regular expression metacharacters so user text matches literally in ~ and ~*.
+-- kb.explain_assembly(integer,boolean,bigint[],kb.retrieval_row[],kb.retrieval_row[])
+--     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The explain entry of passage assembly: the cap in force and which chunks of the uncapped top k it dropped (the next best chunks of other documents took their places), whether adjacent chunks were merged and which passages were (their chunks in document order), chunks selected and rows returned.
 -- kb.explain_object(kb.retrieval_request,kb.retrieval_settings,kb.retrieval_plan,kb.retrieval_stage[],kb.retrieval_stage,bigint[],integer,jsonb)
 --     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The explain object of a kb_retrieve call: query analysis, mode, model, fusion, stages tried, candidates, evidence, thresholds, notes, timings.
@@ -584,7 +602,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     True when filters (or include_history) decide visibility, so kb.visible_candidate uses kb.visible_documents instead of kb.document_is_current.
 -- kb.fuse(kb.leg_hit[],kb.leg_hit[],bigint[],text,double precision,double precision,double precision)
 --     RETURNS SETOF kb.fused_hit LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     Fuses the lexical and dense legs' candidates (linear: min-max normalised scores times each hit's evidence, weighted; rrf: reciprocal ranks, weighted) and marks identifier hits; a NaN or infinite leg score counts as no evidence, and no fused score is NaN. Pure: testable on hand-made hits.
+--     Fuses the lexical and dense legs' candidates (linear: min-max normalised scores times each hit's evidence, weighted, a dense hit in another language than the question's taking for the lexical leg, which could not read it, the larger of its lexical part and its dense part times what the lexical leg left open; rrf: reciprocal ranks, weighted) and marks identifier hits; a NaN or infinite leg score counts as no evidence, and no fused score is NaN. Pure: testable on hand-made hits.
 -- kb.glossary_expansion(text,text,integer)
 --     RETURNS record LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     Glossary expansion of a query: the glossary terms whose BM25 terms all occur among the query's (global rows and, with p_namespace, that namespace's; else every namespace the caller may see), their equivalents, and the BM25 terms of those equivalents that the query lacks (added_terms, at most p_max_terms; explain: matches, added_terms, dropped_terms).
@@ -630,9 +648,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.language_correction_explain(kb.retrieval_plan,kb.retrieval_settings,kb.retrieval_stage)
 --     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The explain entry of the language correction: whether it is on for this model (the setting and the provider's language_correction), whether it applied, and the query's offset and scale per language group.
--- kb.language_moments(text,text,text,integer)
+-- kb.language_moments(text,text,text,integer,text)
 --     RETURNS kb.language_moment[] LANGUAGE sql STABLE PARALLEL UNSAFE
---     The query vector's offset and scale per language group over the statistics the caller may see (one namespace when named); empty when there are too few vectors for a correction.
+--     The query's offset and scale per language group over the statistics the caller may see (one namespace when named), for the vector each group is searched with (query_vector: the query without its language's mean in groups of another language, NULL for the query itself); empty when there are too few vectors for a correction.
 -- kb.lexical_candidates(text[],timestamp with time zone,text,jsonb,integer,jsonb)
 --     RETURNS TABLE(chunk_id bigint, score double precision, coverage double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents' terms, a concept counting once per chunk.
@@ -663,6 +681,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.member_role_ids(name)
 --     RETURNS oid[] LANGUAGE sql STABLE PARALLEL SAFE
 --     Oids of p_role and every role it is a member of, directly or not, and 0 (PUBLIC): the roles whose namespace grants apply to p_role.
+-- kb.merged_passages(kb.retrieval_row[])
+--     RETURNS kb.retrieval_row[] LANGUAGE sql STABLE PARALLEL SAFE
+--     The rows with the chunks of one document that follow each other joined into one passage each: the document's text from the first to the last (their overlap once), at the place and with the scores of its best chunk, the section path of its first, provenance over all of them (provenance.chunks in document order); ranks renumbered.
 -- kb.ms_since(timestamp with time zone)
 --     RETURNS numeric LANGUAGE sql VOLATILE PARALLEL SAFE
 --     Milliseconds elapsed since a clock_timestamp(), for explain timings.
@@ -684,9 +705,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.passage_languages()
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The language groups of passages (pgkb_plpy.query_analysis.passage_language): one partial HNSW index each per model.
--- kb.passages(kb.fused_hit[],text,double precision,double precision,integer,double precision)
+-- kb.passages(kb.fused_hit[],text,double precision,double precision,integer,double precision,integer,boolean)
 --     RETURNS SETOF kb.retrieval_row LANGUAGE sql STABLE PARALLEL SAFE
---     The top k passages of fused hits as kb.retrieval_row: identifier and title boosts, a freshness preference among near-equals, one chunk per distinct text, ranks from 1, match type.
+--     The top k passages of fused hits as kb.retrieval_row: identifier and title boosts, a freshness preference among near-equals, one chunk per distinct text, a document's chunks after its p_max_per_document best only where no other candidate is left (NULL: no cap), ranks from 1 (with p_with_displaced, then the chunks the cap moved out of the top k, rank NULL), match type, provenance (the document's file, parser and chunker versions, the chunk's heading path, pages, offsets, content hash, ingest time; docs/RETRIEVAL.md).
 -- kb.plan_retrieval(kb.retrieval_request,kb.retrieval_settings)
 --     RETURNS kb.retrieval_plan LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     What a kb_retrieve call will do: query analysis and its stages, the mode (auto: hybrid when the active model has vectors), the active model, base fusion weights and similarity thresholds (used when the language correction does not apply).
@@ -705,9 +726,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.py_embed_queue_batch(text,integer,boolean)
 --     RETURNS jsonb LANGUAGE plpython3u VOLATILE PARALLEL UNSAFE
 --     Claims up to p_batch_size queued chunks of a model with SKIP LOCKED (of the namespaces in pgkb_call.embed_namespaces, when set), embeds and stores them; returns counts and the error, if any.
--- kb.py_language_moments(text,text,text,integer)
+-- kb.py_language_moments(text,text,text,integer,text)
 --     RETURNS SETOF kb.language_moment LANGUAGE plpython3u STABLE PARALLEL UNSAFE
---     A query vector's offset (mean similarity) and scale (its standard deviation) per language group of the model's vectors, pooled over the namespaces the caller may see (or the one named).
+--     A query's offset (mean similarity) and scale (its standard deviation) per language group of the model's vectors, for the vector each group is searched with (without the query's language component in the groups of other languages), pooled over the namespaces the caller may see (or the one named).
 -- kb.py_parse_file(bytea,text,text)
 --     RETURNS jsonb LANGUAGE plpython3u VOLATILE PARALLEL UNSAFE
 --     Parses a file's bytes (PDF, DOCX, HTML, Markdown, text) in a child process with memory and time limits; returns {"ok": true, "text", "title", "content_type", "parser", "parser_version", "page_starts"} or {"ok": false, "error": "<kind>: <message>", ...}, never raising for a bad file.
@@ -737,7 +758,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     Recounts the BM25 document frequencies of the namespaces named (NULL: all) into kb.lexical_terms, per namespace, up to a new watermark, in time proportional to their postings, over all rows whoever calls it (SECURITY DEFINER); returns nothing, so that no caller learns about namespaces it may not see.
 -- kb.refresh_ingest_status(bigint[])
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
---     Recomputes ingest_status, ingest_error and chunk_count of documents from their parse error (a file that could not be parsed), their chunks and the embedding queue of the active model.
+--     Recomputes ingest_status, ingest_error and chunk_count of documents from their parse error (a file that could not be parsed), their chunks and the embedding queue of the active model; a document the ingest trigger excluded (rag_include false) stays excluded while it has no chunks.
 -- kb.refresh_language_statistics(text)
 --     RETURNS SETOF kb.language_statistics_status LANGUAGE sql VOLATILE PARALLEL UNSAFE
 --     Recomputes the stale language statistics of a model (default: the active one; kb.recount_language_statistics) and returns those the caller may see. pgkb backfill and eval run it after loading.
@@ -756,12 +777,18 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.reparse_files(text,boolean)
 --     RETURNS integer LANGUAGE sql VOLATILE PARALLEL UNSAFE
 --     Parses again the stored files that failed and (unless p_failed_only) those parsed with an older conversion (kb.parser_versions), of one namespace or all; returns how many. Runs with the caller's rights.
+-- kb.retrieval_log_state()
+--     RETURNS text LANGUAGE sql STABLE PARALLEL SAFE
+--     Whether a kb_retrieve call in this transaction is logged to kb.retrieval_log: logged, off (setting retrieval_log), or skipped: hot standby / skipped: read-only transaction (nothing is written there).
+-- kb.retrieval_metadata(jsonb)
+--     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The metadata keys that change how a document is indexed (rag_include, concept_keys, aliases, synonyms; docs/INGEST.md): a change of them re-indexes the document.
 -- kb.retrieval_modes()
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The modes of kb_retrieve: lexical (BM25 + trigram), dense (HNSW), hybrid (both, fused), auto (hybrid when the active model has vectors).
--- kb.retrieve_core(text,integer,text,text,jsonb,timestamp with time zone,text[])
+-- kb.retrieve_core(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)
 --     RETURNS kb.retrieval_result LANGUAGE plpgsql STABLE PARALLEL UNSAFE
---     The retrieval pipeline behind kb_retrieve and kb_retrieve_explain: the passages (kb.retrieval_row[]) and the explain object.
+--     The retrieval pipeline behind kb_retrieve and kb_retrieve_explain: the passages (kb.retrieval_row[]: capped per document, adjacent chunks merged when asked) and the explain object.
 -- kb.run_stage(kb.retrieval_request,kb.retrieval_plan,kb.retrieval_settings,integer,text,text[],boolean)
 --     RETURNS kb.retrieval_stage LANGUAGE plpgsql STABLE PARALLEL UNSAFE
 --     One stage of the staged fallback: the lexical leg (BM25, trigram when a short query matched nothing) and the dense leg for one form of the query, and the evidence of their best hits (kb.calibrate against the thresholds).
@@ -782,7 +809,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     Whether row-level security by namespace is on (the setting tenant_isolation); SECURITY DEFINER so that policies work for roles that may not read kb.settings.
 -- kb.trg_documents_before()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
---     BEFORE INSERT/UPDATE on kb.documents: content hash of title and body, updated_at.
+--     BEFORE INSERT/UPDATE on kb.documents: content hash of title and body, updated_at; pending again when the text or the retrieval keys of metadata changed.
 -- kb.trg_documents_deleted()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     AFTER DELETE (per statement) on kb.documents: keeps the BM25 corpus statistics in step over every tenant's chunks (chunks, postings and vectors go by ON DELETE CASCADE).
@@ -822,9 +849,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.trigram_candidates(text,timestamp with time zone,text,jsonb,integer)
 --     RETURNS TABLE(chunk_id bigint, score double precision) LANGUAGE sql STABLE PARALLEL SAFE
 --     pg_trgm leg for short queries: word_similarity over chunk text via the GIN index (pg_trgm.word_similarity_threshold).
--- kb.validated_request(text,integer,text,text,jsonb,timestamp with time zone,text[])
+-- kb.validated_request(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)
 --     RETURNS kb.retrieval_request LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     Checks kb_retrieve's arguments before any work (each error names the argument, its hint the fix): a query not blank by kb.is_blank, k in 1..1000, a namespace that can exist, a known mode, as_of, filters of bounded size and depth with typed values, at most kb.max_context_turns() turns. Normalises them: query trimmed of blanks and cut to kb.max_query_chars() (so is each turn, with a note), lower-case mode.
+--     Checks kb_retrieve's arguments before any work (each error names the argument, its hint the fix): a query not blank by kb.is_blank, k in 1..1000, a namespace that can exist, a known mode, as_of, filters of bounded size and depth with typed values, at most kb.max_context_turns() turns, max_per_document in 1..1000 or NULL. Normalises them: query trimmed of blanks and cut to kb.max_query_chars() (so is each turn, with a note), lower-case mode.
 -- kb.visible_candidate(bigint,timestamp with time zone,text,jsonb,boolean)
 --     RETURNS SETOF bigint LANGUAGE sql STABLE PARALLEL SAFE
 --     The visibility condition of every retrieval leg: the document id when the document may be used (current at as_of, or matching filters that lift the lifecycle rule), else no row. Inlined into its callers.
@@ -837,9 +864,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.with_snippets(kb.retrieval_row[],text)
 --     RETURNS kb.retrieval_row[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The rows with their query-aware snippets (200 characters), computed in one call.
--- kb_retrieve(text,integer,text,text,jsonb,timestamp with time zone,text[])
+-- kb_retrieve(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)
 --     RETURNS SETOF kb.retrieval_row LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
---     Ranked passages for a question from the documents current at as_of: hybrid BM25 + HNSW, per-leg ranks and scores, snippets. Modes: lexical, dense, hybrid, auto.
--- kb_retrieve_explain(text,integer,text,text,jsonb,timestamp with time zone,text[])
+--     Ranked passages for a question from the documents current at as_of: hybrid BM25 + HNSW, per-leg ranks and scores, snippets, provenance. Modes: lexical, dense, hybrid, auto. max_per_document caps the chunks of one document among the k, merge_adjacent joins consecutive chunks of one document into one passage (NULL: the settings of the same names).
+-- kb_retrieve_explain(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)
 --     RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
---     How kb_retrieve answered: query analysis, stages tried, candidates per leg, evidence and low-confidence flag, model, timings per stage, and the results.
+--     How kb_retrieve answered: query analysis, stages tried, candidates per leg, evidence and low-confidence flag, model, timings per stage, passage assembly (cap, merges), and the results.

@@ -120,7 +120,8 @@ def cmd_backfill(args) -> int:
 
 
 def cmd_query(args) -> int:
-    with connect(load_settings().dsn) as conn:
+    # reads go where harness.config.Settings.read_dsn says (PGKB_READ_DSN: a standby)
+    with connect(load_settings().read_dsn) as conn:
         rows = retrieval.retrieve(
             conn,
             args.text,
@@ -129,6 +130,8 @@ def cmd_query(args) -> int:
             mode=args.mode,
             as_of=args.as_of,
             context=args.context or None,
+            max_per_document=args.max_per_document,
+            merge_adjacent=args.merge_adjacent,
         )
         if args.json:
             _print_json(rows)
@@ -143,8 +146,50 @@ def cmd_query(args) -> int:
             )
             if r["section_path"]:
                 print(f"    § {r['section_path']}")
+            provenance = r["provenance"]
+            where = " · ".join(x for x in (retrieval.pages(provenance), retrieval.parser_name(provenance)) if x)
+            if where:
+                print(f"    {where}")
             print(f"    {r['snippet']}")
     return 0
+
+
+def cmd_worker(args) -> int:
+    import logging
+
+    from . import worker
+
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO, format="%(asctime)s %(message)s")
+    opts = worker.Options(
+        dsn=load_settings().dsn,
+        model=args.model,
+        concurrency=args.concurrency,
+        batch_size=args.batch_size,
+        poll_interval=args.poll_interval,
+        once=args.once,
+        include_exhausted=args.include_exhausted,
+    )
+    try:
+        outcome = worker.run_until_signalled(opts)
+    except ValueError as exc:
+        print(f"pgkb worker: {exc}", file=sys.stderr)
+        return 2
+    _print_json(outcome)
+    return 1 if outcome["stopped_by"] == "error" else 0
+
+
+def cmd_check(args) -> int:
+    from pathlib import Path
+
+    from . import check
+
+    try:
+        report = check.check(Path(args.path), namespace=args.namespace)
+    except FileNotFoundError as exc:
+        print(f"pgkb check: {exc}", file=sys.stderr)
+        return 2
+    _print_json(report)
+    return 1 if report["findings"] else 0
 
 
 def cmd_eval(args) -> int:
@@ -190,6 +235,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_backfill)
+    p = sub.add_parser(
+        "worker",
+        help="embed queued chunks against the primary (PGKB_DSN) with N connections until SIGTERM, or --once",
+    )
+    p.add_argument("--model", help="model name (default: the active model)")
+    p.add_argument("--concurrency", type=int, default=1, help="connections embedding at once (default 1)")
+    p.add_argument("--batch-size", type=int, default=32, help="chunks per batch (one transaction each)")
+    p.add_argument("--poll-interval", type=float, default=2.0, help="seconds to wait when the queue is empty")
+    p.add_argument("--once", action="store_true", help="drain the queue and exit (stop at the first failing batch)")
+    p.add_argument(
+        "--include-exhausted", action="store_true", help="also retry chunks past embed_max_attempts failures"
+    )
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_worker)
     p = sub.add_parser("query", help="ask kb_retrieve and print a table")
     p.add_argument("text")
     p.add_argument("--k", type=int, default=5)
@@ -197,8 +256,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="auto", choices=retrieval.MODES)
     p.add_argument("--as-of")
     p.add_argument("--context", action="append", help="an earlier question (repeatable)")
+    p.add_argument("--max-per-document", type=int, help="at most N chunks of one document (default: the setting)")
+    p.add_argument(
+        "--merge-adjacent",
+        action=argparse.BooleanOptionalAction,
+        help="consecutive chunks of one document as one passage (default: the setting)",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_query)
+    p = sub.add_parser(
+        "check",
+        help="broken relative links, unknown supersedes, missing effective_from in a folder (offline); "
+        "JSON report, exit 1 with findings",
+    )
+    p.add_argument("path", help="a folder (or file) as given to pgkb ingest")
+    p.add_argument("--namespace", help="the namespace pgkb ingest --namespace would give every document")
+    p.set_defaults(func=cmd_check)
     p = sub.add_parser("eval", help="evaluate retrieval on golden cases or a BEIR folder")
     p.add_argument("cases", nargs="?")
     p.add_argument("--beir")

@@ -35,6 +35,8 @@ class Settings:
     port: int
     dsn_override: str | None
     server_venv: Path
+    # PGKB_READ_DSN: where the read tools (pgkb query, the MCP server, the lab) retrieve
+    read_dsn_override: str | None = None
 
     @property
     def data_dir(self) -> Path:
@@ -56,6 +58,15 @@ class Settings:
     def dsn(self) -> str:
         return self.dsn_override or self.embedded_dsn
 
+    @property
+    def read_dsn(self) -> str:
+        """The one rule for where reads go: PGKB_READ_DSN when set (a hot standby, or a libpq
+        multi-host string such as `postgresql://standby,primary/pgkb?target_session_attrs=prefer-standby`),
+        else the primary (PGKB_DSN or the embedded cluster). Retrieval writes nothing on a
+        standby (docs/SCALING.md); anything that writes (ingest, backfill, worker, migrate, the
+        lab's retry button) must use `dsn`."""
+        return self.read_dsn_override or self.dsn
+
     def server_site_packages(self) -> str | None:
         """site-packages of the server-side venv, when it is on this machine."""
         explicit = os.environ.get("PGKB_SERVER_SITE_PACKAGES")
@@ -71,6 +82,7 @@ def load_settings() -> Settings:
         port=int(os.environ.get("PGKB_PORT", DEFAULT_PORT)),
         dsn_override=os.environ.get("PGKB_DSN") or None,
         server_venv=Path(os.environ.get("PGKB_SERVER_VENV", "/opt/pgkb/server-venv")),
+        read_dsn_override=os.environ.get("PGKB_READ_DSN") or None,
     )
 
 

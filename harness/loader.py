@@ -10,6 +10,10 @@ SQL; the ingest trigger inside PostgreSQL chunks and embeds.
   its line, never dropped: YAML that does not parse, a list, a sentence.
 - A body that is blank once the front matter is gone (only spaces and invisible characters, by
   the one definition the database's CHECK uses: `pgkb_plpy.vocabulary.is_blank`) is refused.
+- The retrieval keys ``rag_include``, ``concept_keys``, ``aliases`` and ``synonyms`` stay in
+  ``metadata``, where the ingest trigger reads them; a value they may not hold is refused with the
+  file, the key's line and the rule (one definition: ``pgkb_plpy/front_matter.py``, the one the
+  database applies to any SQL client's metadata).
 - PDF, DOCX and HTML files are not parsed here: their bytes go to `kb.ingest_file`, which parses
   them inside the database exactly as for any other SQL client (docs/INGEST.md). One that cannot
   be parsed is stored there as failed and reported with the database's error.
@@ -18,8 +22,10 @@ SQL; the ingest trigger inside PostgreSQL chunks and embeds.
 from __future__ import annotations
 
 import datetime as dt
+import importlib.util
 import json
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,8 +34,21 @@ import psycopg
 import yaml
 from tqdm import tqdm
 
+from .config import PLPYTHON_DIR
 from .config import VOCABULARY as vocabulary
 from .db import connect
+
+
+def _load_front_matter_rules():
+    """pgkb_plpy.front_matter of this checkout (stdlib only), the rules the ingest trigger applies."""
+    spec = importlib.util.spec_from_file_location("pgkb_front_matter", PLPYTHON_DIR / "front_matter.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+front_matter = _load_front_matter_rules()
 
 FRONT_MATTER_KEYS = {
     "title",
@@ -145,6 +164,17 @@ def split_front_matter(text: str, where: str) -> tuple[dict, str]:
     return data, body
 
 
+def _key_line(text: str, key: str) -> int | None:
+    """The 1-based line of the front matter that sets ``key``, if one does."""
+    pattern = re.compile(rf"^['\"]?{re.escape(key)}['\"]?\s*:")
+    for number, line in enumerate(text.splitlines()[:1000], start=1):
+        if number > 1 and line.rstrip() in ("---", "..."):
+            return None
+        if pattern.match(line):
+            return number
+    return None
+
+
 def read_document(path: Path, source: str, namespace_override: str | None) -> LoadedDocument:
     where = str(path)
     raw = path.read_bytes()
@@ -168,6 +198,12 @@ def read_document(path: Path, source: str, namespace_override: str | None) -> Lo
     tags = data.get("tags")
     if tags is not None and not (isinstance(tags, list) and all(isinstance(t, (str, int, float)) for t in tags)):
         raise DocumentError(f"{where}: front matter tags must be a list of words")
+    try:
+        front_matter.retrieval_options(data, "front matter")
+    except front_matter.RetrievalKeyError as exc:
+        key = next((k for k in front_matter.RETRIEVAL_KEYS if f" {k} " in f" {exc} "), None)
+        line = _key_line(text, key) if key else None
+        raise DocumentError(f"{where}:{line}: {exc}" if line else f"{where}: {exc}") from None
     metadata = {k: v for k, v in data.items() if k not in FRONT_MATTER_KEYS}
     if tags is not None:
         metadata["tags"] = [str(t) for t in tags]

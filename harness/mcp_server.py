@@ -67,11 +67,15 @@ def _plain(value: Any) -> Any:
 
 
 def citation(row: dict[str, Any]) -> str:
-    """One line an assistant can quote: source § section (version, effective window)."""
+    """One line an assistant can quote: source § section (pages, version, effective window, status,
+    parser), each detail only when the passage has it."""
+    provenance = row.get("provenance")
     text = row["source"]
     if row.get("section_path"):
         text += f" § {row['section_path']}"
     details = []
+    if retrieval.pages(provenance):
+        details.append(retrieval.pages(provenance))
     if row.get("version"):
         details.append(f"version {row['version']}")
     start, end = row.get("effective_from"), row.get("effective_to")
@@ -79,6 +83,8 @@ def citation(row: dict[str, Any]) -> str:
         details.append(f"effective {_plain(start) or '…'} to {_plain(end) or 'open'}")
     if row.get("status") and row["status"] != "active":
         details.append(row["status"])
+    if retrieval.parser_name(provenance):
+        details.append(f"parsed by {retrieval.parser_name(provenance)}")
     return text + (f" ({', '.join(details)})" if details else "")
 
 
@@ -165,19 +171,46 @@ def build_server(dsn: str, role: str | None) -> MCPServer:
         context: Annotated[
             list[str] | None, Field(description="Earlier questions of the conversation, for follow-up questions.")
         ] = None,
+        max_per_document: Annotated[
+            int | None,
+            Field(
+                ge=1,
+                le=MAX_K,
+                description="At most this many passages from one document, so that other relevant documents get "
+                "places (default: the knowledge base's setting).",
+            ),
+        ] = None,
+        merge_adjacent: Annotated[
+            bool | None,
+            Field(
+                description="Join passages that follow each other in one document into one passage, in document "
+                "order, their overlap removed (default: the knowledge base's setting)."
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         """Search the knowledge base and return ranked passages from the documents current at `as_of`.
 
         Every result carries source, title, section_path, version, effective_from/effective_to, a snippet, the
-        full passage (content), score and match_type, plus a ready-made `citation`. An empty `results` list means
-        the knowledge base holds no evidence for the question.
+        full passage (content), score, match_type and provenance (file name, content type and size, parser and
+        chunker versions, pages of a PDF, heading path, content hash, when it was ingested), plus a ready-made
+        `citation` (with page numbers and parser where the document is a parsed file). An empty `results` list
+        means the knowledge base holds no evidence for the question.
         """
         if not query.strip():
             raise ToolError("query is empty")
         filters = {"doc_type": doc_type} if doc_type else None
         rows = db.run(
             lambda conn: retrieval.retrieve(
-                conn, query, k=k, namespace=namespace, mode=mode, filters=filters, as_of=as_of, context=context or None
+                conn,
+                query,
+                k=k,
+                namespace=namespace,
+                mode=mode,
+                filters=filters,
+                as_of=as_of,
+                context=context or None,
+                max_per_document=max_per_document,
+                merge_adjacent=merge_adjacent,
             )
         )
         log.info("kb_retrieve mode=%s k=%d namespace=%s: %d rows", mode, k, namespace, len(rows))
@@ -232,7 +265,8 @@ def serve() -> int:
     except ValueError as exc:
         log.error("%s", exc)
         return 2
-    dsn = load_settings().dsn
+    # both tools only read: a hot standby may serve them (PGKB_READ_DSN)
+    dsn = load_settings().read_dsn
     server = build_server(dsn, role)
     log.info("serving on stdio; database %s; role %s", _redacted(dsn), role or "(connection user)")
     try:

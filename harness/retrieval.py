@@ -2,7 +2,8 @@
 
 Both functions take the SQL functions' arguments under the same names. An argument left as
 None is not passed at all, so the database's own default applies (k 8, mode auto, no
-namespace, no filters, as_of now(), no context); the defaults live in the SQL signature only.
+namespace, no filters, as_of now(), no context, and for max_per_document / merge_adjacent the
+settings of those names); the defaults live in the database only.
 The result columns are whatever `kb_retrieve` returns (one dict per row, in column order).
 """
 
@@ -30,6 +31,8 @@ OPTIONAL_ARGUMENTS = {
     "filters": "jsonb",
     "as_of": "timestamptz",
     "context": "text[]",
+    "max_per_document": "integer",
+    "merge_adjacent": "boolean",
 }
 
 
@@ -43,9 +46,20 @@ def _call(
     filters: Any,
     as_of: str | date | datetime | None,
     context: Sequence[str] | None,
+    max_per_document: int | None,
+    merge_adjacent: bool | None,
 ) -> tuple[str, dict[str, Any]]:
     """The SQL text `function(query, name => value, ...)` with named arguments for the given values only."""
-    given = {"k": k, "namespace": namespace, "mode": mode, "filters": filters, "as_of": as_of, "context": context}
+    given = {
+        "k": k,
+        "namespace": namespace,
+        "mode": mode,
+        "filters": filters,
+        "as_of": as_of,
+        "context": context,
+        "max_per_document": max_per_document,
+        "merge_adjacent": merge_adjacent,
+    }
     params: dict[str, Any] = {"query": query}
     arguments = ["%(query)s::text"]
     for name, sql_type in OPTIONAL_ARGUMENTS.items():
@@ -71,14 +85,27 @@ def retrieve(
     filters: Any = None,
     as_of: str | date | datetime | None = None,
     context: Sequence[str] | None = None,
+    max_per_document: int | None = None,
+    merge_adjacent: bool | None = None,
 ) -> list[dict[str, Any]]:
     """The rows of `kb_retrieve(query, ...)`, ranked, one dict per passage (column name -> value).
 
     `filters` is a dict (or a psycopg Jsonb) sent as jsonb; `as_of` a date, datetime or a string
-    PostgreSQL reads as timestamptz; `context` the earlier questions of a conversation.
+    PostgreSQL reads as timestamptz; `context` the earlier questions of a conversation;
+    `max_per_document` the most chunks of one document among the k, `merge_adjacent` whether
+    consecutive chunks of one document come as one passage (None: the database settings).
     Database errors (bad arguments, missing grants) propagate as psycopg errors."""
     call, params = _call(
-        "kb_retrieve", query, k=k, namespace=namespace, mode=mode, filters=filters, as_of=as_of, context=context
+        "kb_retrieve",
+        query,
+        k=k,
+        namespace=namespace,
+        mode=mode,
+        filters=filters,
+        as_of=as_of,
+        context=context,
+        max_per_document=max_per_document,
+        merge_adjacent=merge_adjacent,
     )
     with conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(f"SELECT * FROM {call}", params).fetchall()
@@ -94,10 +121,12 @@ def explain(
     filters: Any = None,
     as_of: str | date | datetime | None = None,
     context: Sequence[str] | None = None,
+    max_per_document: int | None = None,
+    merge_adjacent: bool | None = None,
 ) -> dict[str, Any]:
     """The object `kb_retrieve_explain(query, ...)` returns for the same arguments as `retrieve`:
     query analysis, stages, candidates per leg, timings, low-confidence flag, model and a
-    short form of the result rows under "results"."""
+    short form of the result rows under "results" (what passage assembly did under "assembly")."""
     call, params = _call(
         "kb_retrieve_explain",
         query,
@@ -107,6 +136,22 @@ def explain(
         filters=filters,
         as_of=as_of,
         context=context,
+        max_per_document=max_per_document,
+        merge_adjacent=merge_adjacent,
     )
     with conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(f"SELECT {call} AS explain", params).fetchone()["explain"]
+
+
+def pages(provenance: dict[str, Any] | None) -> str | None:
+    """The pages of a passage of a paged file (PDF), "p. 3" or "pp. 3–5"; None for other files."""
+    first, last = (provenance or {}).get("page_start"), (provenance or {}).get("page_end")
+    if first is None:
+        return None
+    return f"p. {first}" if last in (None, first) else f"pp. {first}–{last}"
+
+
+def parser_name(provenance: dict[str, Any] | None) -> str | None:
+    """The parser library and its version ("pypdfium2 5.15.2"), without the build details the database keeps."""
+    parser = (provenance or {}).get("parser")
+    return parser.split(" (", 1)[0] if parser else None

@@ -16,6 +16,8 @@ FROM (VALUES
     ('embed_batch_size', 'integer', '16', NULL, true, 'texts per provider call'),
     ('embed_max_attempts', 'integer', '5', NULL, true,
         'after this many failed attempts a chunk is no longer retried automatically by kb.embed_pending'),
+    ('concept_term_weight', 'integer', '3', NULL, true,
+        'how many times a term of a document''s concept_keys, or inside a backticked span of its text, counts in a chunk''s BM25 term frequency (1: like any other term); applies to documents indexed after a change (docs/INGEST.md)'),
     -- where the in-database Python is: a session must not point PL/Python at other code
     ('python_path', 'text', 'null', NULL, false,
         'site-packages of the server-side venv that holds pgkb_plpy; written by pgkb migrate'),
@@ -76,6 +78,11 @@ FROM (VALUES
     ('freshness_margin', 'number', '0.02', NULL, true,
         'largest share of its fused score a passage gains for being of the most recently effective document among the candidates (newer of near-equals first)'),
     ('snippets', 'boolean', 'true', NULL, true, 'true: kb_retrieve computes query-aware snippets'),
+    -- passage assembly (docs/RETRIEVAL.md): defaults of kb_retrieve's max_per_document and merge_adjacent
+    ('max_per_document', 'integer', '2', NULL, true,
+        'at most this many of the k chunks kb_retrieve returns come from one document while other documents have candidates (their next best chunks take the places); 0 = no cap'),
+    ('merge_adjacent', 'boolean', 'false', NULL, true,
+        'true: chunks of one document that follow each other and are both among the k returned become one passage (the document''s text from the first to the last, so their overlap appears once)'),
     -- observability: a reader must not be able to keep its queries out of the log
     ('retrieval_log', 'boolean', 'false', NULL, false,
         'true: every kb_retrieve call appends a row to kb.retrieval_log (query hash, mode, timings, results)'),

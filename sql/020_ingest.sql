@@ -4,6 +4,23 @@
 -- owner: no writer may write them (090_grants.sql), statistics describe every
 -- tenant's rows whoever triggers them, and the models' secrets stay unreadable.
 
+CREATE OR REPLACE FUNCTION kb.retrieval_metadata(p_metadata jsonb)
+RETURNS jsonb
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- the keys of pgkb_plpy.front_matter.RETRIEVAL_KEYS
+    SELECT jsonb_strip_nulls(jsonb_build_object(
+        'rag_include', p_metadata -> 'rag_include',
+        'concept_keys', p_metadata -> 'concept_keys',
+        'aliases', p_metadata -> 'aliases',
+        'synonyms', p_metadata -> 'synonyms'
+    ))
+$$;
+COMMENT ON FUNCTION kb.retrieval_metadata(jsonb) IS
+'The metadata keys that change how a document is indexed (rag_include, concept_keys, aliases, synonyms; docs/INGEST.md): a change of them re-indexes the document.';
+
 CREATE OR REPLACE FUNCTION kb.trg_documents_before()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -16,7 +33,8 @@ BEGIN
     );
     IF TG_OP = 'UPDATE' THEN
         NEW.updated_at := now();
-        IF NEW.content_hash IS DISTINCT FROM OLD.content_hash THEN
+        IF NEW.content_hash IS DISTINCT FROM OLD.content_hash
+            OR kb.retrieval_metadata(NEW.metadata) IS DISTINCT FROM kb.retrieval_metadata(OLD.metadata) THEN
             NEW.ingest_status := 'pending';
         END IF;
     END IF;
@@ -24,7 +42,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb.trg_documents_before() IS
-'BEFORE INSERT/UPDATE on kb.documents: content hash of title and body, updated_at.';
+'BEFORE INSERT/UPDATE on kb.documents: content hash of title and body, updated_at; pending again when the text or the retrieval keys of metadata changed.';
 
 CREATE OR REPLACE FUNCTION kb.trg_documents_namespace()
 RETURNS trigger
@@ -66,11 +84,13 @@ CREATE TRIGGER documents_sync_insert AFTER INSERT ON kb.documents
 FOR EACH ROW EXECUTE FUNCTION kb.trg_documents_sync();
 
 -- also when chunker_version was cleared (kb.reindex_documents: chunk again with the current rules)
+-- and when the retrieval keys of metadata changed (rag_include, concept_keys, aliases, synonyms)
 DROP TRIGGER IF EXISTS documents_sync_update ON kb.documents;
 CREATE TRIGGER documents_sync_update AFTER UPDATE ON kb.documents
 FOR EACH ROW WHEN (
     old.content_hash IS DISTINCT FROM new.content_hash
     OR (new.chunker_version IS NULL AND old.chunker_version IS NOT NULL)
+    OR kb.retrieval_metadata(old.metadata) IS DISTINCT FROM kb.retrieval_metadata(new.metadata)
 )
 EXECUTE FUNCTION kb.trg_documents_sync();
 
@@ -95,6 +115,8 @@ BEGIN
     UPDATE kb.documents AS d
     SET ingest_status = CASE
             WHEN s.parse_error IS NOT NULL OR s.failed > 0 THEN 'failed'
+            -- rag_include false: the ingest trigger removed its chunks and said so
+            WHEN d.ingest_status = 'excluded' AND s.chunks = 0 THEN 'excluded'
             WHEN s.queued > 0 THEN 'pending'
             ELSE 'indexed' END,
         ingest_error = coalesce(s.parse_error, s.error),
@@ -119,7 +141,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb.refresh_ingest_status(bigint[]) IS
-'Recomputes ingest_status, ingest_error and chunk_count of documents from their parse error (a file that could not be parsed), their chunks and the embedding queue of the active model.';
+'Recomputes ingest_status, ingest_error and chunk_count of documents from their parse error (a file that could not be parsed), their chunks and the embedding queue of the active model; a document the ingest trigger excluded (rag_include false) stays excluded while it has no chunks.';
 
 CREATE OR REPLACE FUNCTION kb.hnsw_index_name(p_model text)
 RETURNS text
@@ -203,12 +225,7 @@ BEGIN
     INSERT INTO kb.models (name, provider, model, dimensions, options)
     VALUES (p_name, p_provider, p_model, p_dimensions, coalesce(p_options, '{}'))
     ON CONFLICT (name) DO UPDATE SET options = excluded.options;
-    EXECUTE format(
-        'CREATE INDEX IF NOT EXISTS %I ON kb.embeddings USING hnsw ((embedding::vector(%s)) vector_cosine_ops) '
-        'WITH (m = 16, ef_construction = 64) WHERE model = %L',
-        kb.hnsw_index_name(p_name), p_dimensions, p_name
-    );
-    PERFORM kb.ensure_language_indexes(p_name);
+    PERFORM kb.ensure_hnsw_indexes(p_name);
     -- every existing chunk needs a vector of this model
     INSERT INTO kb.embed_queue (chunk_id, model)
     SELECT c.id, p_name FROM kb.chunks AS c

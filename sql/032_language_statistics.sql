@@ -30,7 +30,7 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$ SELECT left(kb.hnsw_index_name(p_model), 54) || '_' || p_language $$;
 COMMENT ON FUNCTION kb.hnsw_language_index_name(text, text) IS 'Name of the partial HNSW index of one model and language group.';
 
-CREATE OR REPLACE FUNCTION kb.ensure_language_indexes(p_model text)
+CREATE OR REPLACE FUNCTION kb.ensure_hnsw_indexes(p_model text)
 RETURNS void
 LANGUAGE plpgsql
 VOLATILE PARALLEL UNSAFE
@@ -41,17 +41,21 @@ DECLARE
     dims integer := (SELECT m.dimensions FROM kb.models AS m WHERE m.name = p_model);
     lang text;
 BEGIN
-    FOREACH lang IN ARRAY kb.passage_languages() LOOP
+    -- the model's index (the dense leg without language correction), then
+    -- one per language group (with it); the dense leg repeats each predicate
+    -- literally so that the planner picks the index
+    FOREACH lang IN ARRAY ARRAY[NULL] || kb.passage_languages() LOOP
         EXECUTE format(
             'CREATE INDEX IF NOT EXISTS %I ON kb.embeddings USING hnsw ((embedding::vector(%s)) vector_cosine_ops) '
-            'WITH (m = 16, ef_construction = 64) WHERE model = %L AND language = %L',
-            kb.hnsw_language_index_name(p_model, lang), dims, p_model, lang
+            'WITH (m = 16, ef_construction = 64) WHERE model = %L%s',
+            coalesce(kb.hnsw_language_index_name(p_model, lang), kb.hnsw_index_name(p_model)), dims, p_model,
+            CASE WHEN lang IS NOT NULL THEN format(' AND language = %L', lang) ELSE '' END
         );
     END LOOP;
 END;
 $$;
-COMMENT ON FUNCTION kb.ensure_language_indexes(text) IS
-'Creates the partial HNSW indexes of a model, one per language group, that the language-corrected dense leg scans (kb.register_model and every migrate call it; building them on a large corpus takes minutes).';
+COMMENT ON FUNCTION kb.ensure_hnsw_indexes(text) IS
+'Creates the partial HNSW indexes of a model: one over all its vectors and one per language group, which the language-corrected dense leg scans (kb.register_model and every migrate call it; building them on a large corpus takes minutes).';
 
 CREATE OR REPLACE FUNCTION kb.trg_embeddings_language()
 RETURNS trigger
@@ -168,7 +172,9 @@ $$;
 COMMENT ON FUNCTION kb.refresh_language_statistics(text) IS
 'Recomputes the stale language statistics of a model (default: the active one; kb.recount_language_statistics) and returns those the caller may see. pgkb backfill and eval run it after loading.';
 
-CREATE OR REPLACE FUNCTION kb.language_moments(p_model text, p_query_vector text, p_namespace text, p_min_vectors integer)
+CREATE OR REPLACE FUNCTION kb.language_moments(
+    p_model text, p_query_vector text, p_namespace text, p_min_vectors integer, p_query text
+)
 RETURNS kb.language_moment[]
 LANGUAGE sql
 STABLE PARALLEL UNSAFE
@@ -176,8 +182,8 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
     -- a role that may not read the statistics gets no correction rather than an error
     SELECT coalesce(array_agg(m ORDER BY m.language), '{}')
-    FROM kb.py_language_moments(p_model, p_query_vector, p_namespace, p_min_vectors) AS m
+    FROM kb.py_language_moments(p_model, p_query_vector, p_namespace, p_min_vectors, p_query) AS m
     WHERE has_table_privilege('kb.language_statistics', 'SELECT')
 $$;
-COMMENT ON FUNCTION kb.language_moments(text, text, text, integer) IS
-'The query vector''s offset and scale per language group over the statistics the caller may see (one namespace when named); empty when there are too few vectors for a correction.';
+COMMENT ON FUNCTION kb.language_moments(text, text, text, integer, text) IS
+'The query''s offset and scale per language group over the statistics the caller may see (one namespace when named), for the vector each group is searched with (query_vector: the query without its language''s mean in groups of another language, NULL for the query itself); empty when there are too few vectors for a correction.';

@@ -160,7 +160,15 @@ COMMENT ON FUNCTION kb.max_context_turns() IS
 'Most earlier turns kb_retrieve takes in context: a follow-up refers to the last few, and each turn costs query analysis (pgkb_plpy.vocabulary.MAX_CONTEXT_TURNS).';
 
 CREATE OR REPLACE FUNCTION kb.validated_request(
-    p_query text, p_k integer, p_namespace text, p_mode text, p_filters jsonb, p_as_of timestamptz, p_context text[]
+    p_query text,
+    p_k integer,
+    p_namespace text,
+    p_mode text,
+    p_filters jsonb,
+    p_as_of timestamptz,
+    p_context text[],
+    p_max_per_document integer,
+    p_merge_adjacent boolean
 )
 RETURNS kb.retrieval_request
 LANGUAGE plpgsql
@@ -201,6 +209,10 @@ BEGIN
         RAISE EXCEPTION 'kb_retrieve: as_of must not be NULL'
             USING HINT = 'leave it out for now(), or pass the date the answer should hold for';
     END IF;
+    IF p_max_per_document < 1 OR p_max_per_document > 1000 THEN
+        RAISE EXCEPTION 'kb_retrieve: max_per_document must be between 1 and 1000 (got %)', p_max_per_document
+            USING HINT = 'the most chunks of one document among the k returned; NULL for the setting max_per_document';
+    END IF;
     filters := kb.check_filters(p_filters);
     IF cardinality(p_context) > kb.max_context_turns() THEN
         RAISE EXCEPTION 'kb_retrieve: context has % turns; at most %', cardinality(p_context), kb.max_context_turns()
@@ -229,11 +241,45 @@ BEGIN
         ORDER BY t.n
     );
     RETURN ROW(query, p_k, p_namespace, mode, filters, kb.filters_restrict(filters), p_as_of,
-        CASE WHEN p_context IS NOT NULL THEN context END, notes);
+        CASE WHEN p_context IS NOT NULL THEN context END, notes, p_max_per_document, p_merge_adjacent);
 END;
 $$;
-COMMENT ON FUNCTION kb.validated_request(text, integer, text, text, jsonb, timestamptz, text[]) IS
-'Checks kb_retrieve''s arguments before any work (each error names the argument, its hint the fix): a query not blank by kb.is_blank, k in 1..1000, a namespace that can exist, a known mode, as_of, filters of bounded size and depth with typed values, at most kb.max_context_turns() turns. Normalises them: query trimmed of blanks and cut to kb.max_query_chars() (so is each turn, with a note), lower-case mode.';
+COMMENT ON FUNCTION kb.validated_request(text, integer, text, text, jsonb, timestamptz, text[], integer, boolean) IS
+'Checks kb_retrieve''s arguments before any work (each error names the argument, its hint the fix): a query not blank by kb.is_blank, k in 1..1000, a namespace that can exist, a known mode, as_of, filters of bounded size and depth with typed values, at most kb.max_context_turns() turns, max_per_document in 1..1000 or NULL. Normalises them: query trimmed of blanks and cut to kb.max_query_chars() (so is each turn, with a note), lower-case mode.';
+
+CREATE OR REPLACE FUNCTION kb.assembly_max_per_document(p_request kb.retrieval_request)
+RETURNS integer
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    configured integer;
+BEGIN
+    IF p_request.max_per_document IS NOT NULL THEN
+        RETURN p_request.max_per_document;
+    END IF;
+    configured := (kb.setting('max_per_document') #>> '{}')::integer;
+    IF configured < 0 THEN
+        RAISE EXCEPTION 'kb_retrieve: setting max_per_document must be 0 (no cap) or more (got %)', configured
+            USING HINT = 'SET pgkb.max_per_document = 2, or RESET it; kb.settings holds the team''s default';
+    END IF;
+    RETURN nullif(configured, 0);
+END;
+$$;
+COMMENT ON FUNCTION kb.assembly_max_per_document(kb.retrieval_request) IS
+'The per-document cap of a call: its max_per_document argument, else the setting max_per_document (0 there: no cap); NULL for no cap.';
+
+CREATE OR REPLACE FUNCTION kb.assembly_merge_adjacent(p_request kb.retrieval_request)
+RETURNS boolean
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT coalesce(p_request.merge_adjacent, (kb.setting('merge_adjacent') #>> '{}')::boolean)
+$$;
+COMMENT ON FUNCTION kb.assembly_merge_adjacent(kb.retrieval_request) IS
+'Whether a call merges adjacent chunks: its merge_adjacent argument, else the setting merge_adjacent.';
 
 CREATE OR REPLACE FUNCTION kb.plan_retrieval(p_request kb.retrieval_request, p_settings kb.retrieval_settings)
 RETURNS kb.retrieval_plan

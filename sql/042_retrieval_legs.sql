@@ -428,10 +428,6 @@ SET hnsw.iterative_scan = 'relaxed_order'  -- noqa: PRS
 SET hnsw.ef_search = '100'
 AS $$
 DECLARE
-    zh_offset double precision;
-    zh_scale double precision;
-    en_offset double precision;
-    en_scale double precision;
     moment kb.language_moment;
 BEGIN
     -- The model's partial HNSW index is used because the query repeats its
@@ -463,17 +459,16 @@ BEGIN
         RETURN;
     END IF;
     -- One scan per language group, each of the model's partial HNSW index of
-    -- that group (kb.ensure_language_indexes; the predicate is literal so the
-    -- planner matches it): the order inside a group is the order of
+    -- that group (kb.ensure_hnsw_indexes; the predicate is literal so the
+    -- planner matches it), with the vector the group is searched with (the
+    -- query, or in a group of another language the query without its
+    -- language's mean): the order inside a group is the order of that
     -- similarity, so each scan is the index's own. A hit's score is its
     -- similarity z-scored within its group; the caller merges the groups by
     -- score. A passage of the zh or en group is placed between the two groups'
-    -- moments by its share of Chinese (a bilingual passage's vector carries
-    -- some of both languages), when both groups have moments of their own.
-    SELECT m."offset", m.scale INTO zh_offset, zh_scale FROM unnest(p_moments) AS m
-    WHERE m.language = 'zh' AND NOT m.pooled;
-    SELECT m."offset", m.scale INTO en_offset, en_scale FROM unnest(p_moments) AS m
-    WHERE m.language = 'en' AND NOT m.pooled;
+    -- moments (for the group's vector) by its share of Chinese (a bilingual
+    -- passage's vector carries some of both languages), when both groups have
+    -- moments of their own.
     FOREACH moment IN ARRAY p_moments LOOP
         RETURN QUERY EXECUTE format(
             'SELECT h.chunk_id, h.similarity,
@@ -494,10 +489,11 @@ BEGIN
                  LIMIT $5
              ) AS h',
             p_dimensions, p_model, moment.language
-        ) USING p_query_vector, p_as_of, p_namespace, p_filters, p_limit, kb.filters_restrict(p_filters),
-            zh_offset, zh_scale, en_offset, en_scale, moment."offset", moment.scale, moment.vectors;
+        ) USING coalesce(moment.query_vector, p_query_vector), p_as_of, p_namespace, p_filters, p_limit,
+            kb.filters_restrict(p_filters), moment.zh_offset, moment.zh_scale, moment.en_offset, moment.en_scale,
+            moment."offset", moment.scale, moment.vectors;
     END LOOP;
 END;
 $$;
 COMMENT ON FUNCTION kb.dense_candidates(text, text, integer, timestamptz, text, jsonb, integer, kb.language_moment[]) IS
-'Dense leg: HNSW cosine search over the named model''s vectors with the visibility condition inside the scan (iterative scan); with language moments, one scan per language group, the similarity z-scored within its group as the score, and the group''s noise level (kb.noise_z).';
+'Dense leg: HNSW cosine search over the named model''s vectors with the visibility condition inside the scan (iterative scan); with language moments, one scan per language group with the group''s query vector, the similarity z-scored within its group as the score, and the group''s noise level (kb.noise_z).';

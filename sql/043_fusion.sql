@@ -41,6 +41,16 @@ AS $$
     --   question) does not outrank the other leg's convincing one. A hit
     --   without evidence keeps 5 % of its weight, so that the order inside a
     --   leg survives among the hits below the evidence thresholds.
+    --   A dense hit in another language than the question's
+    --   (kb.leg_hit.other_language) is one the lexical leg could not read,
+    --   beyond the names and numbers both languages share: its silence is no
+    --   vote against it. So its lexical part is the larger of what the lexical
+    --   leg found in it and its dense part, the latter scaled by what the
+    --   lexical leg left open: 1 minus the best evidence the lexical leg found
+    --   anywhere. A lexical leg that found the question convincingly answered
+    --   in its own language keeps its say; one that found little leaves the
+    --   ranking to the dense leg. Otherwise every passage in the question's
+    --   language would start a leg ahead of an answer written in the other.
     -- rrf: sum of weight / (rrf_k + rank), scaled so that rank 1 in both legs is 1.
     -- A chunk missing from a leg gets 0 from it.
     -- A hit whose score is not a finite number (NaN or infinity, e.g. the
@@ -56,11 +66,14 @@ AS $$
     ),
     dense AS (
         SELECT h.chunk_id, h.rank, CASE WHEN abs(h.score) < 'Infinity'::float8 THEN h.score END AS score,
-            coalesce(h.evidence, 1) AS evidence
+            coalesce(h.evidence, 1) AS evidence, coalesce(h.other_language, false) AS other_language
         FROM unnest(p_dense) AS h
     ),
     identified AS (SELECT DISTINCT i.chunk_id FROM unnest(p_identifier_chunks) AS i (chunk_id)),
-    lexical_range AS (SELECT min(l.score) AS lo, max(l.score) AS hi FROM lexical AS l WHERE NOT l.trigram),
+    lexical_range AS (
+        SELECT min(l.score) AS lo, max(l.score) AS hi, coalesce(max(l.evidence), 0) AS evidence
+        FROM lexical AS l WHERE NOT l.trigram
+    ),
     dense_range AS (SELECT min(d.score) AS lo, max(d.score) AS hi FROM dense AS d),
     fused AS (
         SELECT
@@ -79,21 +92,28 @@ AS $$
                     )
                     / ((p_weight_lexical + p_weight_dense) / (p_rrf_k + 1))
                 ELSE
-                    p_weight_lexical * CASE
-                        WHEN l.score IS NULL THEN 0
-                        WHEN l.trigram THEN 0.5 * (1.0 / l.rank)
-                        ELSE coalesce((l.score - lr.lo) / nullif(lr.hi - lr.lo, 0), 1) * (0.05 + 0.95 * l.evidence)
-                    END
-                    + p_weight_dense * CASE
-                        WHEN d.score IS NULL THEN 0
-                        ELSE coalesce((d.score - dr.lo) / nullif(dr.hi - dr.lo, 0), 1) * (0.05 + 0.95 * d.evidence)
-                    END
+                    p_weight_lexical * CASE WHEN d.other_language
+                        THEN greatest(part.lexical, part.dense * (1 - lr.evidence)) ELSE part.lexical END
+                    + p_weight_dense * part.dense
             END AS fused_score
         FROM lexical AS l
         FULL JOIN dense AS d ON d.chunk_id = l.chunk_id
         FULL JOIN identified AS i ON i.chunk_id = coalesce(l.chunk_id, d.chunk_id)
         CROSS JOIN lexical_range AS lr
         CROSS JOIN dense_range AS dr
+        -- each leg's part of a linear fusion, before the weights
+        CROSS JOIN LATERAL (
+            SELECT
+                CASE
+                    WHEN l.score IS NULL THEN 0
+                    WHEN l.trigram THEN 0.5 * (1.0 / l.rank)
+                    ELSE coalesce((l.score - lr.lo) / nullif(lr.hi - lr.lo, 0), 1) * (0.05 + 0.95 * l.evidence)
+                END AS lexical,
+                CASE
+                    WHEN d.score IS NULL THEN 0
+                    ELSE coalesce((d.score - dr.lo) / nullif(dr.hi - dr.lo, 0), 1) * (0.05 + 0.95 * d.evidence)
+                END AS dense
+        ) AS part
     )
     SELECT
         f.chunk_id,
@@ -107,7 +127,7 @@ AS $$
     FROM fused AS f
 $$;
 COMMENT ON FUNCTION kb.fuse(kb.leg_hit[], kb.leg_hit[], bigint[], text, double precision, double precision, double precision) IS
-'Fuses the lexical and dense legs'' candidates (linear: min-max normalised scores times each hit''s evidence, weighted; rrf: reciprocal ranks, weighted) and marks identifier hits; a NaN or infinite leg score counts as no evidence, and no fused score is NaN. Pure: testable on hand-made hits.';
+'Fuses the lexical and dense legs'' candidates (linear: min-max normalised scores times each hit''s evidence, weighted, a dense hit in another language than the question''s taking for the lexical leg, which could not read it, the larger of its lexical part and its dense part times what the lexical leg left open; rrf: reciprocal ranks, weighted) and marks identifier hits; a NaN or infinite leg score counts as no evidence, and no fused score is NaN. Pure: testable on hand-made hits.';
 
 CREATE OR REPLACE FUNCTION kb.passages(
     p_fused kb.fused_hit[],
@@ -115,7 +135,9 @@ CREATE OR REPLACE FUNCTION kb.passages(
     p_boost_identifier double precision,
     p_boost_title double precision,
     p_k integer,
-    p_freshness_margin double precision DEFAULT 0
+    p_freshness_margin double precision DEFAULT 0,
+    p_max_per_document integer DEFAULT NULL,
+    p_with_displaced boolean DEFAULT false
 )
 RETURNS SETOF kb.retrieval_row
 LANGUAGE sql
@@ -130,12 +152,21 @@ AS $$
     -- candidates' documents, so that
     -- of two current versions of a policy that answer alike the newer comes
     -- first, while a clearly better older passage keeps its place. Chunks of
-    -- identical text (content hash) count once, at their best. Ties break by
-    -- chunk id. snippet is left NULL (kb.with_snippets fills it).
+    -- identical text (content hash) count once, at their best. The cap: a
+    -- document's chunks after its p_max_per_document best go after every
+    -- other candidate, so the next best chunks of other documents take their
+    -- places, and they fill the k places only when too few other candidates
+    -- remain (a namespace of one document still gives k passages). A
+    -- document's best chunk is never moved, so the order of the documents is
+    -- that of the uncapped ranking. With p_with_displaced the chunks the cap
+    -- moved out of the top k follow the ranked rows, with rank NULL, in their
+    -- uncapped order (what the explain object reports, found in the same pass).
+    -- Ties break by chunk id. snippet is left NULL (kb.with_snippets fills it).
     WITH
     boosted AS (
         SELECT
             f.*,
+            c.document_id,
             c.content_hash,
             f.fused_score
             + CASE WHEN f.identifier_hit THEN p_boost_identifier ELSE 0 END
@@ -153,11 +184,25 @@ AS $$
         FROM boosted AS b
         ORDER BY b.content_hash, b.final_score DESC, b.chunk_id
     ),
+    capped AS (
+        SELECT x.*, coalesce(x.nth_of_document > p_max_per_document, false) AS over_cap
+        FROM (
+            SELECT y.*, row_number() OVER (PARTITION BY y.document_id ORDER BY y.final_score DESC, y.chunk_id)
+                AS nth_of_document
+            FROM deduplicated AS y
+        ) AS x
+    ),
+    ranked AS (
+        SELECT
+            x.*,
+            row_number() OVER (ORDER BY x.over_cap, x.final_score DESC, x.chunk_id) AS capped_rank,
+            row_number() OVER (ORDER BY x.final_score DESC, x.chunk_id) AS uncapped_rank
+        FROM capped AS x
+    ),
     top AS (
-        SELECT x.*, row_number() OVER (ORDER BY x.final_score DESC, x.chunk_id)::integer AS rank
-        FROM deduplicated AS x
-        ORDER BY x.final_score DESC, x.chunk_id
-        LIMIT p_k
+        SELECT r.*, CASE WHEN r.capped_rank <= p_k THEN r.capped_rank::integer END AS rank
+        FROM ranked AS r
+        WHERE r.capped_rank <= p_k OR (p_with_displaced AND r.uncapped_rank <= p_k)
     )
     SELECT ROW(
         top.rank,
@@ -185,15 +230,130 @@ AS $$
         d.status,
         d.version,
         d.effective_from,
-        d.effective_to
+        d.effective_to,
+        -- every key always present (NULL where it does not apply: no file, no pages)
+        jsonb_build_object(
+            'file_name', d.file_name,
+            'content_type', d.content_type,
+            'byte_size', d.byte_size,
+            'file_sha256', d.file_sha256,
+            'parser', d.parser,
+            'parser_version', d.parser_version,
+            'parsed_at', d.parsed_at,
+            'chunker_version', d.chunker_version,
+            'indexed_at', d.indexed_at,
+            'heading_path', to_jsonb(c.section_path),
+            'page_start', c.page_start,
+            'page_end', c.page_end,
+            'char_start', c.char_start,
+            'char_end', c.char_end,
+            'content_hash', c.content_hash,
+            'ingested_at', c.created_at,
+            'chunks', jsonb_build_array(jsonb_build_object(
+                'chunk_id', c.id, 'ordinal', c.ordinal, 'content_hash', c.content_hash,
+                'heading_path', to_jsonb(c.section_path), 'page_start', c.page_start, 'page_end', c.page_end,
+                'char_start', c.char_start, 'char_end', c.char_end))
+        )
     )::kb.retrieval_row
     FROM top
     INNER JOIN kb.chunks AS c ON c.id = top.chunk_id
     INNER JOIN kb.documents AS d ON d.id = c.document_id
-    ORDER BY top.rank
+    ORDER BY top.rank NULLS LAST, top.uncapped_rank
 $$;
-COMMENT ON FUNCTION kb.passages(kb.fused_hit[], text, double precision, double precision, integer, double precision) IS
-'The top k passages of fused hits as kb.retrieval_row: identifier and title boosts, a freshness preference among near-equals, one chunk per distinct text, ranks from 1, match type.';
+COMMENT ON FUNCTION kb.passages(
+    kb.fused_hit[], text, double precision, double precision, integer, double precision, integer, boolean
+) IS
+'The top k passages of fused hits as kb.retrieval_row: identifier and title boosts, a freshness preference among near-equals, one chunk per distinct text, a document''s chunks after its p_max_per_document best only where no other candidate is left (NULL: no cap), ranks from 1 (with p_with_displaced, then the chunks the cap moved out of the top k, rank NULL), match type, provenance (the document''s file, parser and chunker versions, the chunk''s heading path, pages, offsets, content hash, ingest time; docs/RETRIEVAL.md).';
+
+CREATE OR REPLACE FUNCTION kb.merged_passages(p_rows kb.retrieval_row[])
+RETURNS kb.retrieval_row[]
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- Chunks of one document with consecutive ordinals (n, n + 1, ...) among
+    -- the rows form one passage. Its text is the document's own text from the
+    -- first chunk's start to the last one's end (line ends as the chunker
+    -- reads them), so the overlap of consecutive pieces appears once and a
+    -- heading between them is kept; should the stored offsets not point at
+    -- the first chunk's text, the chunks' texts are joined instead. The
+    -- passage takes the place, rank and scores of its best chunk (and its
+    -- chunk_id), the section path of its first; its provenance spans its
+    -- chunks (pages, offsets, the latest ingested_at) and lists them in
+    -- document order. Ranks are renumbered from 1. Reads only the documents
+    -- and chunks of the rows, under the caller's row-level security.
+    WITH
+    given AS (
+        SELECT r.*, r AS row_value, c.ordinal, c.char_start, c.char_end
+        FROM unnest(p_rows) AS r
+        INNER JOIN kb.chunks AS c ON c.id = r.chunk_id
+    ),
+    islands AS (
+        SELECT g.*, g.ordinal - row_number() OVER (PARTITION BY g.document_id ORDER BY g.ordinal) AS island
+        FROM given AS g
+    ),
+    grouped AS (
+        SELECT
+            i.document_id,
+            i.island,
+            min(i.rank) AS best_rank,
+            count(*) AS members,
+            min(i.char_start) AS span_start,
+            max(i.char_end) AS span_end,
+            (array_agg(i.content ORDER BY i.ordinal))[1] AS first_content,
+            string_agg(i.content, E'\n\n' ORDER BY i.ordinal) AS joined_content,
+            (array_agg(i.section_path ORDER BY i.ordinal))[1] AS first_section_path,
+            (array_agg(i.provenance -> 'heading_path' ORDER BY i.ordinal))[1] AS first_heading_path,
+            jsonb_agg(i.provenance -> 'chunks' -> 0 ORDER BY i.ordinal) AS chunks,
+            min((i.provenance ->> 'page_start')::integer) AS page_start,
+            max((i.provenance ->> 'page_end')::integer) AS page_end,
+            max((i.provenance ->> 'ingested_at')::timestamptz) AS ingested_at
+        FROM islands AS i
+        GROUP BY i.document_id, i.island
+    ),
+    spans AS (
+        SELECT g.*, regexp_replace(substr(d.body, g.span_start + 1, g.span_end - g.span_start), E'\r\n?', E'\n', 'g')
+            AS span_text
+        FROM grouped AS g
+        INNER JOIN kb.documents AS d ON d.id = g.document_id
+        WHERE g.members > 1
+    ),
+    merged AS (
+        SELECT
+            b.*,
+            g.members,
+            CASE WHEN g.members = 1 THEN b.content
+                WHEN starts_with(s.span_text, left(g.first_content, 64)) AND NOT kb.is_blank(s.span_text)
+                    THEN s.span_text
+                ELSE g.joined_content END AS merged_content,
+            g.first_section_path,
+            CASE WHEN g.members = 1 THEN b.provenance ELSE b.provenance || jsonb_build_object(
+                'heading_path', g.first_heading_path,
+                'page_start', g.page_start,
+                'page_end', g.page_end,
+                'char_start', g.span_start,
+                'char_end', g.span_end,
+                'ingested_at', g.ingested_at,
+                'chunks', g.chunks) END AS merged_provenance
+        FROM grouped AS g
+        INNER JOIN islands AS b ON b.document_id = g.document_id AND b.island = g.island AND b.rank = g.best_rank
+        LEFT JOIN spans AS s ON s.document_id = g.document_id AND s.island = g.island
+    )
+    SELECT coalesce(array_agg(jsonb_populate_record(m.row_value, jsonb_build_object(
+        'rank', m.new_rank, 'content', m.merged_content, 'section_path', m.first_section_path,
+        'provenance', m.merged_provenance)) ORDER BY m.new_rank), '{}')
+    FROM (
+        SELECT
+            x.row_value,
+            row_number() OVER (ORDER BY x.rank) AS new_rank,
+            x.merged_content,
+            x.first_section_path,
+            x.merged_provenance
+        FROM merged AS x
+    ) AS m
+$$;
+COMMENT ON FUNCTION kb.merged_passages(kb.retrieval_row[]) IS
+'The rows with the chunks of one document that follow each other joined into one passage each: the document''s text from the first to the last (their overlap once), at the place and with the scores of its best chunk, the section path of its first, provenance over all of them (provenance.chunks in document order); ranks renumbered.';
 
 CREATE OR REPLACE FUNCTION kb.with_snippets(p_rows kb.retrieval_row[], p_query text)
 RETURNS kb.retrieval_row[]

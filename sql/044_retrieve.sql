@@ -67,7 +67,7 @@ BEGIN
         stage.lexical := ARRAY(
             SELECT ROW(l.chunk_id, row_number() OVER (ORDER BY l.score DESC, l.chunk_id), l.score, l.coverage,
                 false, NULL, kb.calibrate(l.coverage, p_settings.min_lexical_coverage,
-                    p_settings.strong_lexical_coverage))::kb.leg_hit
+                    p_settings.strong_lexical_coverage), NULL)::kb.leg_hit
             FROM kb.lexical_candidates(stage.terms, p_request.as_of, p_request.namespace, p_request.filters,
                 p_plan.candidates, stage.glossary) AS l
             ORDER BY l.score DESC, l.chunk_id
@@ -76,7 +76,7 @@ BEGIN
         IF (p_plan.analysis ->> 'is_short')::boolean AND cardinality(stage.lexical) = 0 THEN
             stage.lexical := ARRAY(
                 SELECT ROW(g.chunk_id, row_number() OVER (ORDER BY g.score DESC, g.chunk_id), g.score, 0, true,
-                    NULL, NULL)::kb.leg_hit
+                    NULL, NULL, NULL)::kb.leg_hit
                 FROM kb.trigram_candidates(p_query, p_request.as_of, p_request.namespace, p_request.filters,
                     p_plan.candidates) AS g
                 ORDER BY g.score DESC, g.chunk_id
@@ -99,14 +99,19 @@ BEGIN
         IF query_vector IS NOT NULL THEN
             IF p_plan.language_correction THEN
                 stage.language_moments := kb.language_moments((p_plan.model).name, query_vector,
-                    p_request.namespace, p_settings.language_min_vectors);
+                    p_request.namespace, p_settings.language_min_vectors, p_query);
             END IF;
             stage.dense := ARRAY(
                 SELECT ROW(d.chunk_id, row_number() OVER (ORDER BY d.score DESC, d.chunk_id), d.score, NULL,
                     false, d.similarity, CASE WHEN d.noise_z IS NOT NULL
                         THEN kb.calibrate(d.score, d.noise_z + p_settings.min_dense_z,
                             d.noise_z + p_settings.strong_dense_z)
-                        ELSE kb.calibrate(d.similarity, p_plan.min_similarity, p_plan.strong_similarity) END
+                        ELSE kb.calibrate(d.similarity, p_plan.min_similarity, p_plan.strong_similarity) END,
+                    -- in hybrid mode: the lexical leg read the passages of the question's
+                    -- language (both, for a mixed question); one in the other language it
+                    -- could read only in part
+                    p_plan.mode = 'hybrid' AND d.language IN ('zh', 'en')
+                    AND p_plan.analysis ->> 'language' IN ('zh', 'en') AND d.language <> p_plan.analysis ->> 'language'
                 )::kb.leg_hit
                 FROM kb.dense_candidates(query_vector, (p_plan.model).name, (p_plan.model).dimensions,
                     p_request.as_of, p_request.namespace, p_request.filters, p_plan.candidates,
@@ -121,9 +126,9 @@ BEGIN
     -- and a provider's fixed thresholds it keeps the plain weighted scores.
     IF cardinality(stage.language_moments) = 0 THEN
         stage.lexical := ARRAY(SELECT ROW(h.chunk_id, h.rank, h.score, h.coverage, h.trigram, h.similarity,
-            NULL)::kb.leg_hit FROM unnest(stage.lexical) AS h ORDER BY h.rank);
+            NULL, NULL)::kb.leg_hit FROM unnest(stage.lexical) AS h ORDER BY h.rank);
         stage.dense := ARRAY(SELECT ROW(h.chunk_id, h.rank, h.score, h.coverage, h.trigram, h.similarity,
-            NULL)::kb.leg_hit FROM unnest(stage.dense) AS h ORDER BY h.rank);
+            NULL, NULL)::kb.leg_hit FROM unnest(stage.dense) AS h ORDER BY h.rank);
     END IF;
     stage.lexical_top_coverage := (stage.lexical[1]).coverage;
     stage.dense_top_similarity := (stage.dense[1]).similarity;
@@ -202,10 +207,12 @@ AS $$
     SELECT jsonb_build_object(
         'enabled', p_plan.language_correction,
         'applied', cardinality(p_stage.language_moments) > 0,
-        'rule', 'dense score = (similarity - offset) / scale of the passage''s language group',
+        'rule', 'dense score = (similarity - offset) / scale of the passage''s language group; '
+            'a group of another language than the question''s is searched without the question''s language mean',
         'groups', coalesce((
             SELECT jsonb_agg(jsonb_build_object('language', m.language, 'vectors', m.vectors,
-                'offset', round(m."offset"::numeric, 5), 'scale', round(m.scale::numeric, 5), 'pooled', m.pooled)
+                'offset', round(m."offset"::numeric, 5), 'scale', round(m.scale::numeric, 5), 'pooled', m.pooled,
+                'query_centred', m.query_vector IS NOT NULL)
                 ORDER BY m.language)
             FROM unnest(p_stage.language_moments) AS m
         ), '[]'),
@@ -240,7 +247,9 @@ AS $$
             'dimensions', (p_plan.model).dimensions, 'ready', p_plan.model_ready) END,
         'fusion', jsonb_build_object('method', p_settings.fusion,
             'rule', CASE p_settings.fusion WHEN 'linear'
-                THEN 'weight x min-max normalised score x the hit''s own evidence, summed over the legs'
+                THEN 'weight x min-max normalised score x the hit''s own evidence, summed over the legs; '
+                    'for a dense hit in another language than the question''s the lexical part is the larger of its own '
+                    'and its dense part x (1 - the lexical leg''s best evidence)'
                 ELSE 'weight / (rrf_k + rank), summed over the legs' END,
             'weight_dense', p_plan.weight_dense, 'weight_lexical', p_plan.weight_lexical, 'rrf_k', p_settings.rrf_k,
             'freshness_margin', p_settings.freshness_margin),
@@ -248,6 +257,7 @@ AS $$
             SELECT jsonb_agg(jsonb_build_object(
                 'stage', s.stage_no, 'query', s.query, 'lexical_candidates', cardinality(s.lexical),
                 'dense_candidates', cardinality(s.dense), 'lexical_top_coverage', s.lexical_top_coverage,
+                'dense_other_language', (SELECT count(*) FROM unnest(s.dense) AS h WHERE h.other_language),
                 'dense_top_similarity', s.dense_top_similarity, 'dense_evidence_z', s.dense_evidence_z,
                 'dense_evidence_language', s.dense_evidence_language, 'dense_min_z', s.dense_min_z,
                 'lexical_evidence', round(s.lexical_evidence::numeric, 3),
@@ -303,8 +313,51 @@ COMMENT ON FUNCTION kb.explain_object(
 ) IS
 'The explain object of a kb_retrieve call: query analysis, mode, model, fusion, stages tried, candidates, evidence, thresholds, notes, timings.';
 
+CREATE OR REPLACE FUNCTION kb.explain_assembly(
+    p_max_per_document integer,
+    p_merge_adjacent boolean,
+    p_dropped bigint[],
+    p_selected kb.retrieval_row[],
+    p_rows kb.retrieval_row[]
+)
+RETURNS jsonb
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- p_dropped: the chunks the cap moved out of the top k, in their uncapped
+    -- order; p_selected: the rows before merging; p_rows: the rows returned
+    SELECT jsonb_build_object(
+        'max_per_document', p_max_per_document,
+        'merge_adjacent', p_merge_adjacent,
+        'dropped_by_cap', coalesce(cardinality(p_dropped), 0),
+        'dropped_chunk_ids', to_jsonb(coalesce(p_dropped, '{}')),
+        'chunks_selected', coalesce(cardinality(p_selected), 0),
+        'merged', coalesce((
+            SELECT jsonb_agg(jsonb_build_object(
+                'rank', r.rank, 'source', r.source, 'document_id', r.document_id,
+                'chunk_ids', jsonb_path_query_array(r.provenance, '$.chunks[*].chunk_id'),
+                'ordinals', jsonb_path_query_array(r.provenance, '$.chunks[*].ordinal')
+            ) ORDER BY r.rank)
+            FROM unnest(p_rows) AS r
+            WHERE jsonb_array_length(r.provenance -> 'chunks') > 1
+        ), '[]'),
+        'returned', coalesce(cardinality(p_rows), 0)
+    )
+$$;
+COMMENT ON FUNCTION kb.explain_assembly(integer, boolean, bigint[], kb.retrieval_row[], kb.retrieval_row[]) IS
+'The explain entry of passage assembly: the cap in force and which chunks of the uncapped top k it dropped (the next best chunks of other documents took their places), whether adjacent chunks were merged and which passages were (their chunks in document order), chunks selected and rows returned.';
+
 CREATE OR REPLACE FUNCTION kb.retrieve_core(
-    p_query text, p_k integer, p_namespace text, p_mode text, p_filters jsonb, p_as_of timestamptz, p_context text[]
+    p_query text,
+    p_k integer,
+    p_namespace text,
+    p_mode text,
+    p_filters jsonb,
+    p_as_of timestamptz,
+    p_context text[],
+    p_max_per_document integer,
+    p_merge_adjacent boolean
 )
 RETURNS kb.retrieval_result
 LANGUAGE plpgsql
@@ -322,7 +375,10 @@ AS $$
 DECLARE
     started timestamptz := clock_timestamp();
     t timestamptz := clock_timestamp();
-    request kb.retrieval_request := kb.validated_request(p_query, p_k, p_namespace, p_mode, p_filters, p_as_of, p_context);
+    request kb.retrieval_request := kb.validated_request(p_query, p_k, p_namespace, p_mode, p_filters, p_as_of, p_context,
+        p_max_per_document, p_merge_adjacent);
+    max_per_document integer := kb.assembly_max_per_document(request);
+    merge_adjacent boolean := kb.assembly_merge_adjacent(request);
     settings kb.retrieval_settings := kb.read_retrieval_settings();
     plan kb.retrieval_plan := kb.plan_retrieval(request, settings);
     analysis_ms numeric := kb.ms_since(t);  -- reported with embedding
@@ -332,6 +388,10 @@ DECLARE
     stages kb.retrieval_stage[] := '{}';
     best kb.retrieval_stage;
     rows kb.retrieval_row[] := '{}';
+    fused kb.fused_hit[];
+    ranked kb.retrieval_row[];
+    dropped bigint[];
+    selected kb.retrieval_row[] := '{}';
     fuse_ms numeric;
     explain jsonb;
 BEGIN
@@ -351,12 +411,16 @@ BEGIN
 
     t := clock_timestamp();
     IF NOT kb.abstains(best.evidence, settings) THEN
-        rows := ARRAY(SELECT p FROM kb.passages(
-            ARRAY(SELECT kb.fuse(best.lexical, best.dense, identifier_chunks, settings.fusion, plan.weight_lexical,
-                plan.weight_dense, settings.rrf_k)),
-            plan.analysis ->> 'core_terms', settings.boost_identifier, settings.boost_title, request.k,
-            settings.freshness_margin
-        ) AS p ORDER BY p.rank);
+        fused := ARRAY(SELECT kb.fuse(best.lexical, best.dense, identifier_chunks, settings.fusion, plan.weight_lexical,
+            plan.weight_dense, settings.rrf_k));
+        -- with a cap, the chunks it moved out of the top k come along (rank NULL), for the explain object
+        ranked := ARRAY(SELECT p FROM kb.passages(fused, plan.analysis ->> 'core_terms', settings.boost_identifier,
+            settings.boost_title, request.k, settings.freshness_margin, max_per_document,
+            max_per_document IS NOT NULL) AS p);
+        selected := ARRAY(SELECT p FROM unnest(ranked) AS p WHERE p.rank IS NOT NULL ORDER BY p.rank);
+        dropped := ARRAY(SELECT p.chunk_id FROM unnest(ranked) WITH ORDINALITY AS p WHERE p.rank IS NULL
+            ORDER BY p.ordinality);
+        rows := CASE WHEN merge_adjacent THEN kb.merged_passages(selected) ELSE selected END;
     END IF;
     fuse_ms := kb.ms_since(t);
     t := clock_timestamp();
@@ -369,12 +433,14 @@ BEGIN
             'embed', analysis_ms + (SELECT coalesce(sum(s.embed_ms), 0) FROM unnest(stages) AS s),
             'lexical', identifier_ms + (SELECT coalesce(sum(s.lexical_ms), 0) FROM unnest(stages) AS s),
             'dense', (SELECT coalesce(sum(s.dense_ms), 0) FROM unnest(stages) AS s),
-            'fuse', fuse_ms, 'snippets', kb.ms_since(t), 'total', kb.ms_since(started)));
+            'fuse', fuse_ms, 'snippets', kb.ms_since(t), 'total', kb.ms_since(started)))
+        || jsonb_build_object('assembly', kb.explain_assembly(max_per_document, merge_adjacent, dropped, selected,
+            rows));
     RETURN ROW(rows, explain);
 END;
 $$;
-COMMENT ON FUNCTION kb.retrieve_core(text, integer, text, text, jsonb, timestamptz, text[]) IS
-'The retrieval pipeline behind kb_retrieve and kb_retrieve_explain: the passages (kb.retrieval_row[]) and the explain object.';
+COMMENT ON FUNCTION kb.retrieve_core(text, integer, text, text, jsonb, timestamptz, text[], integer, boolean) IS
+'The retrieval pipeline behind kb_retrieve and kb_retrieve_explain: the passages (kb.retrieval_row[]: capped per document, adjacent chunks merged when asked) and the explain object.';
 
 CREATE OR REPLACE FUNCTION public.kb_retrieve(
     query text,
@@ -383,7 +449,9 @@ CREATE OR REPLACE FUNCTION public.kb_retrieve(
     mode text DEFAULT 'auto',
     filters jsonb DEFAULT '{}',
     as_of timestamptz DEFAULT now(),
-    context text[] DEFAULT NULL
+    context text[] DEFAULT NULL,
+    max_per_document integer DEFAULT NULL,
+    merge_adjacent boolean DEFAULT NULL
 )
 RETURNS SETOF kb.retrieval_row
 LANGUAGE plpgsql
@@ -396,13 +464,14 @@ DECLARE
 BEGIN
     -- one statement, one snapshot: the whole retrieval (kb.retrieve_core is
     -- STABLE); the log row is written after it, by a statement of its own
-    result := kb.retrieve_core(query, k, namespace, mode, filters, as_of, context);
+    result := kb.retrieve_core(query, k, namespace, mode, filters, as_of, context, max_per_document,
+        merge_adjacent);
     PERFORM kb.log_retrieval(result.explain, result.rows, namespace, k);
     RETURN QUERY SELECT r.* FROM unnest(result.rows) AS r ORDER BY r.rank;
 END;
 $$;
-COMMENT ON FUNCTION public.kb_retrieve(text, integer, text, text, jsonb, timestamptz, text[]) IS
-'Ranked passages for a question from the documents current at as_of: hybrid BM25 + HNSW, per-leg ranks and scores, snippets. Modes: lexical, dense, hybrid, auto.';
+COMMENT ON FUNCTION public.kb_retrieve(text, integer, text, text, jsonb, timestamptz, text[], integer, boolean) IS
+'Ranked passages for a question from the documents current at as_of: hybrid BM25 + HNSW, per-leg ranks and scores, snippets, provenance. Modes: lexical, dense, hybrid, auto. max_per_document caps the chunks of one document among the k, merge_adjacent joins consecutive chunks of one document into one passage (NULL: the settings of the same names).';
 
 CREATE OR REPLACE FUNCTION public.kb_retrieve_explain(
     query text,
@@ -411,7 +480,9 @@ CREATE OR REPLACE FUNCTION public.kb_retrieve_explain(
     mode text DEFAULT 'auto',
     filters jsonb DEFAULT '{}',
     as_of timestamptz DEFAULT now(),
-    context text[] DEFAULT NULL
+    context text[] DEFAULT NULL,
+    max_per_document integer DEFAULT NULL,
+    merge_adjacent boolean DEFAULT NULL
 )
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -423,13 +494,15 @@ DECLARE
     result kb.retrieval_result;
 BEGIN
     -- as kb_retrieve: the retrieval on one snapshot, then the log
-    result := kb.retrieve_core(query, k, namespace, mode, filters, as_of, context);
+    result := kb.retrieve_core(query, k, namespace, mode, filters, as_of, context, max_per_document,
+        merge_adjacent);
     PERFORM kb.log_retrieval(result.explain, result.rows, namespace, k);
     -- the results as kb_retrieve returns them, without the passage text
+    -- and whether the call was logged (not on a hot standby, nor in a read-only transaction)
     RETURN result.explain || jsonb_build_object('results', coalesce((
         SELECT jsonb_agg(to_jsonb(x) - 'content' - 'snippet' ORDER BY x.rank) FROM unnest(result.rows) AS x
-    ), '[]'));
+    ), '[]'), 'retrieval_log', kb.retrieval_log_state());
 END;
 $$;
-COMMENT ON FUNCTION public.kb_retrieve_explain(text, integer, text, text, jsonb, timestamptz, text[]) IS
-'How kb_retrieve answered: query analysis, stages tried, candidates per leg, evidence and low-confidence flag, model, timings per stage, and the results.';
+COMMENT ON FUNCTION public.kb_retrieve_explain(text, integer, text, text, jsonb, timestamptz, text[], integer, boolean) IS
+'How kb_retrieve answered: query analysis, stages tried, candidates per leg, evidence and low-confidence flag, model, timings per stage, passage assembly (cap, merges), and the results.';

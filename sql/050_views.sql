@@ -27,10 +27,13 @@ SELECT
     count(*) FILTER (WHERE d.ingest_status = 'failed') AS failed,
     count(*) FILTER (WHERE d.removed_at IS NOT NULL) AS removed,
     sum(d.chunk_count) AS chunks,
-    max(d.indexed_at) AS last_indexed_at
+    max(d.indexed_at) AS last_indexed_at,
+    -- rag_include false: stored, out of retrieval (docs/INGEST.md)
+    count(*) FILTER (WHERE d.ingest_status = 'excluded') AS excluded
 FROM kb.documents AS d
 GROUP BY d.namespace;
-COMMENT ON VIEW kb.ingest_status IS 'Per namespace: documents by ingest status, chunks, last indexing time.';
+COMMENT ON VIEW kb.ingest_status IS
+'Per namespace: documents by ingest status (excluded: rag_include false, stored but out of retrieval), chunks, last indexing time.';
 
 CREATE OR REPLACE VIEW kb.ingest_failures WITH (security_invoker = true) AS
 SELECT

@@ -23,6 +23,25 @@ $$;
 COMMENT ON FUNCTION kb.visible_sources(text[]) IS
 'Whether every namespace/source in the list names a document the current role can see; the retrieval log accepts only such rows.';
 
+CREATE OR REPLACE FUNCTION kb.retrieval_log_state()
+RETURNS text
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- One answer to "is this call logged?", for kb.log_retrieval and for the
+    -- explain output: on a hot standby (or in BEGIN READ ONLY) PostgreSQL
+    -- refuses every INSERT, so retrieval there works and is not logged.
+    SELECT CASE
+        WHEN NOT (kb.setting('retrieval_log') #>> '{}')::boolean THEN 'off'
+        WHEN current_setting('transaction_read_only')::boolean
+            THEN CASE WHEN pg_is_in_recovery() THEN 'skipped: hot standby' ELSE 'skipped: read-only transaction' END
+        ELSE 'logged'
+    END
+$$;
+COMMENT ON FUNCTION kb.retrieval_log_state() IS
+'Whether a kb_retrieve call in this transaction is logged to kb.retrieval_log: logged, off (setting retrieval_log), or skipped: hot standby / skipped: read-only transaction (nothing is written there).';
+
 CREATE OR REPLACE FUNCTION kb.log_retrieval(p_explain jsonb, p_rows kb.retrieval_row[], p_namespace text, p_k integer)
 RETURNS void
 LANGUAGE plpgsql
@@ -35,7 +54,7 @@ BEGIN
     -- role and refuses sources it cannot see, so calling this directly forges
     -- nothing. A read-only transaction (a hot standby, or BEGIN READ ONLY)
     -- retrieves without logging: PostgreSQL refuses any INSERT there.
-    IF NOT (kb.setting('retrieval_log') #>> '{}')::boolean OR current_setting('transaction_read_only')::boolean THEN
+    IF kb.retrieval_log_state() <> 'logged' THEN
         RETURN;
     END IF;
     INSERT INTO kb.retrieval_log (

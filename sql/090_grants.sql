@@ -42,7 +42,7 @@ GRANT EXECUTE ON FUNCTION kb.plpython_init() TO pgkb_writer, pgkb_admin;
 -- statistics as its caller, so row-level security picks the namespaces whose
 -- statistics correct the reader's dense scores (kb_retrieve calls it after
 -- kb.embed_query, which has loaded the modules into the backend)
-GRANT EXECUTE ON FUNCTION kb.py_language_moments(text, text, text, integer) TO public;
+GRANT EXECUTE ON FUNCTION kb.py_language_moments(text, text, text, integer, text) TO public;
 GRANT SELECT, INSERT, UPDATE, DELETE ON kb.settings, kb.models, kb.namespace_grants, kb.model_secrets TO pgkb_admin;
 -- what each provider's similarities mean is no secret, and every retrieval reads it
 GRANT SELECT ON kb.embedding_providers TO public;
@@ -52,14 +52,14 @@ GRANT SELECT ON ALL TABLES IN SCHEMA kb TO pgkb_admin;
 -- the roles whose job that is may call them (a reader starting full recounts
 -- of the statistics would be a denial of service).
 REVOKE EXECUTE ON FUNCTION kb.register_model(text, text, text, integer, jsonb, boolean), kb.activate_model(text),
-kb.ensure_language_indexes(text),
+kb.ensure_hnsw_indexes(text),
 kb.refresh_lexical_stats(), kb.refresh_term_stats(text[]), kb.maybe_refresh_lexical_stats(),
 kb.recount_lexical_stats(), kb.recount_term_stats(text[]),
 kb.recount_language_statistics(text), kb.maybe_refresh_language_statistics(), kb.refresh_language_statistics(text),
 kb.embed_queue_batch(text, integer, boolean), kb.embed_queue_batch_as(text, integer, boolean, name)
 FROM public;
 GRANT EXECUTE ON FUNCTION kb.register_model(text, text, text, integer, jsonb, boolean), kb.activate_model(text),
-kb.ensure_language_indexes(text)
+kb.ensure_hnsw_indexes(text)
 TO pgkb_admin;
 GRANT EXECUTE ON FUNCTION kb.refresh_lexical_stats(), kb.refresh_term_stats(text[]), kb.maybe_refresh_lexical_stats(),
 kb.recount_lexical_stats(), kb.recount_term_stats(text[]),

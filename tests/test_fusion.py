@@ -15,12 +15,15 @@ FUSE = """SELECT f.* FROM kb.fuse(
 
 
 def hits(*rows: tuple) -> str:
-    """A kb.leg_hit[] literal from (chunk_id, score[, coverage[, trigram]]) tuples, ranked in the given order."""
+    """A kb.leg_hit[] literal from (chunk_id, score[, coverage[, trigram[, evidence[, other_language]]]])
+    tuples, ranked in the given order."""
     items = []
     for rank, (chunk_id, score, *rest) in enumerate(rows, start=1):
-        coverage = rest[0] if rest else ""
+        coverage = rest[0] if rest and rest[0] is not None else ""
         trigram = "t" if len(rest) > 1 and rest[1] else "f"
-        items.append(f'"({chunk_id},{rank},{score},{coverage},{trigram},,)"')
+        evidence = rest[2] if len(rest) > 2 else ""
+        other_language = ("t" if rest[3] else "f") if len(rest) > 3 else ""
+        items.append(f'"({chunk_id},{rank},{score},{coverage},{trigram},,{evidence},{other_language})"')
     return "{" + ",".join(items) + "}"
 
 
@@ -57,6 +60,34 @@ def test_trigram_hits_count_half_their_reciprocal_rank_and_stay_out_of_the_score
     assert got[3]["fused_score"] == pytest.approx(0.55 * 0.5 / 3)
     assert got[3]["trigram"] is True and got[3]["lexical_score"] is None
     assert got[2]["fused_score"] == pytest.approx(0.0), "the range is 2..4, not 0.9..4"
+
+
+def test_each_hit_weighs_by_its_own_evidence_and_keeps_a_floor_without_any(module_db):
+    lexical = hits((1, 10.0, None, False, 1.0), (2, 5.0, None, False, 0.0), (3, 0.0, None, False, 1.0))
+    fused = fuse(module_db, lexical=lexical, w_lexical=1, w_dense=0)
+    assert fused[1]["fused_score"] == pytest.approx(1.0)
+    assert fused[2]["fused_score"] == pytest.approx(0.5 * 0.05)  # normalised 0.5, no evidence: 5 %
+    assert fused[3]["fused_score"] == pytest.approx(0.0)
+
+
+def test_a_dense_hit_the_lexical_leg_could_not_read_is_not_held_back_by_its_silence(module_db):
+    # chunk 1: the question's language, found by both legs; chunks 2 and 3: the dense leg alone,
+    # equally, but 3 is written in another language than the question's
+    lexical = hits((1, 8.0, None, False, 0.5), (9, 2.0, None, False, 0.5))
+    dense = hits((2, 3.0, None, False, 1.0, False), (3, 3.0, None, False, 1.0, True), (1, 1.0, None, False, 1.0))
+    fused = fuse(module_db, lexical=lexical, dense=dense)
+    assert fused[2]["fused_score"] == pytest.approx(0.45 * 1.0)
+    # its lexical part is the larger of its own (none) and its dense part times what the lexical
+    # leg left open (its best evidence is 0.5)
+    assert fused[3]["fused_score"] == pytest.approx(0.55 * 1.0 * 0.5 + 0.45 * 1.0)
+    assert fused[3]["fused_score"] > fused[2]["fused_score"]
+    # a lexical leg that found the question answered convincingly keeps its say
+    convinced = hits((1, 8.0, None, False, 1.0), (9, 2.0, None, False, 0.5))
+    fused = fuse(module_db, lexical=convinced, dense=dense)
+    assert fused[3]["fused_score"] == pytest.approx(fused[2]["fused_score"])
+    # rrf is rank-based and unchanged by it
+    rrf = fuse(module_db, lexical=lexical, dense=dense, method="rrf")
+    assert rrf[2]["fused_score"] > rrf[3]["fused_score"]
 
 
 def test_rrf_scales_rank_one_in_both_legs_to_one(module_db):

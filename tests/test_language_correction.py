@@ -182,6 +182,61 @@ CROSS_QUESTIONS = [
 ]
 
 
+def test_a_group_of_another_language_is_searched_without_the_questions_language_mean(fresh_db):
+    correct_the_hash_provider(fresh_db)
+    for i, text in enumerate(ENGLISH + CHINESE):
+        insert_document(fresh_db, f"d{i}.md", text)
+    fresh_db.execute("SET pgkb.language_min_vectors = 3")
+    fresh_db.execute("SET pgkb.no_evidence_cutoff = false")
+    for question, own in (("parking hours", "en"), ("停车场几点关门", "zh")):
+        ex = explain(fresh_db, question, k=12, mode="dense")
+        centred = {g["language"]: g["query_centred"] for g in ex["language_correction"]["groups"]}
+        assert centred == {"en": own != "en", "zh": own != "zh"}, question
+        # every hit's score is its similarity z-scored for the vector its group was searched with
+        moments = {
+            m["language"]: m
+            for m in fresh_db.execute(
+                "SELECT (m).* FROM unnest(kb.language_moments('hash-64', kb.embed_query(%s, 'hash-64'), NULL, 3, %s))"
+                " AS m",
+                (question, question),
+            ).fetchall()
+        }
+        other = "zh" if own == "en" else "en"
+        row = fresh_db.execute(
+            """SELECT 1 - (e.embedding <=> %s::vector) AS similarity FROM kb.embeddings AS e
+               INNER JOIN kb.chunks AS c ON c.id = e.chunk_id
+               WHERE e.model = 'hash-64' AND c.language = %s ORDER BY e.embedding <=> %s::vector LIMIT 1""",
+            (moments[other]["query_vector"], other, moments[other]["query_vector"]),
+        ).fetchone()
+        best_other = max(r["dense_score"] for r in ex["results"] if r["source"] in other_sources(fresh_db, other))
+        m = moments[other]
+        expected = (row["similarity"] - m["offset"]) / m["scale"]
+        assert best_other == pytest.approx(expected, abs=1e-3), question
+
+
+def test_dense_mode_ranks_both_languages_by_the_corrected_score_alone(fresh_db):
+    # the other-language rule of fusion is about the lexical leg's silence: without that leg
+    # (dense mode) no language is preferred
+    correct_the_hash_provider(fresh_db)
+    for i, text in enumerate(ENGLISH + CHINESE):
+        insert_document(fresh_db, f"d{i}.md", text)
+    fresh_db.execute("SET pgkb.language_min_vectors = 3")
+    fresh_db.execute("SET pgkb.no_evidence_cutoff = false")
+    ex = explain(fresh_db, "parking hours", k=12, mode="dense")
+    assert ex["stages"][0]["dense_other_language"] == 0
+    scores = [r["dense_score"] for r in ex["results"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+def other_sources(conn, language: str) -> set[str]:
+    rows = conn.execute(
+        "SELECT DISTINCT d.source FROM kb.chunks AS c JOIN kb.documents AS d ON d.id = c.document_id"
+        " WHERE c.language = %s",
+        (language,),
+    ).fetchall()
+    return {r["source"] for r in rows}
+
+
 def test_a_question_in_one_language_finds_the_answer_written_in_the_other(migrated_db):
     for name, text in CROSS_EN + CROSS_ZH:
         insert_document(migrated_db, f"{name}.md", text)
@@ -236,6 +291,7 @@ def test_a_role_that_may_not_read_the_statistics_gets_uncorrected_results(fresh_
         fresh_db.execute(f"GRANT SELECT ON kb.documents, kb.chunks, kb.embeddings TO {plain}")
         with acting_as(fresh_db, plain):
             moments = fresh_db.execute(
-                "SELECT cardinality(kb.language_moments('hash-64', kb.embed_query('lunch', 'hash-64'), NULL, 5)) AS n"
+                "SELECT cardinality(kb.language_moments("
+                "'hash-64', kb.embed_query('lunch', 'hash-64'), NULL, 5, 'lunch')) AS n"
             ).fetchone()["n"]
     assert moments == 0

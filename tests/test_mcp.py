@@ -351,3 +351,30 @@ def test_stdout_carries_only_protocol_messages(corpus, dsn):
     assert replies[5]["result"]["structuredContent"]["model"] == "hash-64"
     assert "pgkb mcp: INFO serving on stdio" in stderr
     assert "kb_retrieve mode=auto" in stderr
+
+
+def test_retrieve_passes_the_assembly_options_and_returns_provenance(fresh_db, dsn):
+    guide = "# Guide\n\n" + "\n\n".join(f"## Part {i}\n\nRefund refund rule {i} of the refund desk." for i in range(4))
+    doc = insert_document(fresh_db, "guide.md", guide)
+    insert_document(fresh_db, "other.md", "# Other\n\nA refund is booked by finance.")
+    ids = [
+        r["id"] for r in fresh_db.execute("SELECT id FROM kb.chunks WHERE document_id = %s ORDER BY ordinal", (doc,))
+    ]
+    capped, merged, bad = call(
+        dsn,
+        [
+            ("kb_retrieve", {"query": "refund", "mode": "lexical", "k": 3, "max_per_document": 1}),
+            (
+                "kb_retrieve",
+                {"query": "refund", "mode": "lexical", "k": 5, "max_per_document": 5, "merge_adjacent": True},
+            ),
+            ("kb_retrieve", {"query": "refund", "max_per_document": 0}),
+        ],
+    )
+    capped_sources = [r["source"] for r in payload(capped)["results"]]
+    assert capped_sources[:2] == ["guide.md", "other.md"]
+    merged_results = payload(merged)["results"]
+    top = next(r for r in merged_results if r["source"] == "guide.md")
+    assert [c["chunk_id"] for c in top["provenance"]["chunks"]] == ids
+    assert top["provenance"]["chunker_version"] and top["provenance"]["content_hash"]
+    assert "max_per_document" in error_text(bad)

@@ -21,7 +21,8 @@ active model, and loads the corpus:
 * ``kb.chunks``, ``kb.embeddings`` and ``kb.lexical_postings`` are loaded with
   ``session_replication_role = replica`` (no foreign-key checks) after dropping their secondary
   indexes and the postings key, which are re-created after the load; then
-  ``kb.refresh_lexical_stats()`` and ``VACUUM (ANALYZE)`` of every ``kb`` table.
+  ``kb.refresh_lexical_stats()``, ``kb.refresh_language_statistics()`` of the active model and
+  ``VACUUM (ANALYZE)`` of every ``kb`` table.
 * **Checked against the trigger**: before those statistics, ``verify_against_trigger`` re-ingests
   a sample of the loaded documents through the real ingest trigger in a transaction that is
   rolled back, and the build fails unless every stored row agrees with the loaded one.
@@ -151,9 +152,11 @@ def document_rows(job: tuple[int, int, list[chunker.Chunk], dict, int]) -> tuple
         for term, tf in r.terms.items()
     )
     vectors = ingest_db.embed_texts(_GD, model, [r.embed_text for r in rows], batch_size)
+    # a vector carries its chunk's language group, as the ingest trigger writes it: the
+    # language-corrected dense leg scans one partial index per group
     embeddings = [
-        (cid, model["name"], model["dimensions"], np.asarray(v, dtype=np.float32))
-        for cid, v in zip(ids, vectors, strict=True)
+        (cid, model["name"], model["dimensions"], np.asarray(v, dtype=np.float32), r.language)
+        for cid, v, r in zip(ids, vectors, rows, strict=True)
     ]
     return chunk_copy, postings, embeddings
 
@@ -306,7 +309,9 @@ def build_database(
                 for chunk_copy, _, _ in results:
                     for row in chunk_copy:
                         copy.write_row(row)
-            with conn.cursor().copy("COPY kb.embeddings (chunk_id, model, dimensions, embedding) FROM STDIN") as copy:
+            with conn.cursor().copy(
+                "COPY kb.embeddings (chunk_id, model, dimensions, embedding, language) FROM STDIN"
+            ) as copy:
                 for _, _, embeddings in results:
                     for row in embeddings:
                         copy.write_row(row)
@@ -349,6 +354,8 @@ def build_database(
         verified = verify_against_trigger(conn, verify_sample, seed + 6)
         timings["verify_s"] = time.perf_counter() - t
         conn.execute("SELECT kb.refresh_lexical_stats()")
+        # the language statistics, which the embeddings' statement trigger keeps at ingest
+        conn.execute("SELECT kb.refresh_language_statistics(m.name) FROM kb.models AS m WHERE m.active")
         t = time.perf_counter()
         # every kb table, as autovacuum would leave them (kb.lexical_stats unanalysed -> JIT, see README)
         for (table,) in conn.execute(

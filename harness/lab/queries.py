@@ -21,7 +21,7 @@ INGEST_SETTINGS = frozenset(
 )
 
 LIFECYCLES = ("current", "superseded", "draft", "expired", "future", "deprecated", "removed")
-INGEST_STATES = ("indexed", "pending", "failed")
+INGEST_STATES = ("indexed", "pending", "failed", "excluded")
 STATUSES = ("active", "draft", "deprecated")
 
 # The lifecycle of a document at as_of, in the words of docs/LIFECYCLE.md. Current is decided by

@@ -78,7 +78,8 @@ __all__ = ["CHUNKER_VERSION", "Chunk", "chunk_document", "describe_code", "estim
 #: literal; a test compares them). Bump both when chunk boundaries, paths or embed texts change:
 #: documents chunked with another version are stale (``kb.stale_documents``).
 #: 2: numbered and Chinese headings (第X章, 一、, 1.1 ...), code and diagrams embedded as descriptions.
-CHUNKER_VERSION = "2"
+#: 3: front-matter concept keys, aliases and backticked terms weigh in the postings.
+CHUNKER_VERSION = "3"
 
 
 @dataclass(frozen=True)

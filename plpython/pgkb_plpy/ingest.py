@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from bisect import bisect_right
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from . import lexical
-from .chunker import Chunk
+from .chunker import Chunk, strip_front_matter
+from .front_matter import RetrievalOptions, read_block, retrieval_options
 from .query_analysis import han_share, passage_language
 
 
@@ -76,17 +78,92 @@ def lexical_text(chunk: Chunk) -> str:
     return " > ".join(chunk.section_path) + "\n\n" + chunk.content if chunk.section_path else chunk.content
 
 
-def chunk_rows(chunks: Sequence[Chunk], page_starts: Sequence[int] | None = None) -> list[ChunkRow]:
+def document_options(metadata: dict | str | None, body: str) -> RetrievalOptions:
+    """The retrieval keys of a document (:mod:`pgkb_plpy.front_matter`): those of ``metadata``
+    (a dict, or its JSON text as a trigger receives it), and for the keys it lacks, those of the
+    front matter block at the start of ``body`` (the block :func:`chunker.strip_front_matter`
+    recognises). Raises :class:`front_matter.RetrievalKeyError` naming the key and where it is."""
+    if isinstance(metadata, str):
+        metadata = json.loads(metadata)
+    metadata = metadata or {}
+    options = retrieval_options(metadata)
+    rest, offset = strip_front_matter(body or "")
+    if offset == 0:
+        return options
+    lines = body[:offset].replace("\r\n", "\n").split("\n")[1:-2]  # between the --- lines
+    from_body = {k: v for k, v in read_block(lines).items() if k not in metadata}
+    if not from_body:
+        return options
+    return retrieval_options({**from_body, **metadata}, "metadata (or the body's front matter)")
+
+
+@dataclass(frozen=True)
+class DocumentTerms:
+    """What a document adds to the BM25 terms of each of its chunks: the terms of its
+    ``concept_keys`` (``concept``: term -> tf), of which the key terms (``concept_keys_terms``,
+    :func:`lexical.key_terms`: an identifier whole, not its parts) count ``weight`` times and the
+    others once, and the terms of its aliases and synonyms (``alias``) once; ``weight`` is also
+    how often a key term inside an inline code span counts."""
+
+    concept: dict[str, int]
+    alias: dict[str, int]
+    weight: int = 1
+    concept_key_terms: dict[str, int] | None = None
+
+
+def document_terms(options: RetrievalOptions | None, weight: int = 1) -> DocumentTerms:
+    """The :class:`DocumentTerms` of a document's retrieval keys with the setting
+    ``concept_term_weight`` (at least 1)."""
+    if options is None:
+        return DocumentTerms({}, {}, max(1, int(weight)))
+    return DocumentTerms(
+        concept=lexical.document_terms("\n".join(options.concept_keys)),
+        alias=lexical.document_terms("\n".join(options.aliases)),
+        weight=max(1, int(weight)),
+        concept_key_terms=lexical.key_terms("\n".join(options.concept_keys)),
+    )
+
+
+def chunk_terms(chunk: Chunk, extra: DocumentTerms | None = None) -> tuple[dict[str, int], int]:
+    """``(term -> tf, length)`` of one chunk for the postings: the terms of :func:`lexical_text`,
+    where a key term (:func:`lexical.key_terms`) inside an inline code span
+    (:func:`lexical.inline_code`) counts ``weight`` times, plus the document's concept-key terms
+    (key terms ``weight`` times, the parts of an identifier once) and alias terms (once).
+    ``length`` counts every occurrence once, whatever its weight, so that emphasis raises a
+    term's frequency without making the chunk's other terms weigh less. Only the whole of an
+    identifier is weighed: ``session.idle_timeout_seconds`` in backticks makes that identifier
+    a strong match, not every question about "idle" or "seconds"."""
+    terms = Counter(lexical.document_terms(lexical_text(chunk)))
+    length = sum(terms.values())
+    weight = extra.weight if extra else 1
+    if weight > 1:
+        for code in lexical.inline_code(chunk.content):
+            for term, tf in lexical.key_terms(code).items():
+                terms[term] += (weight - 1) * tf
+    if extra:
+        keys = extra.concept_key_terms or {}
+        for term, tf in extra.concept.items():
+            terms[term] += (weight if term in keys else 1) * tf
+            length += tf
+        for term, tf in extra.alias.items():
+            terms[term] += tf
+            length += tf
+    return dict(terms), length
+
+
+def chunk_rows(
+    chunks: Sequence[Chunk], page_starts: Sequence[int] | None = None, extra: DocumentTerms | None = None
+) -> list[ChunkRow]:
     """The rows ingest inserts for ``chunks``, in their order: ``section_text`` is the section path
-    joined with `` > `` (trigram-indexed), the BM25 terms are those of :func:`lexical_text` (the
-    heading path is indexed with the content; code as written), and ``lexical_length`` is the sum
-    of their frequencies (the ``chunk_length`` of every posting of the chunk), ``han_share`` is
-    :func:`query_analysis.han_share` of ``embed_text`` (the text the model embeds) and ``language``
-    its :func:`query_analysis.passage_language`, and the pages are :func:`page_span` of the
-    chunk's offsets (PDF files)."""
+    joined with `` > `` (trigram-indexed), the BM25 terms and ``lexical_length`` (the
+    ``chunk_length`` of every posting of the chunk) are :func:`chunk_terms` (the heading path is
+    indexed with the content; code as written; inline code and the document's ``extra`` terms
+    weighed), ``han_share`` is :func:`query_analysis.han_share` of ``embed_text`` (the text the
+    model embeds) and ``language`` its :func:`query_analysis.passage_language`, and the pages are
+    :func:`page_span` of the chunk's offsets (PDF files)."""
     rows = []
     for c in chunks:
-        terms = lexical.document_terms(lexical_text(c))
+        terms, length = chunk_terms(c, extra)
         share = han_share(c.embed_text)
         page_start, page_end = page_span(page_starts, c.char_start, c.char_end)
         rows.append(
@@ -98,7 +175,7 @@ def chunk_rows(chunks: Sequence[Chunk], page_starts: Sequence[int] | None = None
                 embed_text=c.embed_text,
                 content_hash=c.content_hash,
                 token_count=c.token_count,
-                lexical_length=sum(terms.values()),
+                lexical_length=length,
                 char_start=c.char_start,
                 char_end=c.char_end,
                 language=passage_language(share),

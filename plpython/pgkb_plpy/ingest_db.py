@@ -12,10 +12,18 @@ import time
 from typing import Any
 
 from . import chunker, embedders, lexical, parsers
-from .ingest import batches, chunk_rows, page_span, plan_chunk_changes, vector_literal
+from .front_matter import RetrievalKeyError
+from .ingest import batches, chunk_rows, document_options, document_terms, page_span, plan_chunk_changes, vector_literal
 
 #: The settings one document sync reads.
-SYNC_SETTINGS = ("chunk_max_tokens", "chunk_overlap_tokens", "embed_mode", "embed_batch_size", "lexical_terms_version")
+SYNC_SETTINGS = (
+    "chunk_max_tokens",
+    "chunk_overlap_tokens",
+    "embed_mode",
+    "embed_batch_size",
+    "lexical_terms_version",
+    "concept_term_weight",
+)
 #: The settings one batch of the embedding queue reads.
 QUEUE_SETTINGS = ("embed_batch_size", "embed_max_attempts")
 
@@ -147,13 +155,25 @@ def as_embedding_error(exc: Exception, model: dict | None = None) -> embedders.E
 
 
 def sync_document(plpy, GD, SD, new: dict) -> None:
-    """Re-chunk one document after INSERT or a change of title/body; embed only
-    the chunks whose text is new; record the outcome on the document row."""
+    """Re-chunk one document after INSERT or a change of title/body (or of the retrieval keys of
+    its metadata); embed only the chunks whose text is new; rewrite the postings of every chunk
+    (the document's concept keys and aliases are terms of each); record the outcome on the
+    document row. A document with ``rag_include`` false keeps no chunks and is ``excluded``; a
+    retrieval key with a value it may not hold is an error (the statement fails)."""
     doc_id = new["id"]
     conf = settings(plpy, SD, SYNC_SETTINGS)
     lexical.check_terms_version(conf["lexical_terms_version"])
-    if new.get("parse_error"):
-        chunks = []  # a file that could not be parsed: its body is a stand-in, never indexed
+    try:
+        options = document_options(new.get("metadata"), new["body"])
+    except RetrievalKeyError as exc:
+        plpy.error(
+            f"pgkb: document {new['namespace']}/{new['source']}: {exc}",
+            hint="rag_include is true or false; concept_keys, aliases and synonyms are lists of words (docs/INGEST.md)",
+            sqlstate="23514",
+        )
+    extra = document_terms(options, conf["concept_term_weight"] or 1)
+    if new.get("parse_error") or not options.rag_include:
+        chunks = []  # a file that could not be parsed (its body is a stand-in), or excluded from retrieval
     else:
         chunks = chunker.chunk_document(
             new["body"], new["title"], int(conf["chunk_max_tokens"]), int(conf["chunk_overlap_tokens"])
@@ -190,9 +210,13 @@ def sync_document(plpy, GD, SD, new: dict) -> None:
                 [page_span(page_starts, chunks[i].char_start, chunks[i].char_end)[1] for _, i in plan.keep],
             ],
         )
+        kept_rows = chunk_rows([chunks[i] for _, i in plan.keep], page_starts, extra)
+        _rewrite_postings(plpy, SD, doc_id, new["namespace"], [cid for cid, _ in plan.keep], kept_rows)
     new_ids: list[int] = []
     if plan.insert:
-        new_ids = insert_chunks(plpy, SD, doc_id, new["namespace"], [chunks[i] for i in plan.insert], page_starts)
+        new_ids = insert_chunks(
+            plpy, SD, doc_id, new["namespace"], [chunks[i] for i in plan.insert], page_starts, extra
+        )
 
     if new_ids:
         active_is_sync = conf["embed_mode"] == "sync"
@@ -208,7 +232,13 @@ def sync_document(plpy, GD, SD, new: dict) -> None:
                 continue
             _store_vectors(plpy, SD, model, new_ids, vectors)
     # status, error and chunk count derive from the parse error, the queue and the chunks, one
-    # rule for all paths; the chunker version is recorded with them
+    # rule for all paths (an excluded document stays so while it has no chunks); the chunker
+    # version is recorded with them
+    if not options.rag_include and not new.get("parse_error"):
+        plpy.execute(
+            _plan(plpy, SD, "exclude", "UPDATE kb.documents SET ingest_status = 'excluded' WHERE id = $1", ["bigint"]),
+            [doc_id],
+        )
     _refresh_document_status(plpy, SD, [doc_id])
     plpy.execute(
         _plan(
@@ -224,9 +254,9 @@ def sync_document(plpy, GD, SD, new: dict) -> None:
 
 
 def insert_chunks(
-    plpy, SD, doc_id: int, namespace: str, chunks: list, page_starts: list[int] | None = None
+    plpy, SD, doc_id: int, namespace: str, chunks: list, page_starts: list[int] | None = None, extra=None
 ) -> list[int]:
-    new_rows = chunk_rows(chunks, page_starts)
+    new_rows = chunk_rows(chunks, page_starts, extra)
     rows = plpy.execute(
         _plan(
             plpy,
@@ -282,6 +312,33 @@ def insert_chunks(
     )
     id_by_ordinal = {r["ordinal"]: r["id"] for r in rows}
     ids = [id_by_ordinal[r.ordinal] for r in new_rows]
+    _insert_postings(plpy, SD, doc_id, namespace, ids, new_rows)
+    return ids
+
+
+def _rewrite_postings(plpy, SD, doc_id: int, namespace: str, ids: list[int], rows: list) -> None:
+    """Replace the postings and lexical length of kept chunks (their text is unchanged, but the
+    document's extra terms or the weights may not be)."""
+    plpy.execute(
+        _plan(
+            plpy,
+            SD,
+            "rewrite_lengths",
+            """UPDATE kb.chunks c SET lexical_length = t.l
+               FROM unnest($1::bigint[], $2::int[]) AS t(id, l)
+               WHERE c.id = t.id AND c.lexical_length IS DISTINCT FROM t.l""",
+            ["bigint[]", "int[]"],
+        ),
+        [ids, [r.lexical_length for r in rows]],
+    )
+    plpy.execute(
+        _plan(plpy, SD, "delete_postings", "DELETE FROM kb.lexical_postings WHERE chunk_id = ANY($1)", ["bigint[]"]),
+        [ids],
+    )
+    _insert_postings(plpy, SD, doc_id, namespace, ids, rows)
+
+
+def _insert_postings(plpy, SD, doc_id: int, namespace: str, ids: list[int], new_rows: list) -> None:
     terms, chunk_ids, tfs, lengths = [], [], [], []
     for chunk_id, row in zip(ids, new_rows, strict=True):
         for term, tf in row.terms.items():
@@ -302,7 +359,6 @@ def insert_chunks(
             ),
             [terms, chunk_ids, tfs, lengths, doc_id, namespace],
         )
-    return ids
 
 
 def embed_queue_batch(plpy, GD, SD, model_name: str, batch_size: int, include_exhausted: bool) -> dict:

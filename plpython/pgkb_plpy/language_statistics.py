@@ -13,6 +13,18 @@ group, so it never changes the order inside one group: a one-language corpus ran
 raw similarity, and the dense leg can search the stored vectors with HNSW once per group and merge
 the groups by score. (Measured outside the product: bench/language_centering.py.)
 
+In a group of *another* language than the question's, ``q . p`` also holds ``mean_Q . p`` (the
+question's own language component, ``mean_Q`` the mean of the question's language group): how
+much a passage resembles the question's language, which says nothing about relevance there (an
+English paragraph full of Chinese names) and reorders that group by it. So such a group is
+searched and scored with the question's language component removed, ``q - mean_Q`` (the
+language-specific centring of Libovicky, Rosa and Fraser, 2020, on the query side only, so the
+stored vectors and their index stay as they are). In the question's own group the component is
+shared by every passage and carries the script-level signal of that language: the query is used
+as it is. ``mean_Q`` follows the question's share of Chinese as a passage's moments do. (Both
+measured outside the product: bench/language_centering.py, variants ``zscore`` and
+``zscore_centred_other``.)
+
 The statistics are kept per model, namespace and group in ``kb.language_statistics``, under the
 row-level security of the chunks: a reader's moments are pooled over the namespaces it may see
 and nothing else. A group with fewer than ``min_vectors`` vectors (pooled) uses the moments of
@@ -75,13 +87,21 @@ class GroupStatistics:
 
 @dataclass(frozen=True)
 class LanguageMoment:
-    """``kb.language_moment``: the query's offset and scale in one language group."""
+    """``kb.language_moment``: the query's offset and scale in one language group, for the vector
+    the group is searched with (``query_vector``: None for the query itself), and the zh and en
+    groups' offsets and scales for that vector (None when that group has too few vectors of its
+    own), between which a bilingual passage of the group is placed by its share of Chinese."""
 
     language: str
     vectors: int
     offset: float
     scale: float
     pooled: bool
+    query_vector: str | None = None
+    zh_offset: float | None = None
+    zh_scale: float | None = None
+    en_offset: float | None = None
+    en_scale: float | None = None
 
 
 def _pool(parts: list[tuple[int, float, float]]) -> tuple[int, float, float]:
@@ -92,25 +112,100 @@ def _pool(parts: list[tuple[int, float, float]]) -> tuple[int, float, float]:
     return n, mean, max(second - mean * mean, 0.0)
 
 
-def query_moments(query: np.ndarray, groups: list[GroupStatistics], min_vectors: int) -> list[LanguageMoment]:
-    """The query's moments per language: ``offset`` is the mean of ``q . p`` over the group's
-    vectors and ``scale`` its standard deviation, pooled over the namespaces of ``groups``.
-    A language with fewer than ``min_vectors`` vectors takes the moments of all groups together
-    (``pooled``); none at all when every group together has fewer, or the spread is zero."""
+def _moments_for(query: np.ndarray, groups: list[GroupStatistics], min_vectors: int) -> dict | None:
+    """language -> (vectors, mean, variance, pooled) of ``q . p`` per language group, pooled over the
+    namespaces of ``groups``; a language with fewer than ``min_vectors`` vectors takes the moments
+    of all groups together (``pooled``). None when every group together has fewer, or the spread
+    is zero."""
     per_group = [(g.language, g.vectors, float(query @ g.mean), float(query @ g.covariance @ query)) for g in groups]
     if not per_group:
-        return []
+        return None
     n_all, mean_all, var_all = _pool([(n, m, v) for _, n, m, v in per_group])
     if n_all < min_vectors or var_all <= 0.0:
-        return []
-    moments = []
+        return None
+    moments = {}
     for language in sorted({p[0] for p in per_group}):
         n, mean, var = _pool([(n, m, v) for lang, n, m, v in per_group if lang == language])
         pooled = n < min_vectors or var <= 0.0
-        if pooled:
-            mean, var = mean_all, var_all
-        moments.append(LanguageMoment(language, n, mean, math.sqrt(var), pooled))
+        moments[language] = (n, mean_all, var_all, True) if pooled else (n, mean, var, False)
     return moments
+
+
+def language_mean(groups: list[GroupStatistics], share: float | None, min_vectors: int) -> np.ndarray | None:
+    """The mean vector of a text's language over the namespaces of ``groups``: by its share of
+    Chinese between the zh and en means (``passage_language`` when one of them is missing), the
+    ``other`` mean for a text of neither script; None when that group has fewer than
+    ``min_vectors`` vectors."""
+
+    def mean_of(language: str) -> np.ndarray | None:
+        of = [g for g in groups if g.language == language]
+        n = sum(g.vectors for g in of)
+        if n < min_vectors or n == 0:
+            return None
+        return sum(g.vectors * g.mean for g in of) / n
+
+    if share is None:
+        return mean_of("other")
+    zh, en = mean_of("zh"), mean_of("en")
+    if zh is not None and en is not None:
+        return share * zh + (1 - share) * en
+    return mean_of(passage_language(share))
+
+
+def _own_moment(moments: dict, language: str) -> tuple[float | None, float | None]:
+    """(offset, scale) of a language group with enough vectors of its own, else (None, None)."""
+    m = moments.get(language)
+    return (None, None) if m is None or m[3] else (m[1], math.sqrt(m[2]))
+
+
+def vector_text(v: np.ndarray) -> str:
+    """pgvector's text form of ``v``."""
+    return "[" + ",".join(f"{x:.7g}" for x in v) + "]"
+
+
+def query_moments(
+    query: np.ndarray, groups: list[GroupStatistics], min_vectors: int, query_share: float | None = None
+) -> list[LanguageMoment]:
+    """The query's moments per language group (see the module's docstring): ``offset`` is the
+    mean of ``v . p`` over the group's vectors and ``scale`` its standard deviation, where ``v``
+    is the query for its own group (``passage_language(query_share)``) and the query without its
+    language's mean (:func:`language_mean`, renormalised) for the other groups; pooled over the
+    namespaces of ``groups``. Without a mean of the query's language (too few vectors) every group
+    uses the query. None at all when every group together has fewer than ``min_vectors`` vectors,
+    or the spread is zero."""
+    own = passage_language(query_share)
+    query_mean = language_mean(groups, query_share, min_vectors)
+    centred = None
+    if query_mean is not None:
+        rest = query - query_mean
+        norm = float(np.linalg.norm(rest))
+        centred = rest / norm if norm > 0 else None
+    if _moments_for(query, groups, min_vectors) is None:
+        return []
+    result = []
+    for language in sorted({g.language for g in groups}):
+        vector = query if language == own or centred is None else centred
+        moments = _moments_for(vector, groups, min_vectors)
+        if moments is None:
+            continue
+        n, mean, var, pooled = moments[language]
+        zh_offset, zh_scale = _own_moment(moments, "zh")
+        en_offset, en_scale = _own_moment(moments, "en")
+        result.append(
+            LanguageMoment(
+                language,
+                n,
+                mean,
+                math.sqrt(var),
+                pooled,
+                None if vector is query else vector_text(vector),
+                zh_offset,
+                zh_scale,
+                en_offset,
+                en_scale,
+            )
+        )
+    return result
 
 
 # --------------------------------------------------------------------------- in the database
@@ -225,10 +320,11 @@ def _refresh_group(plpy, model: str, namespace: str, language: str, n: int, samp
 
 
 def moments_for_query(
-    plpy, GD, SD, model: str, query_vector: str, namespace: str | None, min_vectors: int
+    plpy, GD, SD, model: str, query_vector: str, namespace: str | None, min_vectors: int, query_text: str | None
 ) -> list[dict]:
     """``kb.language_moments``: the query's moments per language group over the namespaces the
-    caller may see (``namespace`` alone when given). Runs as the caller, so row-level security
+    caller may see (``namespace`` alone when given), the query's language from ``query_text``
+    (:func:`han_share`). Runs as the caller, so row-level security
     decides which groups are read; the matrices are cached per backend by refresh time."""
     if "language_keys" not in SD:
         SD["language_keys"] = plpy.prepare(
@@ -256,7 +352,5 @@ def moments_for_query(
             cache[key] = hit
         groups.append(GroupStatistics(r["namespace"], r["language"], r["vectors"], hit[1], hit[2]))
     query = parse_vector(query_vector)
-    return [
-        {"language": m.language, "vectors": m.vectors, "offset": m.offset, "scale": m.scale, "pooled": m.pooled}
-        for m in query_moments(query, groups, min_vectors)
-    ]
+    share = han_share(query_text) if query_text else None
+    return [m.__dict__ for m in query_moments(query, groups, min_vectors, share)]

@@ -40,6 +40,10 @@ Rules, applied in this order:
    giant term.
 
 Non-CJK scripts without spaces (Thai, Lao, ...) are not segmented; their long runs fall under rule 6.
+
+Weights are not a term rule: ingest (:func:`pgkb_plpy.ingest.chunk_rows`) counts the
+:func:`key_terms` of :func:`inline_code` spans and of a document's ``concept_keys`` more than once
+in a chunk's term frequencies; the terms themselves are the ones above.
 """
 
 from __future__ import annotations
@@ -64,8 +68,10 @@ __all__ = [
     "cjk_grams",
     "document_terms",
     "identifiers",
+    "inline_code",
     "is_cjk",
     "is_identifier",
+    "key_terms",
     "normalize",
     "query_terms",
     "spans",
@@ -283,3 +289,52 @@ def identifiers(text: str) -> list[str]:
         if token is not None and is_identifier(token):
             found.setdefault(token, None)
     return list(found)
+
+
+_FENCE_LINE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+# a code span: a run of n backticks, text without a line break, the same run (CommonMark)
+_CODE_SPAN_RE = re.compile(r"(?<!`)(`+)(?!`)([^\n]+?)(?<!`)\1(?!`)")
+#: Longest code span taken as a term to weigh (a longer one is a command or code, not a name).
+MAX_CODE_SPAN_CHARS = 100
+
+
+def key_terms(text: str) -> dict[str, int]:
+    """Term -> frequency of the terms that name something in ``text``, the ones ingest weighs
+    (a backticked span, a concept key): an identifier's whole term (``session.ttl_seconds``,
+    not its parts ``session``, ``ttl``, ``second``), a plain word's term, a CJK run's bigrams."""
+    found: Counter[str] = Counter()
+    for match in _TOKEN_RE.finditer(normalize(text)):
+        run = match.group("cjk")
+        if run is not None:
+            found.update(cjk_grams(run))
+            continue
+        token = match.group("word")
+        if is_identifier(token):
+            found[token.lower()] += 1
+        else:
+            found.update(_word_token_terms(token) if len(token) <= 4 * MAX_TERM_CHARS else ())
+    return dict(found)
+
+
+def inline_code(text: str) -> list[str]:
+    """The contents of the inline code spans of Markdown ``text`` (```like_this```), in order,
+    outside fenced code blocks; spans longer than :data:`MAX_CODE_SPAN_CHARS` are left out."""
+    if "`" not in text:
+        return []
+    spans_found: list[str] = []
+    fence: str | None = None
+    for line in text.split("\n"):
+        marker = _FENCE_LINE_RE.match(line)
+        if fence is not None:
+            if marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence):
+                fence = None
+            continue
+        if marker:
+            fence = marker.group(1)
+            continue
+        if "`" in line:
+            for match in _CODE_SPAN_RE.finditer(line):
+                content = match.group(2).strip()
+                if content and len(content) <= MAX_CODE_SPAN_CHARS:
+                    spans_found.append(content)
+    return spans_found

@@ -42,6 +42,43 @@ def test_correction_keeps_the_order_inside_a_group_and_lifts_the_other_language(
     assert abs(z_en.mean()) < 1e-9 and abs(z_zh.mean()) < 1e-9
 
 
+def test_group_of_another_language_is_scored_for_the_query_without_its_language_mean():
+    en = RNG.normal(size=(40, 6)) + np.array([3, 0, 0, 0, 0, 0])
+    zh = RNG.normal(size=(40, 6)) + np.array([0, 3, 0, 0, 0, 0])
+    q = zh[0] + np.array([0, 0, 2, 0, 0, 0])
+    groups = [group("n", "en", en), group("n", "zh", zh)]
+    moments = {m.language: m for m in ls.query_moments(q, groups, 10, query_share=1.0)}
+    assert moments["zh"].query_vector is None  # its own language: the query as it is
+    v = ls.parse_vector(moments["en"].query_vector)
+    centred = q - zh.mean(axis=0)
+    assert v == pytest.approx(centred / np.linalg.norm(centred), abs=1e-6)
+    sims = en @ v
+    assert moments["en"].offset == pytest.approx(sims.mean(), abs=1e-5)
+    assert moments["en"].scale == pytest.approx(sims.std(), abs=1e-5)
+    # the zh and en moments for the en group's vector, for its bilingual passages
+    assert moments["en"].en_offset == pytest.approx(moments["en"].offset)
+    assert moments["en"].zh_offset == pytest.approx((zh @ v).mean(), abs=1e-5)
+    assert moments["zh"].zh_offset == pytest.approx(moments["zh"].offset)
+
+
+def test_mixed_question_is_centred_between_the_language_means_by_its_share_of_chinese():
+    en = RNG.normal(size=(40, 4)) + np.array([2, 0, 0, 0])
+    zh = RNG.normal(size=(40, 4)) + np.array([0, 2, 0, 0])
+    groups = [group("n", "en", en), group("n", "zh", zh)]
+    mean = ls.language_mean(groups, 0.7, 10)
+    assert mean == pytest.approx(0.7 * zh.mean(axis=0) + 0.3 * en.mean(axis=0))
+    assert ls.language_mean(groups, None, 10) is None  # no "other" group
+
+
+def test_no_centring_when_the_question_language_has_too_few_vectors():
+    en = RNG.normal(size=(40, 4))
+    zh = RNG.normal(size=(5, 4)) + 1
+    q = RNG.normal(size=4)
+    moments = ls.query_moments(q, [group("n", "en", en), group("n", "zh", zh)], 20, query_share=1.0)
+    assert all(m.query_vector is None for m in moments)
+    assert next(m for m in moments if m.language == "zh").zh_offset is None  # pooled: no own moments
+
+
 def test_group_below_min_vectors_takes_the_moments_of_all_groups():
     big, small = RNG.normal(size=(60, 5)), RNG.normal(size=(5, 5))
     q = RNG.normal(size=5)

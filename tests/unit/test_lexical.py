@@ -193,3 +193,45 @@ def test_postings_of_another_terms_version_are_refused(stored):
         lexical.check_terms_version(stored)
     assert f"built with terms version {stored}" in str(ei.value)
     assert "re-ingest the documents" in ei.value.hint.lower()
+
+
+# ------------------------------------------------------------------ weights: inline code
+
+
+def test_inline_code_finds_backticked_spans_outside_fenced_blocks():
+    text = "Set `session.ttl_seconds` and ``a `b` c``.\n```\n`inside_fence`\n```\n`after` and ` ` and `open"
+    assert lexical.inline_code(text) == ["session.ttl_seconds", "a `b` c", "after"]
+
+
+def test_inline_code_leaves_out_spans_too_long_to_be_a_name():
+    long_span = "x " * lexical.MAX_CODE_SPAN_CHARS
+    assert lexical.inline_code(f"`{long_span}` and `short_name`") == ["short_name"]
+
+
+def test_backticked_terms_weigh_more_but_the_chunk_is_not_longer():
+    from pgkb_plpy.chunker import chunk_document
+    from pgkb_plpy.front_matter import RetrievalOptions
+    from pgkb_plpy.ingest import chunk_terms, document_terms
+
+    chunk = chunk_document("Use `retry_budget` with care; the budget resets.")[0]
+    plain_terms, plain_length = chunk_terms(chunk)
+    terms, length = chunk_terms(chunk, document_terms(None, 3))
+    assert plain_terms["retry_budget"] == 1 and terms["retry_budget"] == 3
+    assert terms["budget"] == plain_terms["budget"]  # an identifier weighs whole, not by its parts
+    assert length == plain_length
+    keyed, keyed_length = chunk_terms(
+        chunk, document_terms(RetrievalOptions(concept_keys=("quota", "api.rate_limit"), aliases=("RB",)), 3)
+    )
+    assert (keyed["quota"], keyed["api.rate_limit"], keyed["rate"], keyed["rb"]) == (3, 3, 1, 1)
+    assert keyed_length == plain_length + 6  # quota, api.rate_limit, api, rate, limit, rb: once each
+
+
+def test_key_terms_are_an_identifiers_whole_a_words_term_and_cjk_bigrams():
+    assert lexical.key_terms("session.idle_timeout_seconds idle 会话过期 E-4031") == {
+        "session.idle_timeout_seconds": 1,
+        "idl": 1,
+        "会话": 1,
+        "话过": 1,
+        "过期": 1,
+        "e-4031": 1,
+    }
