@@ -34,6 +34,7 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from . import loader
+from .config import VOCABULARY as vocabulary
 
 REPORT_VERSION = 1
 KINDS = ("invalid_document", "broken_link", "unknown_supersedes", "missing_effective_from")
@@ -43,7 +44,6 @@ _INLINE_LINK_RE = re.compile(r"!?\[(?:[^\]\\]|\\.)*\]\(\s*(<[^>\n]*>|[^\s()]*(?:
 # [label]: target, a reference definition at the start of a line
 _REFERENCE_RE = re.compile(r"^ {0,3}\[(?:[^\]\\]|\\.)+\]:\s*(<[^>\n]*>|\S+)")
 _SCHEME_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-_FENCE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _INLINE_CODE_RE = re.compile(r"(`+)(?:(?!\1).)+?\1")
 _LINE_RE = re.compile(r":(\d+):")
 
@@ -81,16 +81,8 @@ def link_targets(text: str) -> list[tuple[int, str]]:
                 start = i + 1
                 break
     found: list[tuple[int, str]] = []
-    fence: str | None = None
-    for number, line in enumerate(lines[start:], start=start + 1):
-        marker = _FENCE_RE.match(line)
-        if fence is not None:
-            if marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence):
-                fence = None
-            continue
-        if marker:
-            fence = marker.group(1)
-            continue
+    for index, line in vocabulary.lines_outside_fences(lines[start:]):
+        number = start + index + 1
         reference = _REFERENCE_RE.match(line)
         if reference:
             found.append((number, reference.group(1)))

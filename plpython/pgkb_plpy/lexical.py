@@ -56,7 +56,7 @@ from collections.abc import Iterator
 
 import snowballstemmer
 
-from .vocabulary import CJK
+from .vocabulary import CJK, lines_outside_fences
 
 __all__ = [
     "MAX_TERM_CHARS",
@@ -291,7 +291,6 @@ def identifiers(text: str) -> list[str]:
     return list(found)
 
 
-_FENCE_LINE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 # a code span: a run of n backticks, text without a line break, the same run (CommonMark)
 _CODE_SPAN_RE = re.compile(r"(?<!`)(`+)(?!`)([^\n]+?)(?<!`)\1(?!`)")
 #: Longest code span taken as a term to weigh (a longer one is a command or code, not a name).
@@ -322,16 +321,7 @@ def inline_code(text: str) -> list[str]:
     if "`" not in text:
         return []
     spans_found: list[str] = []
-    fence: str | None = None
-    for line in text.split("\n"):
-        marker = _FENCE_LINE_RE.match(line)
-        if fence is not None:
-            if marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence):
-                fence = None
-            continue
-        if marker:
-            fence = marker.group(1)
-            continue
+    for _, line in lines_outside_fences(text.split("\n")):
         if "`" in line:
             for match in _CODE_SPAN_RE.finditer(line):
                 content = match.group(2).strip()

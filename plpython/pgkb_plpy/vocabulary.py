@@ -26,6 +26,7 @@ over every code point).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 __all__ = [
     "BLANK",
@@ -41,6 +42,7 @@ __all__ = [
     "MAX_QUERY_CHARS",
     "RETRIEVAL_MODES",
     "is_blank",
+    "lines_outside_fences",
     "strip_blank",
 ]
 
@@ -150,3 +152,26 @@ def is_blank(text: str | None) -> bool:
 def strip_blank(text: str | None) -> str:
     """``text`` without :data:`BLANK` characters at either end (``""`` for None)."""
     return (text or "").strip(BLANK_CHARACTERS)
+
+
+# -------------------------------------------------------------------------- Markdown fences
+
+#: A Markdown code fence line: three or more backticks or tildes, indented at most three spaces.
+_FENCE_LINE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def lines_outside_fences(lines: list[str]) -> Iterator[tuple[int, str]]:
+    """(index, line) of the Markdown ``lines`` outside fenced code blocks (a fence of three or
+    more backticks or tildes, closed by a fence of the same character at least as long); the
+    fence lines themselves are left out."""
+    fence: str | None = None
+    for index, line in enumerate(lines):
+        marker = _FENCE_LINE_RE.match(line)
+        if fence is not None:
+            if marker and marker.group(1)[0] == fence[0] and len(marker.group(1)) >= len(fence):
+                fence = None
+            continue
+        if marker:
+            fence = marker.group(1)
+            continue
+        yield index, line
