@@ -326,7 +326,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pgkb {args.command}: {exc}", file=sys.stderr)
         return 2
     except psycopg.OperationalError as exc:
-        print(f"pgkb {args.command}: cannot connect: {exc}", file=sys.stderr)
+        # a failed connection has no SQLSTATE; a deadlock or a cancelled statement is an
+        # OperationalError too, and says what it is
+        if exc.sqlstate is None:
+            print(f"pgkb {args.command}: cannot connect: {exc}", file=sys.stderr)
+        else:
+            print(f"pgkb {args.command}: {exc.sqlstate}: {exc}", file=sys.stderr)
         return 2
     except psycopg.Error as exc:
         print(f"pgkb {args.command}: {exc.diag.message_primary or exc}", file=sys.stderr)

@@ -371,3 +371,17 @@ def test_filters_are_refused_one_level_past_the_depth_limit_and_not_before(fresh
     assert retrieve(fresh_db, "text", mode="lexical", filters=deep_filters(limit - 1)) == []
     with pytest.raises(psycopg.errors.RaiseException, match="nested too deeply"):
         retrieve(fresh_db, "text", mode="lexical", filters=deep_filters(limit))
+
+
+def test_cli_names_a_server_error_that_is_not_a_failed_connection(fresh_db, dsn, monkeypatch, capsys):
+    # a cancelled statement (like a deadlock) is a psycopg OperationalError with a SQLSTATE: the
+    # command says what happened, not "cannot connect"
+    from harness import cli
+
+    monkeypatch.setenv("PGKB_DSN", dsn)
+    monkeypatch.delenv("PGKB_READ_DSN", raising=False)
+    monkeypatch.setenv("PGOPTIONS", "-c statement_timeout=1")
+    code = cli.main(["query", "how long do refunds take", "--mode", "lexical"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "57014" in err and "cannot connect" not in err, err
