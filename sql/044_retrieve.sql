@@ -103,10 +103,11 @@ BEGIN
             END IF;
             stage.dense := ARRAY(
                 SELECT ROW(d.chunk_id, row_number() OVER (ORDER BY d.score DESC, d.chunk_id), d.score, NULL,
+                    -- a hit's own evidence only when corrected (noise_z: the z-scores of its
+                    -- group); fusion then weighs by it (see below)
                     false, d.similarity, CASE WHEN d.noise_z IS NOT NULL
                         THEN kb.calibrate(d.score, d.noise_z + p_settings.min_dense_z,
-                            d.noise_z + p_settings.strong_dense_z)
-                        ELSE kb.calibrate(d.similarity, p_plan.min_similarity, p_plan.strong_similarity) END,
+                            d.noise_z + p_settings.strong_dense_z) END,
                     -- in hybrid mode: the lexical leg read the passages of the question's
                     -- language (both, for a mixed question); one in the other language it
                     -- could read only in part
@@ -123,12 +124,11 @@ BEGIN
     END IF;
     -- Fusion weighs each hit by its own evidence only when both legs' evidence
     -- is calibrated on this corpus (the dense leg's z-scores); with raw cosine
-    -- and a provider's fixed thresholds it keeps the plain weighted scores.
+    -- and a provider's fixed thresholds it keeps the plain weighted scores. The
+    -- lexical leg ran before that was known: its evidence goes here.
     IF cardinality(stage.language_moments) = 0 THEN
         stage.lexical := ARRAY(SELECT ROW(h.chunk_id, h.rank, h.score, h.coverage, h.trigram, h.similarity,
             NULL, NULL)::kb.leg_hit FROM unnest(stage.lexical) AS h ORDER BY h.rank);
-        stage.dense := ARRAY(SELECT ROW(h.chunk_id, h.rank, h.score, h.coverage, h.trigram, h.similarity,
-            NULL, NULL)::kb.leg_hit FROM unnest(stage.dense) AS h ORDER BY h.rank);
     END IF;
     stage.lexical_top_coverage := (stage.lexical[1]).coverage;
     stage.dense_top_similarity := (stage.dense[1]).similarity;

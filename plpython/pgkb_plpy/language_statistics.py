@@ -180,12 +180,19 @@ def query_moments(
         rest = query - query_mean
         norm = float(np.linalg.norm(rest))
         centred = rest / norm if norm > 0 else None
-    if _moments_for(query, groups, min_vectors) is None:
+    own_moments = _moments_for(query, groups, min_vectors)
+    if own_moments is None:
         return []
+    # one computation per vector searched with: the query's own, and the centred one that every
+    # group of another language shares
+    centred_moments = None if centred is None else _moments_for(centred, groups, min_vectors)
+    centred_text = None if centred is None else vector_text(centred)
     result = []
     for language in sorted({g.language for g in groups}):
-        vector = query if language == own or centred is None else centred
-        moments = _moments_for(vector, groups, min_vectors)
+        if language == own or centred is None:
+            moments, vector_sent = own_moments, None
+        else:
+            moments, vector_sent = centred_moments, centred_text
         if moments is None:
             continue
         n, mean, var, pooled = moments[language]
@@ -193,16 +200,7 @@ def query_moments(
         en_offset, en_scale = _own_moment(moments, "en")
         result.append(
             LanguageMoment(
-                language,
-                n,
-                mean,
-                math.sqrt(var),
-                pooled,
-                None if vector is query else vector_text(vector),
-                zh_offset,
-                zh_scale,
-                en_offset,
-                en_scale,
+                language, n, mean, math.sqrt(var), pooled, vector_sent, zh_offset, zh_scale, en_offset, en_scale
             )
         )
     return result
