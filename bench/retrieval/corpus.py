@@ -46,6 +46,7 @@ class Document:
     title: str
     body: str  # Markdown
     is_cjk: bool
+    origin: str = ""  # where a real passage comes from (realcorpus); empty for synthetic text
 
 
 def frequencies(path: Path, pattern: str, top: int) -> list[tuple[str, int]] | None:

@@ -83,3 +83,41 @@ def schema_identity(conn) -> dict:
                              WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')"""
     ).fetchone()
     return {"last_migration": last, "functions": row[0], "functions_md5": row[1]}
+
+
+def memory_facts(conn) -> dict:
+    """Memory as this run saw it: the server's buffer settings, the sizes of the kb relations the
+    dense and lexical legs read (heap with TOAST, each index), and the resident memory of this
+    connection's backend (``/proc/<pid>/status``: VmRSS, of which RssShmem is shared buffers it
+    touched and RssAnon its own, e.g. the loaded model); None where the server is not local."""
+    settings = dict(
+        conn.execute(
+            """SELECT name, current_setting(name) FROM pg_settings
+               WHERE name IN ('shared_buffers', 'effective_cache_size', 'work_mem', 'maintenance_work_mem')"""
+        ).fetchall()
+    )
+    relations = {
+        r[0]: {"bytes": r[1], "pretty": r[2]}
+        for r in conn.execute(
+            """SELECT c.oid::regclass::text, pg_total_relation_size(c.oid) - coalesce(
+                          CASE WHEN c.relkind = 'r' THEN pg_indexes_size(c.oid) END, 0),
+                      pg_size_pretty(pg_total_relation_size(c.oid) - coalesce(
+                          CASE WHEN c.relkind = 'r' THEN pg_indexes_size(c.oid) END, 0))
+               FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+               WHERE n.nspname = 'kb' AND c.relkind IN ('r', 'i')
+                 AND pg_total_relation_size(c.oid) > 8 * 1024 * 1024
+               ORDER BY 2 DESC"""
+        ).fetchall()
+    }
+    pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+    rss: dict | None = None
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as fh:
+            rss = {
+                k: v.strip()
+                for k, v in (line.split(":", 1) for line in fh)
+                if k in ("VmRSS", "RssAnon", "RssFile", "RssShmem", "VmHWM")
+            }
+    except OSError:
+        rss = None
+    return {"settings": settings, "relations": relations, "backend_pid": pid, "backend_status": rss}

@@ -3,12 +3,13 @@
 Per query, interleaved so that background load hits every leg alike:
 
 * ``hybrid``: ``kb_retrieve(q, 10, NULL, 'hybrid')`` (the query is embedded in the database by the
-  ``hash`` provider);
+  active model's provider: ``hash``, or the real model of ``--corpus real``);
 * ``explain_total`` and the stages: ``kb_retrieve_explain`` of the same call gives the total and
   the ``embed`` (query analysis included), ``lexical``, ``dense`` and ``fuse`` stage times;
   ``hybrid_excl_embed`` is the hybrid wall time minus that embed time;
 * ``bare_dense``: ``ORDER BY embedding::vector(D) <=> $1::vector(D) LIMIT 10`` through the model's
-  partial HNSW index with a precomputed query vector, ``hnsw.ef_search`` = the database's
+  partial HNSW index with a precomputed query vector (``kb.embed_query``'s for a real model),
+  ``hnsw.ef_search`` = the database's
   ``hnsw_ef_search`` setting;
 * ``bare_trigram``: ``WHERE $1 <% content ORDER BY word_similarity($1, content) DESC LIMIT 10``,
   only for the first ``trigram_queries`` queries of each kind (it is slow);
@@ -24,8 +25,8 @@ import numpy as np
 from pgkb_plpy import lexical
 from pgvector.psycopg import register_vector
 
-from .config import MODEL_NAME
-from .queries import query_vector
+from .config import BenchModel
+from .queries import query_vectors
 from .timing import TIMEOUT_MS, pct, run
 
 K = 10
@@ -50,23 +51,30 @@ SERIES = (
 )
 
 
-def q_dense(dims: int) -> str:
+def q_dense(model: BenchModel) -> str:
+    dims = model.dims
     return (
-        f"SELECT chunk_id FROM kb.embeddings WHERE model = '{MODEL_NAME}' "
+        f"SELECT chunk_id FROM kb.embeddings WHERE model = '{model.name}' "
         f"ORDER BY embedding::vector({dims}) <=> %s::vector({dims}) LIMIT 10"
     )
 
 
 def measure(
-    conn, queries: dict[str, list[str]], dims: int, warmup: int, trigram_queries: int, ef_search: int
+    conn, queries: dict[str, list[str]], model: BenchModel, warmup: int, trigram_queries: int, ef_search: int
 ) -> tuple[dict, dict]:
     """``(latency, diagnostics)``: per kind of query, ``pct`` of every series in ``SERIES``, and
     stages run, queries with trigram results, queries with no rows, timeouts, an example."""
     register_vector(conn)  # query vectors go out as numpy arrays
-    dense = q_dense(dims)
+    dense = q_dense(model)
     conn.execute(f"SET hnsw.ef_search = {int(ef_search)}")  # the hnsw_ef_search setting
     conn.execute(f"SET statement_timeout = {int(TIMEOUT_MS)}")
-    prepared = {kind: [(q, query_vector(q, dims), lexical.query_terms(q)) for q in qs] for kind, qs in queries.items()}
+    # as inside kb_retrieve (SET jit = off): a bare leg called at top level would otherwise pay
+    # JIT compilation (seconds for kb.lexical_candidates when its estimates pass jit_above_cost)
+    conn.execute("SET jit = off")
+    prepared = {
+        kind: list(zip(qs, query_vectors(conn, qs, model), [lexical.query_terms(q) for q in qs], strict=True))
+        for kind, qs in queries.items()
+    }
     warm_timeouts: dict[str, int] = {}
     scratch: dict[str, list[float]] = {k: [] for k in ("hybrid", "explain", "dense", "bm25")}
     for kind in prepared:

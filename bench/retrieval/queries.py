@@ -1,4 +1,5 @@
-"""The benchmark's queries, drawn from the chunks stored in the database being measured.
+"""The benchmark's queries, drawn from the chunks stored in the database being measured (the
+real corpus's queries are the datasets' questions: ``realcorpus.real_queries``).
 
 ``make_queries`` picks ``2 * n`` chunk ids uniformly at random (seeded) and alternates the kind:
 
@@ -66,3 +67,15 @@ def query_vector(text: str, dims: int) -> np.ndarray:
     """The query's vector as the ``hash`` provider embeds it (float32, as pgvector stores it); a
     ``vector`` parameter on a connection that ran ``pgvector.psycopg.register_vector``."""
     return np.asarray(embedders.hash_embed(text, dims), dtype=np.float32)
+
+
+def query_vectors(conn, texts: list[str], model) -> list[np.ndarray]:
+    """The queries' vectors as retrieval gets them: the ``hash`` provider's here, any other model's
+    from the database itself (``kb.embed_query``, the call ``kb_retrieve`` makes), float32."""
+    if model.provider == "hash":
+        return [query_vector(t, model.dims) for t in texts]
+    out = []
+    for t in texts:
+        text = conn.execute("SELECT kb.embed_query(%s, %s)::text", [t, model.name]).fetchone()[0]
+        out.append(np.asarray([float(x) for x in text.strip("[]").split(",")], dtype=np.float32))
+    return out

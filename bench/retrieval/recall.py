@@ -23,17 +23,33 @@ from collections import Counter
 
 import numpy as np
 import psycopg
-from pgkb_plpy import embedders
 from pgvector.psycopg import register_vector
 
-from .config import MODEL_NAME
-from .queries import query_vector
+from .config import BenchModel
+from .queries import query_vectors
 from .timing import pct, timed
 
 RECALL_WARMUP = 3  # queries run once at every ef_search, untimed, before the measured pass
 NN_SAMPLE = 20  # chunks whose exact nearest neighbours give the chunk-to-chunk similarities
 RANDOM_SAMPLE = 1000  # chunks whose vectors give the query-to-random and random-pair similarities
 RAISED_BOUNDS = {"hnsw.max_scan_tuples": "1000000", "hnsw.scan_mem_multiplier": "8"}
+
+
+def hnsw_indexes(conn, model_name: str) -> list[dict]:
+    """The model's HNSW indexes: name, predicate, build options (m, ef_construction), size."""
+    rows = conn.execute(
+        """SELECT c.relname, pg_get_expr(i.indpred, i.indrelid), array_to_string(c.reloptions, ','),
+                  pg_relation_size(c.oid), pg_get_indexdef(c.oid)
+           FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid JOIN pg_am AS a ON a.oid = c.relam
+           WHERE i.indrelid = 'kb.embeddings'::regclass AND a.amname = 'hnsw'
+             AND pg_get_expr(i.indpred, i.indrelid) LIKE '%%' || quote_literal(%s) || '%%'
+           ORDER BY 1""",
+        [model_name],
+    ).fetchall()
+    return [
+        {"name": r[0], "predicate": r[1], "options": r[2], "bytes": r[3], "opclass": r[4].split(" USING ")[-1]}
+        for r in rows
+    ]
 
 
 def embeddings_scan(plan: str) -> str:
@@ -69,9 +85,15 @@ def _summary(points: list[dict]) -> dict:
 
 
 def vector_stats(
-    conn, dims: int, query_vecs: list[tuple[str, np.ndarray]], exact: list[list[float]], bare, plans: dict[int, str]
+    conn,
+    model: BenchModel,
+    query_vecs: list[tuple[str, np.ndarray]],
+    exact: list[list[float]],
+    bare,
+    plans: dict[int, str],
 ) -> dict:
-    """Why the hash vectors are hard for HNSW: how far the exact neighbours stand out from the bulk.
+    """Why the hash vectors are hard for HNSW (and how real ones differ): how far the exact
+    neighbours stand out from the bulk.
 
     Cosine similarities of each query to its exact (visible) neighbours at rank 1, 10 and 100 and to
     RANDOM_SAMPLE random chunks; the 10th neighbour's z-score against that random distribution; the
@@ -82,12 +104,12 @@ def vector_stats(
     from the data's own distribution), against their exact 10 nearest (themselves included)."""
     rows = conn.execute(
         "SELECT embedding FROM kb.embeddings WHERE model = %s ORDER BY md5(chunk_id::text) LIMIT %s",
-        [MODEL_NAME, RANDOM_SAMPLE],
+        [model.name, RANDOM_SAMPLE],
     ).fetchall()
     sample = np.stack([r[0].to_numpy() for r in rows]).astype(np.float64)
     sample /= np.linalg.norm(sample, axis=1, keepdims=True)
     mean_vec = (
-        conn.execute(f"SELECT avg(embedding::vector({dims})) FROM kb.embeddings WHERE model = %s", [MODEL_NAME])
+        conn.execute(f"SELECT avg(embedding::vector({model.dims})) FROM kb.embeddings WHERE model = %s", [model.name])
         .fetchone()[0]
         .to_numpy()
         .astype(np.float64)
@@ -130,7 +152,7 @@ def vector_stats(
         r[0]
         for r in conn.execute(
             "SELECT chunk_id FROM kb.embeddings WHERE model = %s ORDER BY md5(chunk_id::text) LIMIT %s",
-            [MODEL_NAME, NN_SAMPLE],
+            [model.name, NN_SAMPLE],
         ).fetchall()
     ]
     for cid in ids:
@@ -139,7 +161,7 @@ def vector_stats(
             conn.execute("SET LOCAL enable_bitmapscan = off")
             vec = (
                 conn.execute(
-                    "SELECT embedding FROM kb.embeddings WHERE model = %s AND chunk_id = %s", [MODEL_NAME, cid]
+                    "SELECT embedding FROM kb.embeddings WHERE model = %s AND chunk_id = %s", [model.name, cid]
                 )
                 .fetchone()[0]
                 .to_numpy()
@@ -147,7 +169,7 @@ def vector_stats(
             rows = conn.execute(
                 """SELECT chunk_id, (embedding <=> %s::vector)::float8 AS d FROM kb.embeddings
                    WHERE model = %s ORDER BY d, chunk_id <> %s, chunk_id LIMIT 11""",
-                [vec, MODEL_NAME, cid],
+                [vec, model.name, cid],
             ).fetchall()
         others = [r[1] for r in rows if r[0] != cid][:10]
         nn.append((1 - others[0], 1 - others[-1]))
@@ -179,7 +201,18 @@ def vector_stats(
     }
 
 
-def recall(conn, queries: list[tuple[str, str]], dims: int, ef_values: list[int], current_ef: int) -> dict:
+def _corrected_score(sim: float, han: float | None, m: dict) -> float:
+    """kb.dense_candidates' score of a hit of language group ``m`` (its z-score within the group;
+    a zh or en passage between the two groups' moments by its share of Chinese)."""
+    both = m.get("zh_offset") is not None and m.get("en_offset") is not None
+    if both and han is not None and m["language"] in ("zh", "en"):
+        return (sim - (han * m["zh_offset"] + (1 - han) * m["en_offset"])) / (
+            han * m["zh_scale"] + (1 - han) * m["en_scale"]
+        )
+    return (sim - m["offset"]) / m["scale"]
+
+
+def recall(conn, queries: list[tuple[str, str]], model: BenchModel, ef_values: list[int], current_ef: int) -> dict:
     """HNSW recall@10 and latency of kb.dense_candidates per ef_search, against exact search.
 
     Per query vector: the exact 100 nearest chunks of the visible documents and the exact 10 nearest
@@ -190,7 +223,14 @@ def recall(conn, queries: list[tuple[str, str]], dims: int, ef_values: list[int]
       scan) as retrieval calls it, limit 10;
     * ``filtered_limit100``: the same with limit 100 (what kb_retrieve asks the dense leg for at
       k = 10: candidates_per_leg), recall of its 10 nearest rows;
-    * ``unfiltered``: bare HNSW without any filter against the exact top 10 of all chunks.
+    * ``unfiltered``: bare HNSW without any filter against the exact top 10 of all chunks;
+    * ``corrected_limit100``: the call ``kb_retrieve`` makes when the model's language correction
+      is on (``kb.language_moments`` of the query: one HNSW scan per language group with the
+      group's vector, hits scored by their z-score in the group), limit 100, its top 10 by score,
+      against the same procedure done exactly (each group's 100 nearest visible vectors by a
+      sequential scan, scored by the same formula, ``_corrected_score``).
+
+    The first three pass no language moments (raw cosine over the model's index of all languages).
 
     ef_search is set per value by ``SET LOCAL pgkb.hnsw_ef_search`` (kb.setting's session override,
     which kb.dense_candidates reads) inside a transaction: kb.settings is not written. The function
@@ -203,6 +243,7 @@ def recall(conn, queries: list[tuple[str, str]], dims: int, ef_values: list[int]
     prepare_threshold, conn.prepare_threshold = conn.prepare_threshold, None
     register_vector(conn)  # vectors in and out as numpy arrays (pgvector.Vector when read)
     conn.execute("SET statement_timeout = 0")
+    conn.execute("SET jit = off")  # as inside kb_retrieve
     conn.execute("DROP TABLE IF EXISTS pg_temp.bench_visible")
     t = time.perf_counter()
     conn.execute("CREATE TEMP TABLE bench_visible AS SELECT kb.visible_documents(now(), NULL, '{}') AS id")
@@ -210,21 +251,45 @@ def recall(conn, queries: list[tuple[str, str]], dims: int, ef_values: list[int]
     conn.execute("ANALYZE bench_visible")
     hidden = conn.execute("SELECT count(*) - (SELECT count(*) FROM bench_visible) FROM kb.documents").fetchone()
 
+    dims, name = model.dims, model.name
+    min_vectors = int(conn.execute("SELECT kb.setting('language_min_vectors') #>> '{}'").fetchone()[0])
+    # whether kb_retrieve corrects this model's query by language (the setting and the provider's flag)
+    corrects = bool(
+        conn.execute(
+            """SELECT (kb.setting('language_correction') #>> '{}')::boolean AND coalesce(p.language_correction, false)
+               FROM kb.models AS m JOIN kb.embedding_providers AS p ON p.provider = m.provider WHERE m.name = %s""",
+            [name],
+        ).fetchone()[0]
+    )
     exact_visible_sql = f"""
         SELECT e.chunk_id, (e.embedding <=> %s::vector)::float8 AS d
         FROM kb.embeddings AS e JOIN kb.chunks AS c ON c.id = e.chunk_id JOIN bench_visible AS v ON v.id = c.document_id
-        WHERE e.model = '{MODEL_NAME}'
+        WHERE e.model = '{name}'
         ORDER BY d, e.chunk_id LIMIT 100"""
     exact_all_sql = f"""
         SELECT chunk_id, (embedding <=> %s::vector)::float8 AS d FROM kb.embeddings
-        WHERE model = '{MODEL_NAME}' ORDER BY d, chunk_id LIMIT 10"""
+        WHERE model = '{name}' ORDER BY d, chunk_id LIMIT 10"""
     # kb.dense_candidates takes the query vector as text (what kb.embed_query returns)
     function_sql = (
-        "SELECT chunk_id, (1 - score)::float8 FROM kb.dense_candidates(%s::text, %s, %s, now(), NULL, '{}', %s)"
+        "SELECT chunk_id, (1 - score)::float8 FROM kb.dense_candidates(%s::text, %s, %s, now(), NULL, '{}', %s, "
+        "'{}'::kb.language_moment[])"
     )
+    corrected_sql = (
+        "SELECT chunk_id, score FROM kb.dense_candidates(%s::text, %s, %s, now(), NULL, '{}', 100, "
+        "kb.language_moments(%s, %s::text, NULL, %s, %s))"
+    )
+    moments_sql = (
+        "SELECT coalesce(jsonb_agg(to_jsonb(m)), '[]') "
+        "FROM unnest(kb.language_moments(%s, %s::text, NULL, %s, %s)) AS m"
+    )
+    exact_group_sql = f"""
+        SELECT e.chunk_id, (1 - (e.embedding <=> %s::vector))::float8 AS sim, c.han_share
+        FROM kb.embeddings AS e JOIN kb.chunks AS c ON c.id = e.chunk_id JOIN bench_visible AS v ON v.id = c.document_id
+        WHERE e.model = '{name}' AND e.language = %s
+        ORDER BY sim DESC, e.chunk_id LIMIT 100"""
     bare_sql = f"""
         SELECT chunk_id, (embedding::vector({dims}) <=> %s::vector({dims}))::float8 AS d FROM kb.embeddings
-        WHERE model = '{MODEL_NAME}' ORDER BY embedding::vector({dims}) <=> %s::vector({dims}) LIMIT 10"""
+        WHERE model = '{name}' ORDER BY embedding::vector({dims}) <=> %s::vector({dims}) LIMIT 10"""
 
     def local(query: str, params: list, settings: dict[str, str]) -> tuple[float, list]:
         with conn.transaction():
@@ -233,7 +298,24 @@ def recall(conn, queries: list[tuple[str, str]], dims: int, ef_values: list[int]
             return timed(conn, query, params)
 
     def filtered(vec: np.ndarray, ef: int, limit: int, extra: dict | None = None) -> tuple[float, list]:
-        return local(function_sql, [vec, MODEL_NAME, dims, limit], {"pgkb.hnsw_ef_search": str(ef)} | (extra or {}))
+        return local(function_sql, [vec, name, dims, limit], {"pgkb.hnsw_ef_search": str(ef)} | (extra or {}))
+
+    def corrected(vec: np.ndarray, q: str, ef: int) -> tuple[float, list]:
+        ms, rows = local(corrected_sql, [vec, name, dims, name, vec, min_vectors, q], {"pgkb.hnsw_ef_search": str(ef)})
+        return ms, sorted(rows, key=lambda r: (-r[1], r[0]))[:10]
+
+    def corrected_exact(vec: np.ndarray, q: str) -> tuple[list[int], int]:
+        """The exact counterpart's top 10 chunk ids, and how many language groups it searched."""
+        moments = conn.execute(moments_sql, [name, vec, min_vectors, q]).fetchone()[0]
+        scored = []
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_indexscan = off")
+            conn.execute("SET LOCAL enable_bitmapscan = off")
+            for m in moments:
+                gvec = m.get("query_vector") or vec
+                for cid, sim, han in conn.execute(exact_group_sql, [gvec, m["language"]]).fetchall():
+                    scored.append((-_corrected_score(sim, han, m), cid))
+        return [cid for _, cid in sorted(scored)[:10]], len(moments)
 
     def bare(vec: np.ndarray, ef: int) -> tuple[float, list]:
         return local(bare_sql, [vec, vec], {"hnsw.ef_search": str(ef), "hnsw.iterative_scan": "off"})
@@ -271,30 +353,36 @@ def recall(conn, queries: list[tuple[str, str]], dims: int, ef_values: list[int]
                WHERE name IN ('hnsw.max_scan_tuples', 'hnsw.scan_mem_multiplier', 'work_mem')"""
         ).fetchall()
     )
-    for _, q in queries[:RECALL_WARMUP]:  # plan caches, the function's first EXECUTE, buffers
-        vec = query_vector(q, dims)
+    vectors = query_vectors(conn, [q for _, q in queries], model)
+    for (_, q), vec in list(zip(queries, vectors, strict=True))[:RECALL_WARMUP]:  # plan caches, first EXECUTE
         for ef in ef_values:
             filtered(vec, ef, 10)
             filtered(vec, ef, 100)
             bare(vec, ef)
+            if corrects:
+                corrected(vec, q, ef)
 
-    legs = ("filtered", "filtered_limit100", "unfiltered")
+    legs = ("filtered", "filtered_limit100", "unfiltered") + (("corrected_limit100",) if corrects else ())
+    groups_searched: list[int] = []
     points: dict[tuple[int, str], list[dict]] = {(ef, leg): [] for ef in ef_values for leg in legs}
     min_ef = min(ef_values)
     bounds_same, bounds_points = 0, []
     exact_dists: list[list[float]] = []
     exact_ms: list[float] = []
-    vec0 = query_vector(queries[0][1], dims)
+    vec0 = vectors[0]
     plans = {
         ef: {
             "filtered": function_plan(vec0, ef, 10),
             "filtered_limit100": function_plan(vec0, ef, 100),
             "unfiltered": explained(bare_sql, [vec0, vec0], {"hnsw.ef_search": str(ef)}),
         }
+        | ({"corrected_limit100": "hnsw (one scan per language group)"} if corrects else {})
         for ef in ef_values
     }
-    for kind, q in queries:
-        vec = query_vector(q, dims)
+    for (kind, q), vec in zip(queries, vectors, strict=True):
+        if corrects:
+            truth_corrected, n_groups = corrected_exact(vec, q)
+            groups_searched.append(n_groups)
         with conn.transaction():
             conn.execute("SET LOCAL enable_indexscan = off")
             conn.execute("SET LOCAL enable_bitmapscan = off")
@@ -316,6 +404,13 @@ def recall(conn, queries: list[tuple[str, str]], dims: int, ef_values: list[int]
             ms, rows = bare(vec, ef)
             strict, tie = _recall_point(rows, truth_all, kth_all)
             points[(ef, "unfiltered")].append({"kind": kind, "strict": strict, "tie": tie, "ms": ms, "rows": len(rows)})
+            if not corrects:
+                continue
+            ms, rows = corrected(vec, q, ef)
+            hit = len(set(truth_corrected) & {r[0] for r in rows}) / max(len(truth_corrected), 1)
+            points[(ef, "corrected_limit100")].append(
+                {"kind": kind, "strict": hit, "tie": hit, "ms": ms, "rows": len(rows)}
+            )
 
     sweep = []
     for ef in ef_values:
@@ -328,16 +423,19 @@ def recall(conn, queries: list[tuple[str, str]], dims: int, ef_values: list[int]
 
     def first_reaching(leg: str, key: str = "recall_at_10") -> int | None:
         """Smallest ef_search at which the leg reaches 0.95 through the HNSW index (not a seq scan)."""
-        return next((e["ef_search"] for e in sweep if e[leg][key] >= 0.95 and e["plans"][leg] == "hnsw"), None)
+        return next((e["ef_search"] for e in sweep if e[leg][key] >= 0.95 and e["plans"][leg].startswith("hnsw")), None)
 
-    query_vecs = [(kind, np.asarray(embedders.hash_embed(q, dims))) for kind, q in queries]
-    stats = vector_stats(conn, dims, query_vecs, exact_dists, bare, {ef: plans[ef]["unfiltered"] for ef in ef_values})
+    query_vecs = [(kind, np.asarray(v, dtype=np.float64)) for (kind, _), v in zip(queries, vectors, strict=True)]
+    stats = vector_stats(conn, model, query_vecs, exact_dists, bare, {ef: plans[ef]["unfiltered"] for ef in ef_values})
     conn.prepare_threshold = prepare_threshold
     return {
         "queries": len(queries),
         "queries_by_kind": dict(Counter(kind for kind, _ in queries)),
         "ef_search": current_ef,
-        "hnsw_query": "kb.dense_candidates(vector, model, dims, now(), NULL, '{}', limit)",
+        "hnsw_query": "kb.dense_candidates(vector, model, dims, now(), NULL, '{}', limit, moments): "
+        "'{}' moments (raw cosine) for filtered*, kb.language_moments(...) for corrected_limit100",
+        "language_groups_searched": dict(Counter(groups_searched)),
+        "hnsw_indexes": hnsw_indexes(conn, name),
         "ef_search_set_by": "SET LOCAL pgkb.hnsw_ef_search = <n> per statement's transaction "
         "(kb.setting's session override, read by kb.dense_candidates); kb.settings untouched; "
         "kb.dense_candidates raises hnsw.ef_search to 1.5 x its limit (max 1000): limit 100 runs at >= 150",
@@ -349,6 +447,8 @@ def recall(conn, queries: list[tuple[str, str]], dims: int, ef_values: list[int]
         "recall_at_10_tie_aware": cur["filtered"]["recall_at_10_tie_aware"],
         "recall_at_10_min": cur["filtered"]["recall_at_10_min"],
         "recall_at_10_of_top100_call": cur["filtered_limit100"]["recall_at_10"],
+        "language_correction": corrects,
+        "recall_at_10_corrected_top100_call": cur["corrected_limit100"]["recall_at_10"] if corrects else None,
         "queries_with_fewer_than_10": cur["filtered"]["queries_with_fewer_than_10"],
         "sweep": sweep,
         "exact_latency_ms": pct(exact_ms) | {"query": "visible chunks' 100 nearest, sequential scan (no index)"},

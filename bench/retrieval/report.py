@@ -30,22 +30,32 @@ def sweep_table(size: str, rc: dict) -> list[str]:
     lines = [
         f"{'size':>7} {'ef':>4} | {'filtered, limit 10: R@10 tie p50 p95':38} | "
         f"{'limit 100, ef >= 150: R@10 p50 p95':38} | {'no filter: R@10 p50 p95':28}"
+        + (" | language-corrected limit 100: R@10 p50 p95" if "corrected_limit100" in rc["sweep"][0] else "")
     ]
     for e in rc["sweep"]:
         f, h, u = e["filtered"], e["filtered_limit100"], e["unfiltered"]
+        c = e.get("corrected_limit100")
         lines.append(
             f"{size:>7} {e['ef_search']:>4} | {f['recall_at_10']:>6.3f} {f['recall_at_10_tie_aware']:>6.3f} "
             f"{_fmt(f['latency_ms']['p50']):>8} {_fmt(f['latency_ms']['p95']):>8}       | "
             f"{h['recall_at_10']:>6.3f} {_fmt(h['latency_ms']['p50']):>8} {_fmt(h['latency_ms']['p95']):>8}"
             f"{'':14} | {u['recall_at_10']:>6.3f} {_fmt(u['latency_ms']['p50']):>8} "
             f"{_fmt(u['latency_ms']['p95']):>8}"
-            + "".join(f"  [{leg}: {plan}]" for leg, plan in e["plans"].items() if plan != "hnsw")
+            + (
+                f" | {c['recall_at_10']:>6.3f} {_fmt(c['latency_ms']['p50']):>8} {_fmt(c['latency_ms']['p95']):>8}"
+                if c
+                else ""
+            )
+            + "".join(f"  [{leg}: {plan}]" for leg, plan in e["plans"].items() if not plan.startswith("hnsw"))
         )
     reach = {leg: v["strict"] or "none" for leg, v in rc["min_ef_search_for_recall_0.95"].items()}
     lines.append(
         f"{size:>7} smallest ef_search with recall@10 >= 0.95: filtered {reach['filtered']}, "
         f"limit 100 {reach['filtered_limit100']}, no filter {reach['unfiltered']}"
+        + (f", language-corrected {reach['corrected_limit100']}" if "corrected_limit100" in reach else "")
     )
+    for idx in rc.get("hnsw_indexes", []):
+        lines.append(f"{size:>7} index {idx['name']}: {idx['options']}, {idx['bytes'] / 2**20:.1f} MiB")
     lines.append(f"{size:>7} {rc['scan_bounds']['check']}")
     ex = rc["exact_latency_ms"]
     lines.append(
@@ -110,6 +120,15 @@ def table(report: dict) -> str:
             f"visible {r['data']['visible_fraction']:.0%} of {r['data']['chunks']} chunks"
         )
         lines.extend(sweep_table(size, rc))
+        mem = r.get("memory")
+        if mem:
+            st = mem.get("backend_status") or {}
+            lines.append(
+                f"{size:>7} memory: shared_buffers {mem['settings'].get('shared_buffers')}; backend RSS "
+                f"{st.get('VmRSS', 'n/a')} (shared {st.get('RssShmem', 'n/a')}, own {st.get('RssAnon', 'n/a')}); "
+                + ", ".join(f"{k} {v['pretty']}" for k, v in list(mem["relations"].items())[:8])
+            )
+        lines.append(f"{size:>7} load average after the run: {r.get('loadavg_after')}")
         lines.append("")
     return "\n".join(lines)
 
