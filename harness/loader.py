@@ -17,6 +17,11 @@ SQL; the ingest trigger inside PostgreSQL chunks and embeds.
 - PDF, DOCX and HTML files are not parsed here: their bytes go to `kb.ingest_file`, which parses
   them inside the database exactly as for any other SQL client (docs/INGEST.md). One that cannot
   be parsed is stored there as failed and reported with the database's error.
+- ``--workers N`` is the bulk path: N connections store interleaved shares of the files with
+  deferred embedding, many documents per statement (the ingest trigger runs once per statement),
+  then N worker connections (:mod:`harness.worker`) embed the queue. What is stored is what the
+  file-by-file load stores; a batch the database rejects is retried file by file, so the bad
+  file is named and the others load.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import json
 import os
 import re
 import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +40,7 @@ import psycopg
 import yaml
 from tqdm import tqdm
 
+from . import worker
 from .config import PLPYTHON_DIR
 from .config import VOCABULARY as vocabulary
 from .db import connect
@@ -101,9 +108,11 @@ class Summary:
     skipped: list[str] = field(default_factory=list)
     failed: list[dict] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    #: the bulk path's embedding (--workers): model, concurrency, embedded, failed_batches, error, remaining
+    embedding: dict | None = None
 
     def as_dict(self) -> dict:
-        return {
+        out = {
             "synced": len(self.synced),
             "skipped": len(self.skipped),
             "failed": len(self.failed),
@@ -111,6 +120,9 @@ class Summary:
             "errors": self.failed,
             "removed_sources": self.removed,
         }
+        if self.embedding is not None:
+            out["embedding"] = self.embedding
+        return out
 
 
 def _date(value, key: str, where: str) -> dt.date | None:
@@ -244,11 +256,23 @@ def discover(root: Path) -> list[tuple[Path, str]]:
     return found
 
 
-UPSERT = """
-INSERT INTO kb.documents (namespace, source, title, body, doc_type, metadata, status, version,
-                          effective_from, effective_to, supersedes, origin, removed_at)
-VALUES (%(namespace)s, %(source)s, %(title)s, %(body)s, %(doc_type)s, %(metadata)s, %(status)s, %(version)s,
-        %(effective_from)s, %(effective_to)s, %(supersedes)s, %(origin)s, NULL)
+UPSERT_COLUMNS = (
+    "namespace",
+    "source",
+    "title",
+    "body",
+    "doc_type",
+    "metadata",
+    "status",
+    "version",
+    "effective_from",
+    "effective_to",
+    "supersedes",
+    "origin",
+)
+UPSERT_INSERT = f"INSERT INTO kb.documents ({', '.join(UPSERT_COLUMNS)}, removed_at)"
+UPSERT_VALUES = "(" + ", ".join(f"%({c})s" for c in UPSERT_COLUMNS) + ", NULL)"
+UPSERT_CONFLICT = """
 ON CONFLICT (namespace, source) DO UPDATE SET
     title = excluded.title, body = excluded.body, doc_type = excluded.doc_type, metadata = excluded.metadata,
     status = excluded.status, version = excluded.version, effective_from = excluded.effective_from,
@@ -260,70 +284,225 @@ WHERE (kb.documents.title, kb.documents.body, kb.documents.doc_type, kb.document
    IS DISTINCT FROM
       (excluded.title, excluded.body, excluded.doc_type, excluded.metadata, excluded.status, excluded.version,
        excluded.effective_from, excluded.effective_to, excluded.supersedes, excluded.origin, NULL::timestamptz)
-RETURNING id, ingest_status, ingest_error
+RETURNING id, namespace, source, ingest_status, ingest_error
 """
+#: One file's document, inserted or updated when anything stored differs; no row when unchanged.
+UPSERT = UPSERT_INSERT + "\nVALUES " + UPSERT_VALUES + UPSERT_CONFLICT
+#: Documents of a bulk load's batch (--workers) per statement, so that the ingest trigger (per
+#: statement) writes their chunks, postings and queue rows in one pass.
+BULK_BATCH_FILES = 32
 
 
-def ingest(dsn: str, paths: list[str], namespace: str | None = None, progress: bool = True) -> Summary:
+def ingest(
+    dsn: str, paths: list[str], namespace: str | None = None, progress: bool = True, workers: int | None = None
+) -> Summary:
+    """Load the files under ``paths`` (see the module's docstring). Without ``workers``, file by
+    file on one connection, each embedded as the session's ``embed_mode`` says. With ``workers``
+    (1..64), the bulk path: ``workers`` connections load interleaved shares of the files in
+    deferred embedding mode, :data:`BULK_BATCH_FILES` documents per statement, then
+    ``workers`` connections of :mod:`harness.worker` embed the queue (all of it, so chunks
+    queued before count too); a document whose embedding failed is reported ``stored`` as in
+    the file-by-file path. Either way the BM25 statistics are refreshed at the end."""
+    if workers is not None and not 1 <= workers <= 64:
+        raise ValueError(f"--workers must be between 1 and 64 (got {workers})")
     summary = Summary()
+    origins: list[str] = []
     with connect(dsn) as conn:
         for root_arg in paths:
             root = Path(root_arg).resolve()
             files = discover(root)
             origin = str(root)
-            seen: set[tuple[str, str]] = set()
-            unreadable: set[str] = set()  # sources of files present but not loadable: not "removed"
+            origins.append(origin)
             bar = tqdm(files, desc=f"ingest {root_arg}", unit="file", disable=not progress, file=sys.stderr)
-            for path, source in bar:
-                if path.suffix.lower() in BINARY_SUFFIXES:
-                    key = _ingest_binary(conn, summary, path, source, namespace or "default", origin)
-                    if key is None:
-                        unreadable.add(source)
-                    else:
-                        seen.add(key)
-                    continue
-                try:
-                    doc = read_document(path, source, namespace)
-                except (DocumentError, OSError) as exc:
-                    summary.failed.append({"file": str(path), "error": str(exc)})
-                    unreadable.add(source)
-                    continue
-                seen.add((doc.namespace, doc.source))
-                params = dict(doc.__dict__, metadata=psycopg.types.json.Jsonb(doc.metadata), origin=origin)
-                try:
-                    with conn.transaction():
-                        row = conn.execute(UPSERT, params).fetchone()
-                except psycopg.Error as exc:
-                    detail = exc.diag.message_primary or str(exc)
-                    summary.failed.append({"file": str(path), "error": f"{path}: rejected by the database: {detail}"})
-                    continue
-                if row is None:
-                    summary.skipped.append(source)
-                else:
-                    summary.synced.append(source)
-                    if row["ingest_status"] == "failed":
-                        summary.failed.append(
-                            {
-                                "file": str(path),
-                                "error": f"{path}: stored, embedding failed (will be retried by "
-                                f"pgkb backfill): {row['ingest_error']}",
-                                "stored": True,
-                            }
-                        )
-            with conn.transaction():
-                gone = conn.execute(
-                    """SELECT id, namespace, source FROM kb.documents
-                       WHERE origin = %s AND removed_at IS NULL ORDER BY id""",
-                    (origin,),
-                ).fetchall()
-                gone_ids = [
-                    r["id"] for r in gone if (r["namespace"], r["source"]) not in seen and r["source"] not in unreadable
-                ]
-                if gone_ids:
-                    conn.execute("UPDATE kb.documents SET removed_at = now() WHERE id = ANY(%s)", (gone_ids,))
-                    summary.removed.extend(f"{r['namespace']}/{r['source']}" for r in gone if r["id"] in gone_ids)
+            if workers is None:
+                seen, unreadable = _load_files(conn, summary, files, namespace, origin, bar)
+            else:
+                seen, unreadable = _load_files_in_parallel(dsn, summary, files, namespace, origin, bar, workers)
+            bar.close()
+            _mark_removed(conn, summary, origin, seen, unreadable)
+        if workers is not None:
+            summary.embedding = _embed_queue(dsn, conn, summary, origins, workers)
         conn.execute("SELECT kb.refresh_lexical_stats()")
     return summary
+
+
+def _load_files(conn, summary: Summary, files, namespace: str | None, origin: str, bar) -> tuple[set, set]:
+    """Load ``files`` one at a time on ``conn``; (the (namespace, source) keys seen, the sources
+    of files present but not loadable)."""
+    seen: set[tuple[str, str]] = set()
+    unreadable: set[str] = set()  # sources of files present but not loadable: not "removed"
+    for path, source in bar:
+        if path.suffix.lower() in BINARY_SUFFIXES:
+            key = _ingest_binary(conn, summary, path, source, namespace or "default", origin)
+            if key is None:
+                unreadable.add(source)
+            else:
+                seen.add(key)
+            continue
+        try:
+            doc = read_document(path, source, namespace)
+        except (DocumentError, OSError) as exc:
+            summary.failed.append({"file": str(path), "error": str(exc)})
+            unreadable.add(source)
+            continue
+        seen.add((doc.namespace, doc.source))
+        _upsert_one(conn, summary, path, doc, origin)
+    return seen, unreadable
+
+
+def _upsert_one(conn, summary: Summary, path: Path, doc: LoadedDocument, origin: str) -> None:
+    """Store one file's document in its own transaction; what happened goes into ``summary``."""
+    try:
+        with conn.transaction():
+            row = conn.execute(UPSERT, _params(doc, origin)).fetchone()
+    except psycopg.Error as exc:
+        detail = exc.diag.message_primary or str(exc)
+        summary.failed.append({"file": str(path), "error": f"{path}: rejected by the database: {detail}"})
+        return
+    _record(summary, path, doc.source, row)
+
+
+def _params(doc: LoadedDocument, origin: str) -> dict:
+    return dict(doc.__dict__, metadata=psycopg.types.json.Jsonb(doc.metadata), origin=origin)
+
+
+def _record(summary: Summary, path: Path, source: str, row) -> None:
+    if row is None:
+        summary.skipped.append(source)
+        return
+    summary.synced.append(source)
+    if row["ingest_status"] == "failed":
+        summary.failed.append(
+            {
+                "file": str(path),
+                "error": f"{path}: stored, embedding failed (will be retried by pgkb backfill): {row['ingest_error']}",
+                "stored": True,
+            }
+        )
+
+
+def _upsert_batch(conn, summary: Summary, batch: list[tuple[Path, LoadedDocument]], origin: str) -> None:
+    """Store the documents of ``batch`` with one statement in one transaction; when the database
+    rejects it, file by file, so that the bad file is named and the others load."""
+    statement = (
+        UPSERT_INSERT
+        + "\nVALUES "
+        + ",\n".join(UPSERT_VALUES.replace(")s", f"_{i})s") for i in range(len(batch)))
+        + UPSERT_CONFLICT
+    )
+    params = {f"{k}_{i}": v for i, (_, doc) in enumerate(batch) for k, v in _params(doc, origin).items()}
+    try:
+        with conn.transaction():
+            rows = conn.execute(statement, params).fetchall()
+    except psycopg.Error:
+        for path, doc in batch:
+            _upsert_one(conn, summary, path, doc, origin)
+        return
+    by_key = {(r["namespace"], r["source"]): r for r in rows}
+    for path, doc in batch:
+        _record(summary, path, doc.source, by_key.get((doc.namespace, doc.source)))
+
+
+def _load_files_in_parallel(
+    dsn: str, summary: Summary, files, namespace: str | None, origin: str, bar, workers: int
+) -> tuple[set, set]:
+    """The bulk path of :func:`ingest` for one folder: files read and checked here, stored by
+    ``workers`` connections (deferred embedding), each taking every ``workers``-th file."""
+    seen: set[tuple[str, str]] = set()
+    unreadable: set[str] = set()
+    texts: list[tuple[Path, LoadedDocument]] = []
+    binaries: list[tuple[Path, str]] = []
+    for path, source in files:
+        if path.suffix.lower() in BINARY_SUFFIXES:
+            binaries.append((path, source))
+            continue
+        try:
+            doc = read_document(path, source, namespace)
+        except (DocumentError, OSError) as exc:
+            summary.failed.append({"file": str(path), "error": str(exc)})
+            unreadable.add(source)
+            bar.update(1)
+            continue
+        seen.add((doc.namespace, doc.source))
+        texts.append((path, doc))
+    parts = [Summary() for _ in range(workers)]
+    binary_keys: list[list[tuple[str, tuple | None]]] = [[] for _ in range(workers)]
+    errors: list[BaseException] = []
+
+    def load_share(n: int) -> None:
+        try:
+            with connect(dsn) as conn:
+                conn.execute("SET pgkb.embed_mode = 'deferred'")
+                share = texts[n::workers]
+                for i in range(0, len(share), BULK_BATCH_FILES):
+                    _upsert_batch(conn, parts[n], share[i : i + BULK_BATCH_FILES], origin)
+                    bar.update(len(share[i : i + BULK_BATCH_FILES]))
+                for path, source in binaries[n::workers]:
+                    key = _ingest_binary(conn, parts[n], path, source, namespace or "default", origin)
+                    binary_keys[n].append((source, key))
+                    bar.update(1)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the caller after the others finish
+            errors.append(exc)
+
+    threads = [threading.Thread(target=load_share, args=(n,), name=f"pgkb-ingest-{n}") for n in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    for part in parts:
+        summary.synced.extend(part.synced)
+        summary.skipped.extend(part.skipped)
+        summary.failed.extend(part.failed)
+    for source, key in (k for keys in binary_keys for k in keys):
+        if key is None:
+            unreadable.add(source)
+        else:
+            seen.add(key)
+    return seen, unreadable
+
+
+def _embed_queue(dsn: str, conn, summary: Summary, origins: list[str], workers: int) -> dict | None:
+    """Drain the active model's embedding queue with ``workers`` connections
+    (:func:`harness.worker.run`); the documents this load stored whose embedding failed become
+    ``stored`` failures of ``summary``. None when no model is active (nothing to embed)."""
+    if conn.execute("SELECT 1 FROM kb.models WHERE active").fetchone() is None:
+        return None
+    outcome = worker.run(worker.Options(dsn=dsn, concurrency=workers, once=True))
+    if outcome["failed_batches"] or outcome["remaining"]:
+        failed = conn.execute(
+            """SELECT origin, source, ingest_error FROM kb.documents
+               WHERE ingest_status IN ('failed', 'pending') AND origin = ANY(%s) AND source = ANY(%s)
+               ORDER BY origin, source""",
+            (origins, summary.synced),
+        ).fetchall()
+        for r in failed:
+            summary.failed.append(
+                {
+                    "file": str(Path(r["origin"] or "") / r["source"]),
+                    "error": f"{r['source']}: stored, not embedded (pgkb backfill or pgkb worker retries): "
+                    f"{r['ingest_error'] or outcome['error']}",
+                    "stored": True,
+                }
+            )
+    return {k: outcome[k] for k in ("model", "concurrency", "embedded", "failed_batches", "error", "remaining")}
+
+
+def _mark_removed(conn, summary: Summary, origin: str, seen: set, unreadable: set) -> None:
+    """Documents loaded earlier from ``origin`` whose file is gone get ``removed_at``."""
+    with conn.transaction():
+        gone = conn.execute(
+            """SELECT id, namespace, source FROM kb.documents
+               WHERE origin = %s AND removed_at IS NULL ORDER BY id""",
+            (origin,),
+        ).fetchall()
+        gone_ids = [
+            r["id"] for r in gone if (r["namespace"], r["source"]) not in seen and r["source"] not in unreadable
+        ]
+        if gone_ids:
+            conn.execute("UPDATE kb.documents SET removed_at = now() WHERE id = ANY(%s)", (gone_ids,))
+            summary.removed.extend(f"{r['namespace']}/{r['source']}" for r in gone if r["id"] in gone_ids)
 
 
 def _ingest_binary(conn, summary: Summary, path: Path, source: str, namespace: str, origin: str) -> tuple | None:

@@ -12,7 +12,7 @@ RETURNS text
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT '0.3.0'::text $$;
+AS $$ SELECT '0.4.0'::text $$;
 COMMENT ON FUNCTION kb.plpython_expected_version() IS
 'The pgkb_plpy.__version__ this schema expects; a backend running another version must reconnect.';
 
@@ -97,7 +97,7 @@ if "pgkb" not in GD: plpy.execute("SELECT kb.plpython_init()")
 return GD["pgkb"].sync_document(plpy, GD, SD, TD["new"])
 $$;
 COMMENT ON FUNCTION kb.trg_documents_sync() IS
-'AFTER INSERT/UPDATE OF title, body on kb.documents: re-chunk, index terms, embed only new chunk texts (as the owner).';
+'AFTER UPDATE OF title, body on kb.documents (an INSERT is kb.trg_documents_inserted, once per statement): re-chunk, index terms, embed only new chunk texts (as the owner).';
 
 -- called by kb.embed_queue_batch_as (sql/020_ingest.sql), which scopes it to a role's namespaces
 CREATE OR REPLACE FUNCTION kb.py_embed_queue_batch(

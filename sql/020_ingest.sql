@@ -79,9 +79,25 @@ DROP TRIGGER IF EXISTS documents_before ON kb.documents;
 CREATE TRIGGER documents_before BEFORE INSERT OR UPDATE ON kb.documents
 FOR EACH ROW EXECUTE FUNCTION kb.trg_documents_before();
 
+CREATE OR REPLACE FUNCTION kb.trg_documents_inserted()
+RETURNS trigger
+LANGUAGE plpython3u
+VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+if "pgkb" not in GD: plpy.execute("SELECT kb.plpython_init()")
+return GD["pgkb"].sync_inserted_documents(plpy, GD, SD)
+$$;
+COMMENT ON FUNCTION kb.trg_documents_inserted() IS
+'AFTER INSERT (per statement, transition table inserted_documents) on kb.documents: chunk, index terms and embed every inserted document in one pass, as the owner; the statistics and statuses are refreshed once per statement, not once per row.';
+
+-- per statement: an INSERT (or COPY) of many documents writes their chunks, postings and
+-- vectors in one statement each and refreshes statuses and statistics once
 DROP TRIGGER IF EXISTS documents_sync_insert ON kb.documents;
 CREATE TRIGGER documents_sync_insert AFTER INSERT ON kb.documents
-FOR EACH ROW EXECUTE FUNCTION kb.trg_documents_sync();
+REFERENCING NEW TABLE AS inserted_documents
+FOR EACH STATEMENT EXECUTE FUNCTION kb.trg_documents_inserted();
 
 -- also when chunker_version was cleared (kb.reindex_documents: chunk again with the current rules)
 -- and when the retrieval keys of metadata changed (rag_include, concept_keys, aliases, synonyms)

@@ -175,6 +175,102 @@ def test_plain_text_without_headings_and_title(fresh_db):
     assert document(fresh_db, doc_id)["ingest_status"] == "indexed"
 
 
+# --------------------------------------------------------------------------- 1b. many documents per statement
+
+MANY = [
+    ("handbook.md", HANDBOOK, {}),
+    ("sections.md", THREE_SECTIONS, {"concept_keys": ["session.idle_timeout", "orchard"], "aliases": ["fruit"]}),
+    ("plain.txt", "Plain text without headings about turbines and `pump.max_rpm` limits.", {}),
+    ("hidden.md", "# Hidden\n\nNot for retrieval.", {"rag_include": False}),
+    ("again.md", HANDBOOK + "\n## Extra\n\nOne more section about parking.\n", {}),
+]
+
+
+def _stored(conn, namespace: str) -> dict:
+    """What ingest derived for one namespace's documents, keyed by source and ordinal, not by id."""
+    queries = {
+        "documents": """SELECT source, ingest_status, ingest_error, chunk_count, chunker_version
+                        FROM kb.documents WHERE namespace = %s ORDER BY source""",
+        "chunks": """SELECT d.source, c.ordinal, c.section_path, c.content, c.embed_text, c.content_hash,
+                            c.token_count, c.lexical_length, c.char_start, c.char_end, c.language, c.han_share
+                     FROM kb.chunks c JOIN kb.documents d ON d.id = c.document_id
+                     WHERE d.namespace = %s ORDER BY 1, 2""",
+        "postings": """SELECT d.source, c.ordinal, p.term, p.tf, p.chunk_length,
+                              p.namespace = d.namespace, p.document_id = d.id
+                       FROM kb.lexical_postings p JOIN kb.chunks c ON c.id = p.chunk_id
+                       JOIN kb.documents d ON d.id = c.document_id WHERE d.namespace = %s ORDER BY 1, 2, 3""",
+        "vectors": """SELECT d.source, c.ordinal, e.model, e.embedding::text, e.language
+                      FROM kb.embeddings e JOIN kb.chunks c ON c.id = e.chunk_id
+                      JOIN kb.documents d ON d.id = c.document_id WHERE d.namespace = %s ORDER BY 1, 2""",
+        "queue": """SELECT d.source, c.ordinal, q.model, q.attempts FROM kb.embed_queue q
+                    JOIN kb.chunks c ON c.id = q.chunk_id JOIN kb.documents d ON d.id = c.document_id
+                    WHERE d.namespace = %s ORDER BY 1, 2""",
+    }
+    return {k: [tuple(r.values()) for r in conn.execute(q, (namespace,)).fetchall()] for k, q in queries.items()}
+
+
+def _insert_many(conn, namespace: str, docs) -> None:
+    conn.execute(
+        "INSERT INTO kb.documents (namespace, source, body, metadata) VALUES "
+        + ", ".join(["(%s, %s, %s, %s)"] * len(docs)),
+        [x for source, body, meta in docs for x in (namespace, source, body, psycopg.types.json.Jsonb(meta))],
+    )
+
+
+@pytest.mark.parametrize("embed_mode", ["sync", "deferred"])
+def test_one_insert_of_many_documents_stores_what_one_insert_per_document_stores(fresh_db, embed_mode):
+    # a second, inactive model: its queue rows are written by the same pass
+    fresh_db.execute("SELECT kb.register_model('hash-8', 'hash', 'hash', 8)")
+    fresh_db.execute("SELECT set_config('pgkb.embed_mode', %s, false)", (embed_mode,))
+    _insert_many(fresh_db, "together", MANY)
+    for source, body, meta in MANY:
+        insert_document(fresh_db, source, body, namespace="apart", metadata=meta)
+    together, apart = _stored(fresh_db, "together"), _stored(fresh_db, "apart")
+    assert together == apart
+    statuses = {r[0]: r[1] for r in together["documents"]}
+    assert statuses["hidden.md"] == "excluded"
+    assert set(statuses.values()) == {"excluded", "indexed" if embed_mode == "sync" else "pending"}
+    assert len(together["chunks"]) >= 10 and len(together["postings"]) > 100
+    assert len(together["vectors"]) == (len(together["chunks"]) if embed_mode == "sync" else 0)
+    queued = {(r[2], r[3]) for r in together["queue"]}
+    assert queued == ({("hash-8", 0)} if embed_mode == "sync" else {("hash-8", 0), ("hash-64", 0)})
+    # and the chunk ids follow the documents' order, as row by row
+    ids = fresh_db.execute(
+        """SELECT d.id AS doc, c.id AS chunk FROM kb.chunks c JOIN kb.documents d ON d.id = c.document_id
+           WHERE d.namespace = 'together' ORDER BY c.id"""
+    ).fetchall()
+    assert [r["doc"] for r in ids] == sorted(r["doc"] for r in ids)
+
+
+def test_a_provider_failure_in_one_insert_of_many_documents_fails_only_that_document(migrated_db):
+    # the first request (both attempts of the first document) fails, the later ones succeed
+    with FakeOllama(dimensions=8, mode="flaky_500", fail_first=2) as srv:
+        migrated_db.execute("DELETE FROM kb.models")
+        register_fake(migrated_db, srv)
+        _insert_many(migrated_db, "default", MANY[:3])
+        rows = migrated_db.execute(
+            "SELECT source, ingest_status, ingest_error, chunk_count FROM kb.documents ORDER BY id"
+        ).fetchall()
+    assert [(r["source"], r["ingest_status"]) for r in rows] == [
+        ("handbook.md", "failed"),
+        ("sections.md", "indexed"),
+        ("plain.txt", "indexed"),
+    ]
+    assert "500" in rows[0]["ingest_error"]
+    # nothing is lost: the failed document keeps its chunks and postings, queued with the error
+    assert rows[0]["chunk_count"] == 4
+    assert count_rows(migrated_db, "kb.embed_queue WHERE last_error IS NOT NULL") == 4
+    assert count_rows(migrated_db, "kb.embeddings") == rows[1]["chunk_count"] + rows[2]["chunk_count"]
+
+
+def test_a_bad_retrieval_key_in_one_insert_of_many_documents_refuses_the_statement(fresh_db):
+    bad = [*MANY[:2], ("bad.md", "Body.", {"rag_include": "sometimes"})]
+    with pytest.raises(psycopg.errors.CheckViolation, match="bad.md"):
+        with fresh_db.transaction():
+            _insert_many(fresh_db, "default", bad)
+    assert count_rows(fresh_db, "kb.documents") == 0 and count_rows(fresh_db, "kb.chunks") == 0
+
+
 # --------------------------------------------------------------------------- 2. change detection
 
 

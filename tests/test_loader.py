@@ -287,3 +287,77 @@ def test_a_body_blank_by_the_one_definition_is_refused_by_the_loader(fresh_db, d
     assert summary.synced == [] and len(summary.failed) == 1
     error = summary.failed[0]["error"]
     assert error.startswith(str(path)) and "the document body is empty" in error, error
+
+
+# --------------------------------------------------------------------------- bulk path (--workers)
+
+
+def _corpus(root: Path, n: int) -> None:
+    for i in range(n):
+        write(root, f"dir{i % 3}/doc{i:02d}.md", f"---\ntitle: Doc {i}\n---\n# Doc {i}\n\nTopic {i} covers item{i}.\n")
+    write(root, "bad.md", "---\nbad: [\n---\nBroken.\n")
+    write(root, "window.md", "---\neffective_from: 2025-01-01\neffective_to: 2024-01-01\n---\nBackwards.\n")
+
+
+def _derived(conn) -> list[tuple]:
+    return [
+        tuple(r.values())
+        for r in conn.execute(
+            """SELECT d.source, d.title, d.ingest_status, d.chunk_count, c.ordinal, c.content_hash, c.lexical_length,
+                      (SELECT count(*) FROM kb.lexical_postings p WHERE p.chunk_id = c.id) AS postings,
+                      (SELECT e.embedding::text FROM kb.embeddings e WHERE e.chunk_id = c.id) AS vector
+               FROM kb.documents d JOIN kb.chunks c ON c.document_id = d.id ORDER BY 1, 5"""
+        )
+    ]
+
+
+def test_bulk_load_with_workers_stores_and_embeds_what_the_file_by_file_load_does(fresh_db, dsn, tmp_path):
+    # more files than one statement's batch, so that each connection stores several batches
+    _corpus(tmp_path, 2 * loader.BULK_BATCH_FILES + 7)
+    serial = ingest(dsn, tmp_path)
+    expected = _derived(fresh_db)
+    fresh_db.execute("DELETE FROM kb.documents")
+
+    bulk = ingest(dsn, tmp_path, workers=2)
+    assert sorted(bulk.synced) == sorted(serial.synced) and len(bulk.synced) == 2 * loader.BULK_BATCH_FILES + 7
+    assert sorted(f["file"] for f in bulk.failed) == sorted(f["file"] for f in serial.failed)
+    assert {f["error"] for f in bulk.failed} == {f["error"] for f in serial.failed}
+    assert _derived(fresh_db) == expected
+    assert {r[2] for r in expected} == {"indexed"} and all(r[-1] for r in expected)
+    assert count_rows_in(fresh_db, "kb.embed_queue") == 0
+    assert bulk.embedding["embedded"] == len(expected) and bulk.embedding["remaining"] == 0
+    assert bulk.embedding["concurrency"] == 2
+
+    # a second run skips every file, and a file gone is marked removed, as without workers
+    (tmp_path / "dir0" / "doc00.md").unlink()
+    again = ingest(dsn, tmp_path, workers=2)
+    assert again.synced == [] and len(again.skipped) == len(bulk.synced) - 1
+    assert again.removed == ["default/dir0/doc00.md"]
+
+
+def test_bulk_load_reports_documents_whose_embedding_failed_as_stored(fresh_db, dsn, tmp_path):
+    from fake_ollama import FakeOllama
+
+    write(tmp_path, "a.md", "# A\n\nAlpha.\n")
+    write(tmp_path, "b.md", "# B\n\nBeta.\n")
+    with FakeOllama(dimensions=8, mode="always_500") as srv:
+        fresh_db.execute("DELETE FROM kb.models")
+        options = {"base_url": srv.url, "max_retries": 0, "timeout_s": 2, "backoff_s": 0.01}
+        fresh_db.execute(
+            "SELECT kb.register_model('fake', 'ollama', 'nomic-embed-text', 8, %s, true)", (json.dumps(options),)
+        )
+        summary = ingest(dsn, tmp_path, workers=2)
+    assert sorted(summary.synced) == ["a.md", "b.md"]
+    assert summary.embedding["failed_batches"] >= 1 and summary.embedding["remaining"] == 2
+    assert sorted(Path(f["file"]).name for f in summary.failed) == ["a.md", "b.md"]
+    assert all(f["stored"] and "not embedded" in f["error"] for f in summary.failed)
+    assert count_rows_in(fresh_db, "kb.chunks") == 2  # nothing lost: chunks stored, queued with the error
+
+
+def test_workers_out_of_range_is_a_clear_error(dsn, tmp_path):
+    with pytest.raises(ValueError, match="--workers must be between 1 and 64"):
+        ingest(dsn, tmp_path, workers=0)
+
+
+def count_rows_in(conn, table: str) -> int:
+    return conn.execute(f"SELECT count(*) AS n FROM {table}").fetchone()["n"]

@@ -14,6 +14,7 @@ stores this module in ``GD["pgkb"]``.
 SQL function                        entry point
 ==================================  =====================================
 ``kb.trg_documents_sync()``         :func:`sync_document`
+``kb.trg_documents_inserted()``     :func:`sync_inserted_documents` (sql/020_ingest.sql)
 ``kb.embed_queue_batch(...)``       :func:`embed_queue_batch`
 ``kb.py_embed_query(text, text)``   :func:`embed_query`
 ``kb.py_query_terms(text)``         :func:`query_terms`
@@ -66,6 +67,7 @@ __all__ = [
     "recount_language_statistics",
     "snippets",
     "sync_document",
+    "sync_inserted_documents",
 ]
 
 _VERSION_CHECKED = "pgkb_version_checked"  # SD key: this compiled function passed the handshake
@@ -137,6 +139,13 @@ def __getattr__(name: str) -> Any:
 def sync_document(plpy, GD, SD, new: dict) -> None:
     """``kb.trg_documents_sync()``: re-chunk, index and embed the document row ``new``."""
     ingest_db.sync_document(plpy, GD, SD, new)
+
+
+@_entry_point
+def sync_inserted_documents(plpy, GD, SD) -> None:
+    """``kb.trg_documents_inserted()``: chunk, index and embed the rows the INSERT statement
+    added (its transition table), all in one pass."""
+    ingest_db.sync_inserted_documents(plpy, GD, SD)
 
 
 @_entry_point

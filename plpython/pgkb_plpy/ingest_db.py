@@ -9,11 +9,23 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from . import chunker, embedders, lexical, parsers
 from .front_matter import RetrievalKeyError
-from .ingest import batches, chunk_rows, document_options, document_terms, page_span, plan_chunk_changes, vector_literal
+from .ingest import (
+    ChunkPlan,
+    ChunkRow,
+    DocumentTerms,
+    batches,
+    chunk_rows,
+    document_options,
+    document_terms,
+    page_span,
+    plan_chunk_changes,
+    vector_literal,
+)
 
 #: The settings one document sync reads.
 SYNC_SETTINGS = (
@@ -154,110 +166,202 @@ def as_embedding_error(exc: Exception, model: dict | None = None) -> embedders.E
     return _redacted(wrapped, model)
 
 
+@dataclass
+class _DocumentWork:
+    """One document of :func:`sync_documents` on its way: its row, whether its retrieval keys
+    exclude it, the terms it adds to each chunk, its chunks, and (once planned and inserted) what
+    becomes of its existing chunks and the ids of its new ones."""
+
+    row: dict
+    excluded: bool
+    extra: DocumentTerms
+    chunks: list
+    page_starts: list[int] | None
+    plan: ChunkPlan | None = None
+    new_ids: list[int] = field(default_factory=list)
+
+
 def sync_document(plpy, GD, SD, new: dict) -> None:
-    """Re-chunk one document after INSERT or a change of title/body (or of the retrieval keys of
-    its metadata); embed only the chunks whose text is new; rewrite the postings of every chunk
-    (the document's concept keys and aliases are terms of each); record the outcome on the
-    document row. A document with ``rag_include`` false keeps no chunks and is ``excluded``; a
-    retrieval key with a value it may not hold is an error (the statement fails)."""
-    doc_id = new["id"]
+    """:func:`sync_documents` of the one row ``new`` (the row trigger after an UPDATE)."""
+    sync_documents(plpy, GD, SD, [new])
+
+
+def sync_inserted_documents(plpy, GD, SD) -> None:
+    """:func:`sync_documents` of the rows of the statement's transition table
+    ``inserted_documents`` (the statement trigger after an INSERT), in id order."""
+    rows = plpy.execute(
+        """SELECT id, namespace, source, title, body, metadata::text AS metadata, parse_error, page_starts
+           FROM inserted_documents ORDER BY id"""
+    )
+    sync_documents(plpy, GD, SD, list(rows))
+
+
+def sync_documents(plpy, GD, SD, documents: list[dict]) -> None:
+    """Re-chunk documents after INSERT or a change of title/body (or of the retrieval keys of
+    their metadata); embed only the chunks whose text is new; rewrite the postings of every chunk
+    (a document's concept keys and aliases are terms of each of its chunks); record the outcome
+    on the document rows. A document with ``rag_include`` false keeps no chunks and is
+    ``excluded``; a retrieval key with a value it may not hold is an error (the statement fails).
+
+    ``documents`` are rows of kb.documents (``id, namespace, source, title, body, metadata``,
+    optionally ``parse_error, page_starts``), each at most once. What is stored is what
+    processing them one at a time in this order stores (chunk ids are assigned in document
+    order, then chunk order); the work is done in one statement per kind of row for all of them,
+    so a statement inserting many documents pays the fixed costs (settings, models, status and
+    statistics refreshes) once. Embedding stays per document, so a provider failure marks only
+    that document's chunks as failed."""
+    if not documents:
+        return
     conf = settings(plpy, SD, SYNC_SETTINGS)
     lexical.check_terms_version(conf["lexical_terms_version"])
-    try:
-        options = document_options(new.get("metadata"), new["body"])
-    except RetrievalKeyError as exc:
-        plpy.error(
-            f"pgkb: document {new['namespace']}/{new['source']}: {exc}",
-            hint="rag_include is true or false; concept_keys, aliases and synonyms are lists of words (docs/INGEST.md)",
-            sqlstate="23514",
+    weight = conf["concept_term_weight"] or 1
+    max_tokens, overlap = int(conf["chunk_max_tokens"]), int(conf["chunk_overlap_tokens"])
+    docs: list[_DocumentWork] = []
+    for new in documents:
+        try:
+            options = document_options(new.get("metadata"), new["body"])
+        except RetrievalKeyError as exc:
+            plpy.error(
+                f"pgkb: document {new['namespace']}/{new['source']}: {exc}",
+                hint="rag_include is true or false; concept_keys, aliases and synonyms are lists of words "
+                "(docs/INGEST.md)",
+                sqlstate="23514",
+            )
+        if new.get("parse_error") or not options.rag_include:
+            chunks = []  # a file that could not be parsed (its body is a stand-in), or excluded from retrieval
+        else:
+            chunks = chunker.chunk_document(new["body"], new["title"], max_tokens, overlap)
+        docs.append(
+            _DocumentWork(
+                row=new,
+                excluded=not options.rag_include and not new.get("parse_error"),
+                extra=document_terms(options, weight),
+                chunks=chunks,
+                page_starts=new.get("page_starts") or None,
+            )
         )
-    extra = document_terms(options, conf["concept_term_weight"] or 1)
-    if new.get("parse_error") or not options.rag_include:
-        chunks = []  # a file that could not be parsed (its body is a stand-in), or excluded from retrieval
-    else:
-        chunks = chunker.chunk_document(
-            new["body"], new["title"], int(conf["chunk_max_tokens"]), int(conf["chunk_overlap_tokens"])
-        )
-    page_starts = new.get("page_starts") or None
-    existing = plpy.execute(
-        _plan(plpy, SD, "existing_chunks", "SELECT id, content_hash FROM kb.chunks WHERE document_id = $1", ["bigint"]),
-        [doc_id],
-    )
-    plan = plan_chunk_changes([(r["id"], r["content_hash"]) for r in existing], [c.content_hash for c in chunks])
-    if plan.delete:
+    doc_ids = [d.row["id"] for d in docs]
+    existing_by_doc: dict[int, list[tuple[int, str]]] = {}
+    for r in plpy.execute(
+        _plan(
+            plpy,
+            SD,
+            "existing_chunks",
+            "SELECT document_id, id, content_hash FROM kb.chunks WHERE document_id = ANY($1)",
+            ["bigint[]"],
+        ),
+        [doc_ids],
+    ):
+        existing_by_doc.setdefault(r["document_id"], []).append((r["id"], r["content_hash"]))
+    for d in docs:
+        d.plan = plan_chunk_changes(existing_by_doc.get(d.row["id"], []), [c.content_hash for c in d.chunks])
+
+    deleted = [cid for d in docs for cid in d.plan.delete]
+    if deleted:
         plpy.execute(
-            _plan(plpy, SD, "delete_chunks", "DELETE FROM kb.chunks WHERE id = ANY($1)", ["bigint[]"]), [plan.delete]
+            _plan(plpy, SD, "delete_chunks", "DELETE FROM kb.chunks WHERE id = ANY($1)", ["bigint[]"]), [deleted]
         )
-    if plan.keep:
+    # kept chunks: new offsets and ordinals, and their postings rewritten (the text is unchanged,
+    # but the document's extra terms or the weights may not be)
+    kept = [(d, cid, d.chunks[i]) for d in docs for cid, i in d.plan.keep]
+    kept_rows = [row for d in docs for row in chunk_rows([d.chunks[i] for _, i in d.plan.keep], d.page_starts, d.extra)]
+    if kept:
+        spans = [page_span(d.page_starts, c.char_start, c.char_end) for d, _, c in kept]
         plpy.execute(
             _plan(
                 plpy,
                 SD,
                 "renumber_chunks",
                 """UPDATE kb.chunks c SET ordinal = t.o, char_start = t.s, char_end = t.e,
-                          page_start = t.ps, page_end = t.pe
-                   FROM unnest($1::bigint[], $2::int[], $3::int[], $4::int[], $5::int[], $6::int[])
-                        AS t(id, o, s, e, ps, pe)
+                          page_start = t.ps, page_end = t.pe, lexical_length = t.l
+                   FROM unnest($1::bigint[], $2::int[], $3::int[], $4::int[], $5::int[], $6::int[], $7::int[])
+                        AS t(id, o, s, e, ps, pe, l)
                    WHERE c.id = t.id""",
-                ["bigint[]", "int[]", "int[]", "int[]", "int[]", "int[]"],
+                ["bigint[]", "int[]", "int[]", "int[]", "int[]", "int[]", "int[]"],
             ),
             [
-                [cid for cid, _ in plan.keep],
-                [chunks[i].ordinal for _, i in plan.keep],
-                [chunks[i].char_start for _, i in plan.keep],
-                [chunks[i].char_end for _, i in plan.keep],
-                [page_span(page_starts, chunks[i].char_start, chunks[i].char_end)[0] for _, i in plan.keep],
-                [page_span(page_starts, chunks[i].char_start, chunks[i].char_end)[1] for _, i in plan.keep],
+                [cid for _, cid, _ in kept],
+                [c.ordinal for _, _, c in kept],
+                [c.char_start for _, _, c in kept],
+                [c.char_end for _, _, c in kept],
+                [s[0] for s in spans],
+                [s[1] for s in spans],
+                [r.lexical_length for r in kept_rows],
             ],
         )
-        kept_rows = chunk_rows([chunks[i] for _, i in plan.keep], page_starts, extra)
-        _rewrite_postings(plpy, SD, doc_id, new["namespace"], [cid for cid, _ in plan.keep], kept_rows)
-    new_ids: list[int] = []
-    if plan.insert:
-        new_ids = insert_chunks(
-            plpy, SD, doc_id, new["namespace"], [chunks[i] for i in plan.insert], page_starts, extra
+        plpy.execute(
+            _plan(
+                plpy, SD, "delete_postings", "DELETE FROM kb.lexical_postings WHERE chunk_id = ANY($1)", ["bigint[]"]
+            ),
+            [[cid for _, cid, _ in kept]],
         )
+    new_rows = [
+        (d, row) for d in docs for row in chunk_rows([d.chunks[i] for i in d.plan.insert], d.page_starts, d.extra)
+    ]
+    new_ids = _insert_chunks(plpy, SD, new_rows)
+    position = 0
+    for d in docs:
+        d.new_ids = new_ids[position : position + len(d.plan.insert)]
+        position += len(d.plan.insert)
+    postings = [(d, cid, row) for (d, cid, _), row in zip(kept, kept_rows, strict=True)]
+    postings += [(d, cid, row) for (d, row), cid in zip(new_rows, new_ids, strict=True)]
+    _insert_postings(plpy, SD, [(d.row["id"], d.row["namespace"], cid, row) for d, cid, row in postings])
 
     if new_ids:
-        active_is_sync = conf["embed_mode"] == "sync"
-        for model in model_rows(plpy):
-            if not (model["active"] and active_is_sync):
-                _enqueue(plpy, SD, model["name"], new_ids, None)
-                continue
-            texts = [chunks[i].embed_text for i in plan.insert]
-            try:
-                vectors = embed_texts(GD, model, texts, int(conf["embed_batch_size"]))
-            except Exception as exc:  # noqa: BLE001 - any provider failure must keep the document
-                _enqueue(plpy, SD, model["name"], new_ids, as_embedding_error(exc, model))
-                continue
-            _store_vectors(plpy, SD, model, new_ids, vectors)
+        _embed_new_chunks(plpy, GD, SD, docs, conf)
     # status, error and chunk count derive from the parse error, the queue and the chunks, one
     # rule for all paths (an excluded document stays so while it has no chunks); the chunker
-    # version is recorded with them
-    if not options.rag_include and not new.get("parse_error"):
-        plpy.execute(
-            _plan(plpy, SD, "exclude", "UPDATE kb.documents SET ingest_status = 'excluded' WHERE id = $1", ["bigint"]),
-            [doc_id],
-        )
-    _refresh_document_status(plpy, SD, [doc_id])
+    # version is recorded with the exclusion, in one update of the rows
     plpy.execute(
         _plan(
             plpy,
             SD,
-            "chunker_version",
-            "UPDATE kb.documents SET chunker_version = $2 WHERE id = $1 AND chunker_version IS DISTINCT FROM $2",
-            ["bigint", "text"],
+            "exclude_and_version",
+            """UPDATE kb.documents
+               SET chunker_version = $2,
+                   ingest_status = CASE WHEN id = ANY($3) THEN 'excluded' ELSE ingest_status END
+               WHERE id = ANY($1) AND (chunker_version IS DISTINCT FROM $2 OR id = ANY($3))""",
+            ["bigint[]", "text", "bigint[]"],
         ),
-        [doc_id, chunker.CHUNKER_VERSION],
+        [doc_ids, chunker.CHUNKER_VERSION, [d.row["id"] for d in docs if d.excluded]],
     )
+    _refresh_document_status(plpy, SD, sorted(doc_ids))
     plpy.execute("SELECT kb.maybe_refresh_lexical_stats()")
 
 
-def insert_chunks(
-    plpy, SD, doc_id: int, namespace: str, chunks: list, page_starts: list[int] | None = None, extra=None
-) -> list[int]:
-    new_rows = chunk_rows(chunks, page_starts, extra)
-    rows = plpy.execute(
+def _embed_new_chunks(plpy, GD, SD, docs: list[_DocumentWork], conf: dict) -> None:
+    """Vectors of the active model for the new chunks of ``docs`` (in ``sync`` mode), one
+    document at a time so that a provider failure queues only that document's chunks with its
+    error; every other model's (and in ``deferred`` mode the active one's) queued without one."""
+    active_is_sync = conf["embed_mode"] == "sync"
+    all_new = [cid for d in docs for cid in d.new_ids]
+    for model in model_rows(plpy):
+        if not (model["active"] and active_is_sync):
+            _enqueue(plpy, SD, model["name"], all_new, None)
+            continue
+        stored_ids: list[int] = []
+        vectors: list[list[float]] = []
+        for d in docs:
+            if not d.new_ids:
+                continue
+            texts = [d.chunks[i].embed_text for i in d.plan.insert]
+            try:
+                document_vectors = embed_texts(GD, model, texts, int(conf["embed_batch_size"]))
+            except Exception as exc:  # noqa: BLE001 - any provider failure must keep the document
+                _enqueue(plpy, SD, model["name"], d.new_ids, as_embedding_error(exc, model))
+                continue
+            stored_ids.extend(d.new_ids)
+            vectors.extend(document_vectors)
+        if stored_ids:
+            _store_vectors(plpy, SD, model, stored_ids, vectors)
+
+
+def _insert_chunks(plpy, SD, rows: list[tuple[_DocumentWork, ChunkRow]]) -> list[int]:
+    """Insert the chunk rows (each with its document) in one statement, ids assigned in the
+    order given; their ids in that order."""
+    if not rows:
+        return []
+    inserted = plpy.execute(
         _plan(
             plpy,
             SD,
@@ -265,87 +369,49 @@ def insert_chunks(
             """INSERT INTO kb.chunks (document_id, namespace, ordinal, section_path, section_text, content,
                                       embed_text, content_hash, token_count, lexical_length, char_start, char_end,
                                       language, han_share, page_start, page_end)
-               SELECT $1, $2, t.o, ARRAY(SELECT jsonb_array_elements_text(t.sp::jsonb)), t.st,
+               SELECT t.d, t.ns, t.o, ARRAY(SELECT jsonb_array_elements_text(t.sp::jsonb)), t.st,
                       t.c, t.et, t.h, t.tc, t.ll, t.s, t.e, t.lang, t.hs, t.ps, t.pe
-               FROM unnest($3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::int[],
-                           $10::int[], $11::int[], $12::int[], $13::text[], $14::float8[], $15::int[], $16::int[])
-                    WITH ORDINALITY AS t(o, sp, st, c, et, h, tc, ll, s, e, lang, hs, ps, pe, n)
+               FROM unnest($1::bigint[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::text[],
+                           $8::text[], $9::int[], $10::int[], $11::int[], $12::int[], $13::text[], $14::float8[],
+                           $15::int[], $16::int[])
+                    WITH ORDINALITY AS t(d, ns, o, sp, st, c, et, h, tc, ll, s, e, lang, hs, ps, pe, n)
                ORDER BY t.n
-               RETURNING id, ordinal""",
-            [
-                "bigint",
-                "text",
-                "int[]",
-                "text[]",
-                "text[]",
-                "text[]",
-                "text[]",
-                "text[]",
-                "int[]",
-                "int[]",
-                "int[]",
-                "int[]",
-                "text[]",
-                "float8[]",
-                "int[]",
-                "int[]",
-            ],
+               RETURNING id, document_id, ordinal""",
+            ["bigint[]", "text[]", "int[]"] + ["text[]"] * 5 + ["int[]"] * 4 + ["text[]", "float8[]", "int[]", "int[]"],
         ),
         [
-            doc_id,
-            namespace,
-            [r.ordinal for r in new_rows],
-            [json.dumps(r.section_path, ensure_ascii=False) for r in new_rows],
-            [r.section_text for r in new_rows],
-            [r.content for r in new_rows],
-            [r.embed_text for r in new_rows],
-            [r.content_hash for r in new_rows],
-            [r.token_count for r in new_rows],
-            [r.lexical_length for r in new_rows],
-            [r.char_start for r in new_rows],
-            [r.char_end for r in new_rows],
-            [r.language for r in new_rows],
-            [r.han_share for r in new_rows],
-            [r.page_start for r in new_rows],
-            [r.page_end for r in new_rows],
+            [d.row["id"] for d, _ in rows],
+            [d.row["namespace"] for d, _ in rows],
+            [r.ordinal for _, r in rows],
+            [json.dumps(r.section_path, ensure_ascii=False) for _, r in rows],
+            [r.section_text for _, r in rows],
+            [r.content for _, r in rows],
+            [r.embed_text for _, r in rows],
+            [r.content_hash for _, r in rows],
+            [r.token_count for _, r in rows],
+            [r.lexical_length for _, r in rows],
+            [r.char_start for _, r in rows],
+            [r.char_end for _, r in rows],
+            [r.language for _, r in rows],
+            [r.han_share for _, r in rows],
+            [r.page_start for _, r in rows],
+            [r.page_end for _, r in rows],
         ],
     )
-    id_by_ordinal = {r["ordinal"]: r["id"] for r in rows}
-    ids = [id_by_ordinal[r.ordinal] for r in new_rows]
-    _insert_postings(plpy, SD, doc_id, namespace, ids, new_rows)
-    return ids
+    id_by_key = {(r["document_id"], r["ordinal"]): r["id"] for r in inserted}
+    return [id_by_key[(d.row["id"], r.ordinal)] for d, r in rows]
 
 
-def _rewrite_postings(plpy, SD, doc_id: int, namespace: str, ids: list[int], rows: list) -> None:
-    """Replace the postings and lexical length of kept chunks (their text is unchanged, but the
-    document's extra terms or the weights may not be)."""
-    plpy.execute(
-        _plan(
-            plpy,
-            SD,
-            "rewrite_lengths",
-            """UPDATE kb.chunks c SET lexical_length = t.l
-               FROM unnest($1::bigint[], $2::int[]) AS t(id, l)
-               WHERE c.id = t.id AND c.lexical_length IS DISTINCT FROM t.l""",
-            ["bigint[]", "int[]"],
-        ),
-        [ids, [r.lexical_length for r in rows]],
-    )
-    plpy.execute(
-        _plan(plpy, SD, "delete_postings", "DELETE FROM kb.lexical_postings WHERE chunk_id = ANY($1)", ["bigint[]"]),
-        [ids],
-    )
-    _insert_postings(plpy, SD, doc_id, namespace, ids, rows)
-
-
-def _insert_postings(plpy, SD, doc_id: int, namespace: str, ids: list[int], new_rows: list) -> None:
-    terms, chunk_ids, tfs, lengths = [], [], [], []
-    for chunk_id, row in zip(ids, new_rows, strict=True):
-        for term, tf in row.terms.items():
-            terms.append(term)
-            chunk_ids.append(chunk_id)
-            tfs.append(tf)
-            lengths.append(row.lexical_length)
+def _insert_postings(plpy, SD, chunks: list[tuple[int, str, int, ChunkRow]]) -> None:
+    """Insert the postings (``ChunkRow.terms``) of chunks given as (document id, namespace,
+    chunk id, row), all in one statement. Only term, tf and the chunk's position are passed per
+    posting; the chunk's columns are passed once per chunk and joined on (every array element
+    costs a conversion, and a chunk has tens of postings)."""
+    terms, tfs, positions = [], [], []
+    for position, (_, _, _, row) in enumerate(chunks, start=1):
+        terms.extend(row.terms)
+        tfs.extend(row.terms.values())
+        positions.extend([position] * len(row.terms))
     if terms:
         plpy.execute(
             _plan(
@@ -353,11 +419,21 @@ def _insert_postings(plpy, SD, doc_id: int, namespace: str, ids: list[int], new_
                 SD,
                 "insert_postings",
                 """INSERT INTO kb.lexical_postings (term, chunk_id, document_id, namespace, tf, chunk_length)
-                   SELECT t, c, $5, $6, f, l
-                   FROM unnest($1::text[], $2::bigint[], $3::int[], $4::int[]) AS u(t, c, f, l)""",
-                ["text[]", "bigint[]", "int[]", "int[]", "bigint", "text"],
+                   SELECT p.t, c.id, c.d, c.ns, p.f, c.l
+                   FROM unnest($1::text[], $2::int[], $3::int[]) AS p(t, f, n)
+                   INNER JOIN unnest($4::bigint[], $5::bigint[], $6::text[], $7::int[]) WITH ORDINALITY
+                       AS c(id, d, ns, l, n) ON p.n = c.n""",
+                ["text[]", "int[]", "int[]", "bigint[]", "bigint[]", "text[]", "int[]"],
             ),
-            [terms, chunk_ids, tfs, lengths, doc_id, namespace],
+            [
+                terms,
+                tfs,
+                positions,
+                [chunk_id for _, _, chunk_id, _ in chunks],
+                [doc_id for doc_id, _, _, _ in chunks],
+                [namespace for _, namespace, _, _ in chunks],
+                [row.lexical_length for _, _, _, row in chunks],
+            ],
         )
 
 
