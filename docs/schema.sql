@@ -66,7 +66,8 @@ CREATE TYPE kb.retrieval_request AS (
     context text[],
     notes text[],
     max_per_document integer,
-    merge_adjacent boolean
+    merge_adjacent boolean,
+    corpus jsonb
 );
 
 CREATE TYPE kb.retrieval_result AS (
@@ -651,9 +652,12 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.language_moments(text,text,text,integer,text)
 --     RETURNS kb.language_moment[] LANGUAGE sql STABLE PARALLEL UNSAFE
 --     The query's offset and scale per language group over the statistics the caller may see (one namespace when named), for the vector each group is searched with (query_vector: the query without its language's mean in groups of another language, NULL for the query itself); empty when there are too few vectors for a correction.
--- kb.lexical_candidates(text[],timestamp with time zone,text,jsonb,integer,jsonb)
+-- kb.lexical_candidates(text[],timestamp with time zone,text,jsonb,integer,jsonb,jsonb)
 --     RETURNS TABLE(chunk_id bigint, score double precision, coverage double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
---     BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents' terms, a concept counting once per chunk.
+--     BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents' terms, a concept counting once per chunk; p_corpus (kb.lexical_corpus of a whole sharded corpus) replaces this database's statistics.
+-- kb.lexical_corpus(text[],text)
+--     RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE
+--     The BM25 corpus statistics of the terms: chunk_count and total_length (summed over the namespaces the caller may see, or the one named) and each term's df, as jsonb; sums, so that shards' statistics add up to one node's (kb.lexical_candidates ranks with it, or with a coordinator's sum).
 -- kb.log_retrieval(jsonb,kb.retrieval_row[],text,integer)
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Appends one kb_retrieve call to kb.retrieval_log, as the retrieving role, when the setting retrieval_log is true and the transaction may write (query stored only as a hash).
@@ -705,12 +709,12 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.passage_languages()
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The language groups of passages (pgkb_plpy.query_analysis.passage_language): one partial HNSW index each per model.
--- kb.passages(kb.fused_hit[],text,double precision,double precision,integer,double precision,integer,boolean)
+-- kb.passages(kb.fused_hit[],text,double precision,double precision,integer,double precision,integer,boolean,jsonb)
 --     RETURNS SETOF kb.retrieval_row LANGUAGE sql STABLE PARALLEL SAFE
---     The top k passages of fused hits as kb.retrieval_row: identifier and title boosts, a freshness preference among near-equals, one chunk per distinct text, a document's chunks after its p_max_per_document best only where no other candidate is left (NULL: no cap), ranks from 1 (with p_with_displaced, then the chunks the cap moved out of the top k, rank NULL), match type, provenance (the document's file, parser and chunker versions, the chunk's heading path, pages, offsets, content hash, ingest time; docs/RETRIEVAL.md).
+--     The top k passages of fused hits as kb.retrieval_row: identifier and title boosts, a freshness preference among near-equals, one chunk per distinct text, a document's chunks after its p_max_per_document best only where no other candidate is left (NULL: no cap), ranks from 1 (with p_with_displaced, then the chunks the cap moved out of the top k, rank NULL; p_freshness: freshness ranks computed over a sharded corpus), match type, provenance (the document's file, parser and chunker versions, the chunk's heading path, pages, offsets, content hash, ingest time; docs/RETRIEVAL.md).
 -- kb.plan_retrieval(kb.retrieval_request,kb.retrieval_settings)
 --     RETURNS kb.retrieval_plan LANGUAGE plpgsql STABLE PARALLEL SAFE
---     What a kb_retrieve call will do: query analysis and its stages, the mode (auto: hybrid when the active model has vectors), the active model, base fusion weights and similarity thresholds (used when the language correction does not apply).
+--     What a kb_retrieve call will do: query analysis and its stages, the mode (auto: hybrid when the active model has vectors, here or, for a shard, on any shard: request corpus), the active model, base fusion weights and similarity thresholds (used when the language correction does not apply).
 -- kb.plpython_expected_version()
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The pgkb_plpy.__version__ this schema expects; a backend running another version must reconnect.
@@ -795,12 +799,24 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.setting(text)
 --     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The value of a setting: the session GUC pgkb.<key> where the catalogue allows session overrides, else kb.settings; an unknown key is an error.
+-- kb.shard_corpus(text[],text)
+--     RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE
+--     A shard's part of a sharded corpus's statistics: the BM25 sizes and df of the terms over every namespace the caller may see here (kb.lexical_corpus), and whether it holds vectors of the model.
+-- kb.shard_passages(jsonb,text,double precision,double precision,integer,double precision,integer)
+--     RETURNS SETOF kb.retrieval_row LANGUAGE sql STABLE PARALLEL SAFE
+--     A shard's part of a sharded retrieval: kb.passages over the coordinator's fused hits that are this shard's (by chunk id and namespace), with the freshness ranks computed over all shards' candidates.
+-- kb.shard_stage_candidates(text,integer,text,jsonb,timestamp with time zone,text[],jsonb)
+--     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+--     A shard's part of a sharded retrieval over all namespaces: every stage's lexical and dense candidates and the identifier hits, ranked with the whole corpus's statistics given in p_corpus (BM25 sums, language moments and query vector per stage, glossary expansion), with each chunk's namespace, language and document dates (chunks, by chunk id); jsonb for the coordinator.
 -- kb.snippet(text,text,integer)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
 --     Query-aware snippet (SECURITY DEFINER wrapper for readers).
 -- kb.snippets(text[],text,integer)
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
 --     Query-aware snippets of several passages in one call (SECURITY DEFINER wrapper for readers).
+-- kb.stage_evidence(kb.retrieval_stage,kb.retrieval_plan,kb.retrieval_settings,boolean,text[])
+--     RETURNS kb.retrieval_stage LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     The evidence of a stage's legs: lexical from the top hit's idf coverage, dense from the z-score of the best hit of each language against its group's noise level (with language moments) or from the top cosine similarity; the better leg decides, an identifier found verbatim is 1 (kb.calibrate against the thresholds). Pure.
 -- kb.strip_blank(text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The text without kb.blank_class() characters at either end (pgkb_plpy.vocabulary.strip_blank in SQL).
@@ -813,6 +829,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.trg_documents_deleted()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     AFTER DELETE (per statement) on kb.documents: keeps the BM25 corpus statistics in step over every tenant's chunks (chunks, postings and vectors go by ON DELETE CASCADE).
+-- kb.trg_documents_inserted()
+--     RETURNS trigger LANGUAGE plpython3u VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     AFTER INSERT (per statement, transition table inserted_documents) on kb.documents: chunk, index terms and embed every inserted document in one pass, as the owner; the statistics and statuses are refreshed once per statement, not once per row.
 -- kb.trg_documents_namespace()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     AFTER UPDATE OF namespace: carries the namespace to the chunks and postings (row-level security and filters use it); SECURITY DEFINER, since writers may not write either.
@@ -824,7 +843,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     Constraint trigger on kb.documents (deferred to commit): refuses a supersedes chain that returns to where it started (a document superseding itself included).
 -- kb.trg_documents_sync()
 --     RETURNS trigger LANGUAGE plpython3u VOLATILE PARALLEL UNSAFE SECURITY DEFINER
---     AFTER INSERT/UPDATE OF title, body on kb.documents: re-chunk, index terms, embed only new chunk texts (as the owner).
+--     AFTER UPDATE OF title, body on kb.documents (an INSERT is kb.trg_documents_inserted, once per statement): re-chunk, index terms, embed only new chunk texts (as the owner).
 -- kb.trg_embeddings_language()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     BEFORE INSERT on kb.embeddings: the vector's language group is its chunk's.
@@ -849,6 +868,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.trigram_candidates(text,timestamp with time zone,text,jsonb,integer)
 --     RETURNS TABLE(chunk_id bigint, score double precision) LANGUAGE sql STABLE PARALLEL SAFE
 --     pg_trgm leg for short queries: word_similarity over chunk text via the GIN index (pg_trgm.word_similarity_threshold).
+-- kb.upsert_document(jsonb)
+--     RETURNS TABLE(id bigint, ingest_status text, ingest_error text) LANGUAGE sql VOLATILE PARALLEL UNSAFE
+--     Inserts or updates one document given as jsonb (the columns of kb.documents the folder loader writes), as the loader does: an unchanged document returns no row. The write a shard coordinator routes by namespace.
 -- kb.validated_request(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)
 --     RETURNS kb.retrieval_request LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     Checks kb_retrieve's arguments before any work (each error names the argument, its hint the fix): a query not blank by kb.is_blank, k in 1..1000, a namespace that can exist, a known mode, as_of, filters of bounded size and depth with typed values, at most kb.max_context_turns() turns, max_per_document in 1..1000 or NULL. Normalises them: query trimmed of blanks and cut to kb.max_query_chars() (so is each turn, with a note), lower-case mode.

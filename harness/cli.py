@@ -8,7 +8,7 @@ import sys
 
 import psycopg
 
-from . import cluster, glossary, loader, migrate, retrieval, status
+from . import cluster, glossary, loader, migrate, retrieval, shards, status
 from .config import load_settings
 from .db import connect
 
@@ -106,7 +106,9 @@ def cmd_status(args) -> int:
 
 
 def cmd_ingest(args) -> int:
-    summary = loader.ingest(load_settings().dsn, args.paths, namespace=args.namespace, progress=not args.quiet)
+    summary = loader.ingest(
+        load_settings().dsn, args.paths, namespace=args.namespace, progress=not args.quiet, workers=args.workers
+    )
     _print_json(summary.as_dict())
     return 1 if any(not f.get("stored") for f in summary.failed) else 0
 
@@ -228,6 +230,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("ingest", help="load folders of Markdown/text files")
     p.add_argument("paths", nargs="+")
     p.add_argument("--namespace")
+    p.add_argument(
+        "--workers",
+        type=int,
+        help="bulk load: N connections store the files (deferred embedding), then N embed the queue",
+    )
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_ingest)
     p = sub.add_parser("backfill", help="embed queued chunks (pending or failed) of a model")
@@ -311,6 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("glossary", help="load or list the team glossary (kb.glossary)")
     glossary.add_arguments(p)
     p.set_defaults(func=glossary.main)
+    p = sub.add_parser("shards", help="a shard coordinator: shards, namespace map, routed ingest (PL/Proxy)")
+    shards.add_arguments(p)
+    p.set_defaults(func=shards.main)
     p = sub.add_parser("lab", help="a local web page to query, explain, compare, browse documents and evaluations")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8765)

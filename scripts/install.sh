@@ -20,7 +20,8 @@ case "$debian_major" in
 esac
 PG_CONFIG="/usr/lib/postgresql/$PGV/bin/pg_config"
 
-packages=(postgresql-$PGV postgresql-plpython3-$PGV postgresql-server-dev-$PGV
+# postgresql-$PGV-plproxy: PL/Proxy, which only a shard coordinator uses (pgkb shards init)
+packages=(postgresql-$PGV postgresql-plpython3-$PGV postgresql-server-dev-$PGV postgresql-$PGV-plproxy
           postgresql-contrib python3-venv python3-dev build-essential dpkg-dev pgxnclient)
 # Debian 13: pgvector is a package; contrib (pg_trgm) is inside postgresql-17, and
 # postgresql-contrib is only a virtual package there, which dpkg-query never reports

@@ -241,7 +241,8 @@ BEGIN
         ORDER BY t.n
     );
     RETURN ROW(query, p_k, p_namespace, mode, filters, kb.filters_restrict(filters), p_as_of,
-        CASE WHEN p_context IS NOT NULL THEN context END, notes, p_max_per_document, p_merge_adjacent);
+        CASE WHEN p_context IS NOT NULL THEN context END, notes, p_max_per_document, p_merge_adjacent,
+        NULL::jsonb);
 END;
 $$;
 COMMENT ON FUNCTION kb.validated_request(text, integer, text, text, jsonb, timestamptz, text[], integer, boolean) IS
@@ -302,8 +303,11 @@ BEGIN
     plan.weight_dense := p_settings.weight_dense;
     plan.weight_lexical := p_settings.weight_lexical;
     SELECT m INTO plan.model FROM kb.models AS m WHERE m.active;
+    -- a shard is told whether any shard has vectors (request corpus), since a
+    -- sharded corpus has them when one of its databases does
     plan.model_ready := (plan.model).name IS NOT NULL
-        AND EXISTS (SELECT 1 FROM kb.embeddings AS e WHERE e.model = (plan.model).name);
+        AND coalesce((p_request.corpus ->> 'model_ready')::boolean,
+            EXISTS (SELECT 1 FROM kb.embeddings AS e WHERE e.model = (plan.model).name));
     -- a model's options may override its provider's similarity thresholds
     SELECT p.* INTO provider FROM kb.embedding_providers AS p WHERE p.provider = (plan.model).provider;
     plan.min_similarity := coalesce(((plan.model).options ->> 'min_similarity')::float8, provider.min_similarity);
@@ -324,4 +328,4 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb.plan_retrieval(kb.retrieval_request, kb.retrieval_settings) IS
-'What a kb_retrieve call will do: query analysis and its stages, the mode (auto: hybrid when the active model has vectors), the active model, base fusion weights and similarity thresholds (used when the language correction does not apply).';
+'What a kb_retrieve call will do: query analysis and its stages, the mode (auto: hybrid when the active model has vectors, here or, for a shard, on any shard: request corpus), the active model, base fusion weights and similarity thresholds (used when the language correction does not apply).';

@@ -17,9 +17,63 @@ $$;
 COMMENT ON FUNCTION kb.bm25_weight(double precision, integer, integer, double precision, double precision, double precision) IS
 'A posting''s BM25 weight: idf x tf saturation (k1) with length normalisation (b, average length avgdl). Inlined.';
 
+CREATE OR REPLACE FUNCTION kb.lexical_corpus(p_terms text[], p_namespace text)
+RETURNS jsonb
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- The corpus statistics BM25 ranks with, over the namespaces the caller
+    -- may see (both tables have the row-level security of kb.chunks) or the
+    -- one p_namespace names, so no tenant's statistics reach another's
+    -- scores: chunks and their summed length from kb.lexical_stats, and each
+    -- term's df from kb.lexical_terms plus the postings of chunks added since
+    -- its refresh. Plain sums, so that the statistics of several databases
+    -- (shards) add up to those of one holding all their namespaces.
+    WITH
+    sizes AS (
+        SELECT
+            coalesce(sum(st.chunk_count), 0) AS chunk_count,
+            coalesce(sum(st.total_length), 0) AS total_length,
+            coalesce(min(st.terms_max_chunk_id) FILTER (WHERE st.chunk_count > 0), 0) AS watermark
+        FROM kb.lexical_stats AS st
+        WHERE p_namespace IS NULL OR st.namespace = p_namespace
+    ),
+    terms AS (SELECT DISTINCT t.term FROM unnest(p_terms) AS t (term) WHERE t.term IS NOT NULL),
+    term_df AS MATERIALIZED (
+        -- a posting is counted live when its chunk is newer than its own
+        -- namespace's watermark: the postings above the lowest watermark
+        -- (sz.watermark) are a (term, chunk_id) range of the primary key,
+        -- which does not hold the namespace; their chunks give it
+        SELECT t.term,
+            coalesce((
+                SELECT sum(lt.df) FROM kb.lexical_terms AS lt
+                WHERE lt.term = t.term AND (p_namespace IS NULL OR lt.namespace = p_namespace)
+            ), 0)
+            + (SELECT count(*)
+                FROM (
+                    SELECT posting.chunk_id FROM kb.lexical_postings AS posting
+                    WHERE posting.term = t.term AND posting.chunk_id > sz.watermark
+                    OFFSET 0
+                ) AS fresh
+                INNER JOIN kb.chunks AS c ON fresh.chunk_id = c.id
+                LEFT JOIN kb.lexical_stats AS st ON c.namespace = st.namespace
+                WHERE (p_namespace IS NULL OR c.namespace = p_namespace)
+                    AND fresh.chunk_id > coalesce(st.terms_max_chunk_id, 0)) AS df
+        FROM terms AS t CROSS JOIN sizes AS sz
+    )
+    SELECT jsonb_build_object(
+        'chunk_count', sz.chunk_count,
+        'total_length', sz.total_length,
+        'df', coalesce((SELECT jsonb_object_agg(f.term, f.df) FROM term_df AS f), '{}'::jsonb))
+    FROM sizes AS sz
+$$;
+COMMENT ON FUNCTION kb.lexical_corpus(text[], text) IS
+'The BM25 corpus statistics of the terms: chunk_count and total_length (summed over the namespaces the caller may see, or the one named) and each term''s df, as jsonb; sums, so that shards'' statistics add up to one node''s (kb.lexical_candidates ranks with it, or with a coordinator''s sum).';
+
 CREATE OR REPLACE FUNCTION kb.lexical_candidates(
     p_terms text[], p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer,
-    p_glossary jsonb DEFAULT NULL
+    p_glossary jsonb DEFAULT NULL, p_corpus jsonb DEFAULT NULL
 )
 RETURNS TABLE (chunk_id bigint, score double precision, coverage double precision)
 LANGUAGE plpgsql
@@ -48,12 +102,15 @@ DECLARE
         FROM jsonb_array_elements(coalesce(p_glossary -> 'matches', '[]'::jsonb)) AS m (match)
         CROSS JOIN LATERAL jsonb_array_elements_text(m.match -> 'terms') AS o (term)
     );
+    -- p_corpus: the statistics of a whole sharded corpus (kb.lexical_corpus summed
+    -- over the shards), else this database's own
+    corpus jsonb := coalesce(p_corpus, kb.lexical_corpus(p_terms || added, p_namespace));
+    corpus_chunks numeric := (corpus ->> 'chunk_count')::numeric;
+    corpus_length numeric := (corpus ->> 'total_length')::numeric;
+    document_frequency jsonb := corpus -> 'df';
 BEGIN
-    -- BM25: Robertson idf, k1/b from settings, N and average length summed
-    -- from kb.lexical_stats, df from kb.lexical_terms plus the postings of
-    -- chunks added since its refresh, each over the namespaces the caller may
-    -- see (both tables have the row-level security of kb.chunks) or the one
-    -- p_namespace names, so no tenant's statistics reach another's scores.
+    -- BM25: Robertson idf, k1/b from settings, N, average length and df from
+    -- kb.lexical_corpus (or a coordinator's sum of it over the shards).
     -- coverage = share of the query's idf mass that the chunk contains (CJK
     -- bigrams that merely straddle two words of the query left out).
     -- Without filters a term with more than bm25_postings_per_term postings is
@@ -74,15 +131,11 @@ BEGIN
     FOR pass IN 1 .. 2 LOOP
         WITH
         params AS (
-            -- the namespaces this role may see (row-level security), or the one named
             SELECT
                 (kb.setting('bm25_k1') #>> '{}')::float8 AS k1,
                 (kb.setting('bm25_b') #>> '{}')::float8 AS b,
-                greatest(coalesce(sum(st.chunk_count), 0), 1)::float8 AS n,
-                greatest(coalesce(sum(st.total_length) / nullif(sum(st.chunk_count), 0), 1), 1)::float8 AS avgdl,
-                coalesce(min(st.terms_max_chunk_id) FILTER (WHERE st.chunk_count > 0), 0) AS watermark
-            FROM kb.lexical_stats AS st
-            WHERE p_namespace IS NULL OR st.namespace = p_namespace
+                greatest(corpus_chunks, 1)::float8 AS n,
+                greatest(coalesce(corpus_length / nullif(corpus_chunks, 0), 1), 1)::float8 AS avgdl
         ),
         terms AS (
             SELECT t.term, min(t.pos) AS pos
@@ -90,26 +143,8 @@ BEGIN
             GROUP BY t.term
         ),
         term_df AS MATERIALIZED (
-            -- a posting is counted live when its chunk is newer than its own
-            -- namespace's watermark: the postings above the lowest watermark
-            -- (pr.watermark) are a (term, chunk_id) range of the primary key,
-            -- which does not hold the namespace; their chunks give it
-            SELECT t.term, t.pos,
-                (coalesce((
-                    SELECT sum(lt.df) FROM kb.lexical_terms AS lt
-                    WHERE lt.term = t.term AND (p_namespace IS NULL OR lt.namespace = p_namespace)
-                ), 0)
-                + (SELECT count(*)
-                    FROM (
-                        SELECT lp.chunk_id FROM kb.lexical_postings AS lp
-                        WHERE lp.term = t.term AND lp.chunk_id > pr.watermark
-                        OFFSET 0
-                    ) AS fresh
-                    INNER JOIN kb.chunks AS c ON fresh.chunk_id = c.id
-                    LEFT JOIN kb.lexical_stats AS st ON c.namespace = st.namespace
-                    WHERE (p_namespace IS NULL OR c.namespace = p_namespace)
-                        AND fresh.chunk_id > coalesce(st.terms_max_chunk_id, 0)))::float8 AS df
-            FROM terms AS t CROSS JOIN params AS pr
+            SELECT t.term, t.pos, coalesce((document_frequency ->> t.term)::float8, 0) AS df
+            FROM terms AS t
         ),
         raw_idf AS MATERIALIZED (
             SELECT f.term, f.pos, f.df, ln(1 + (greatest(pr.n, f.df) - f.df + 0.5) / (f.df + 0.5)) AS idf
@@ -316,8 +351,8 @@ BEGIN
     RETURN QUERY SELECT u.chunk_id, u.score, u.coverage FROM unnest(ids, scores, coverages) AS u (chunk_id, score, coverage);
 END;
 $$;
-COMMENT ON FUNCTION kb.lexical_candidates(text[], timestamptz, text, jsonb, integer, jsonb) IS
-'BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents'' terms, a concept counting once per chunk.';
+COMMENT ON FUNCTION kb.lexical_candidates(text[], timestamptz, text, jsonb, integer, jsonb, jsonb) IS
+'BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents'' terms, a concept counting once per chunk; p_corpus (kb.lexical_corpus of a whole sharded corpus) replaces this database''s statistics.';
 
 CREATE OR REPLACE FUNCTION kb.trigram_candidates(
     p_query text, p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer

@@ -137,7 +137,8 @@ CREATE OR REPLACE FUNCTION kb.passages(
     p_k integer,
     p_freshness_margin double precision DEFAULT 0,
     p_max_per_document integer DEFAULT NULL,
-    p_with_displaced boolean DEFAULT false
+    p_with_displaced boolean DEFAULT false,
+    p_freshness jsonb DEFAULT NULL
 )
 RETURNS SETOF kb.retrieval_row
 LANGUAGE sql
@@ -161,6 +162,9 @@ AS $$
     -- that of the uncapped ranking. With p_with_displaced the chunks the cap
     -- moved out of the top k follow the ranked rows, with rank NULL, in their
     -- uncapped order (what the explain object reports, found in the same pass).
+    -- p_freshness (chunk id -> rank in [0, 1]) gives the ranks when the
+    -- candidates' documents live on several databases (the coordinator ranks
+    -- them all, sql/shards/coordinator.sql); a chunk it does not name ranks 0.
     -- Ties break by chunk id. snippet is left NULL (kb.with_snippets fills it).
     WITH
     boosted AS (
@@ -172,8 +176,11 @@ AS $$
             + CASE WHEN f.identifier_hit THEN p_boost_identifier ELSE 0 END
             + CASE WHEN length(p_core_terms) >= 2 AND d.title ILIKE '%' || kb.escape_like(p_core_terms) || '%'
                 THEN p_boost_title ELSE 0 END
-            + f.fused_score * p_freshness_margin * CASE WHEN count(*) OVER () > 1
-                THEN percent_rank() OVER (ORDER BY d.effective_from NULLS FIRST, d.created_at) ELSE 0 END
+            + f.fused_score * p_freshness_margin * CASE
+                WHEN p_freshness IS NOT NULL THEN coalesce((p_freshness ->> f.chunk_id::text)::float8, 0)
+                WHEN count(*) OVER () > 1
+                    THEN percent_rank() OVER (ORDER BY d.effective_from NULLS FIRST, d.created_at)
+                ELSE 0 END
             AS final_score
         FROM unnest(p_fused) AS f
         INNER JOIN kb.chunks AS c ON c.id = f.chunk_id
@@ -261,9 +268,9 @@ AS $$
     ORDER BY top.rank NULLS LAST, top.uncapped_rank
 $$;
 COMMENT ON FUNCTION kb.passages(
-    kb.fused_hit[], text, double precision, double precision, integer, double precision, integer, boolean
+    kb.fused_hit[], text, double precision, double precision, integer, double precision, integer, boolean, jsonb
 ) IS
-'The top k passages of fused hits as kb.retrieval_row: identifier and title boosts, a freshness preference among near-equals, one chunk per distinct text, a document''s chunks after its p_max_per_document best only where no other candidate is left (NULL: no cap), ranks from 1 (with p_with_displaced, then the chunks the cap moved out of the top k, rank NULL), match type, provenance (the document''s file, parser and chunker versions, the chunk''s heading path, pages, offsets, content hash, ingest time; docs/RETRIEVAL.md).';
+'The top k passages of fused hits as kb.retrieval_row: identifier and title boosts, a freshness preference among near-equals, one chunk per distinct text, a document''s chunks after its p_max_per_document best only where no other candidate is left (NULL: no cap), ranks from 1 (with p_with_displaced, then the chunks the cap moved out of the top k, rank NULL; p_freshness: freshness ranks computed over a sharded corpus), match type, provenance (the document''s file, parser and chunker versions, the chunk''s heading path, pages, offsets, content hash, ingest time; docs/RETRIEVAL.md).';
 
 CREATE OR REPLACE FUNCTION kb.merged_passages(p_rows kb.retrieval_row[])
 RETURNS kb.retrieval_row[]

@@ -26,6 +26,81 @@ $$;
 COMMENT ON FUNCTION kb.identifier_chunks(kb.retrieval_request, kb.retrieval_plan) IS
 'Chunks that hold an identifier of the query verbatim (none in dense mode): strong evidence, and boosted.';
 
+CREATE OR REPLACE FUNCTION kb.stage_evidence(
+    p_stage kb.retrieval_stage,
+    p_plan kb.retrieval_plan,
+    p_settings kb.retrieval_settings,
+    p_identifier_found boolean,
+    p_dense_languages text[]
+)
+RETURNS kb.retrieval_stage
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    -- p_dense_languages: the language of each dense hit's chunk, in the order
+    -- of p_stage.dense (pure, so that a coordinator judges the legs it merged
+    -- from several shards by the rule a single node uses)
+    result kb.retrieval_stage := p_stage;
+BEGIN
+    result.lexical_top_coverage := (result.lexical[1]).coverage;
+    result.dense_top_similarity := (result.dense[1]).similarity;
+    -- each leg's evidence from its best hit: lexical from the share of the
+    -- query's idf mass it holds; dense, when corrected, from how far above
+    -- the passages of its language a hit stands (z units), else from its
+    -- cosine similarity
+    result.lexical_evidence := CASE WHEN p_plan.mode = 'dense' THEN 0
+        ELSE kb.calibrate(result.lexical_top_coverage, p_settings.min_lexical_coverage,
+            p_settings.strong_lexical_coverage) END;
+    IF p_plan.mode = 'lexical' THEN
+        result.dense_evidence := 0;
+    ELSIF cardinality(result.language_moments) > 0 THEN
+        -- In hybrid mode the lexical leg could have matched a passage in the
+        -- question's own language (either, for a mixed question): that it
+        -- found little there is evidence against such a passage, so a dense
+        -- hit in that language must stand higher (same_language_z_margin). In
+        -- another language the lexical leg cannot tell, and min_dense_z holds.
+        -- The best hit of each language is judged; the most convincing decides.
+        -- Thresholds are offsets from the group's noise level (kb.noise_z of
+        -- its number of vectors), so they mean the same at any corpus size.
+        SELECT e.evidence, e.z, e.language, e.min_z
+        INTO result.dense_evidence, result.dense_evidence_z, result.dense_evidence_language, result.dense_min_z
+        FROM (
+            SELECT DISTINCT ON (h.language) h.language, h.score AS z, t.min_z,
+                kb.calibrate(h.score, t.min_z, t.min_z - p_settings.min_dense_z + p_settings.strong_dense_z)
+                    AS evidence
+            FROM (
+                SELECT (result.dense[i]).score, p_dense_languages[i] AS language
+                FROM generate_subscripts(result.dense, 1) AS i
+            ) AS h
+            CROSS JOIN LATERAL (
+                SELECT m.vectors FROM unnest(result.language_moments) AS m WHERE m.language = h.language
+            ) AS g
+            CROSS JOIN LATERAL (SELECT kb.noise_z(g.vectors) + p_settings.min_dense_z + CASE
+                WHEN p_plan.mode = 'hybrid' AND (h.language = p_plan.analysis ->> 'language'
+                    OR p_plan.analysis ->> 'language' = 'mixed')
+                    THEN p_settings.same_language_z_margin ELSE 0 END AS min_z) AS t
+            ORDER BY h.language, h.score DESC
+        ) AS e
+        ORDER BY e.evidence DESC, e.z DESC
+        LIMIT 1;
+        result.dense_evidence := coalesce(result.dense_evidence, 0);
+    ELSE
+        result.dense_evidence := kb.calibrate(result.dense_top_similarity, p_plan.min_similarity,
+            p_plan.strong_similarity);
+    END IF;
+    -- the better leg decides; an identifier found verbatim is strong evidence
+    result.evidence := CASE WHEN p_identifier_found THEN 1
+        ELSE greatest(result.lexical_evidence, result.dense_evidence) END;
+    RETURN result;
+END;
+$$;
+COMMENT ON FUNCTION kb.stage_evidence(
+    kb.retrieval_stage, kb.retrieval_plan, kb.retrieval_settings, boolean, text[]
+) IS
+'The evidence of a stage''s legs: lexical from the top hit''s idf coverage, dense from the z-score of the best hit of each language against its group''s noise level (with language moments) or from the top cosine similarity; the better leg decides, an identifier found verbatim is 1 (kb.calibrate against the thresholds). Pure.';
+
 CREATE OR REPLACE FUNCTION kb.run_stage(
     p_request kb.retrieval_request,
     p_plan kb.retrieval_plan,
@@ -45,6 +120,8 @@ DECLARE
     stage kb.retrieval_stage;
     t timestamptz;
     query_vector text;
+    -- on a shard: what the coordinator computed once for this stage (request corpus)
+    given jsonb := p_request.corpus -> 'stages' -> (p_stage_no - 1);
 BEGIN
     stage := ROW(p_stage_no, p_query, NULL, false, '{}', '{}', NULL, NULL, 0, '{}', 0, 0, 0,
         NULL, NULL, NULL, '{}', 0, 0, NULL);
@@ -60,7 +137,10 @@ BEGIN
         END IF;
         -- the glossary equivalents of the terms the query contains (docs/GLOSSARY.md;
         -- none while kb.glossary is empty): the lexical leg searches their terms too
-        IF (kb.setting('glossary_expansion') #>> '{}')::boolean THEN
+        -- (a shard is given the coordinator's expansion, made over the glossaries of all shards)
+        IF given IS NOT NULL THEN
+            stage.glossary := nullif(given -> 'glossary', 'null'::jsonb);
+        ELSIF (kb.setting('glossary_expansion') #>> '{}')::boolean THEN
             stage.glossary := (kb.glossary_expansion_of_terms(stage.terms, p_request.namespace,
                 (kb.setting('glossary_max_terms') #>> '{}')::integer)).explain;
         END IF;
@@ -69,7 +149,7 @@ BEGIN
                 false, NULL, kb.calibrate(l.coverage, p_settings.min_lexical_coverage,
                     p_settings.strong_lexical_coverage), NULL)::kb.leg_hit
             FROM kb.lexical_candidates(stage.terms, p_request.as_of, p_request.namespace, p_request.filters,
-                p_plan.candidates, stage.glossary) AS l
+                p_plan.candidates, stage.glossary, p_request.corpus -> 'lexical') AS l
             ORDER BY l.score DESC, l.chunk_id
         );
         -- fuzzy fallback only: a short query that BM25 could not match at all
@@ -86,18 +166,30 @@ BEGIN
     END IF;
     IF p_plan.mode IN ('dense', 'hybrid') THEN
         t := clock_timestamp();
-        BEGIN
-            query_vector := kb.embed_query(p_query, (p_plan.model).name);
-        EXCEPTION WHEN OTHERS THEN
-            IF p_request.mode_requested = 'dense' THEN
-                RAISE;
-            END IF;
-            stage.notes := stage.notes || ('query embedding failed, dense leg skipped: ' || SQLERRM);
-        END;
+        IF given IS NOT NULL THEN
+            query_vector := given ->> 'query_vector';
+        ELSE
+            BEGIN
+                query_vector := kb.embed_query(p_query, (p_plan.model).name);
+            EXCEPTION WHEN OTHERS THEN
+                IF p_request.mode_requested = 'dense' THEN
+                    RAISE;
+                END IF;
+                stage.notes := stage.notes || ('query embedding failed, dense leg skipped: ' || SQLERRM);
+            END;
+        END IF;
         stage.embed_ms := kb.ms_since(t);
         t := clock_timestamp();
         IF query_vector IS NOT NULL THEN
-            IF p_plan.language_correction THEN
+            -- a shard is given the moments pooled over every shard's language statistics
+            IF given IS NOT NULL THEN
+                stage.language_moments := ARRAY(
+                    SELECT jsonb_populate_record(NULL::kb.language_moment, m.moment)
+                    FROM jsonb_array_elements(coalesce(given -> 'language_moments', '[]'::jsonb))
+                        WITH ORDINALITY AS m (moment, n)
+                    ORDER BY m.n
+                );
+            ELSIF p_plan.language_correction THEN
                 stage.language_moments := kb.language_moments((p_plan.model).name, query_vector,
                     p_request.namespace, p_settings.language_min_vectors, p_query);
             END IF;
@@ -130,54 +222,10 @@ BEGIN
         stage.lexical := ARRAY(SELECT ROW(h.chunk_id, h.rank, h.score, h.coverage, h.trigram, h.similarity,
             NULL, NULL)::kb.leg_hit FROM unnest(stage.lexical) AS h ORDER BY h.rank);
     END IF;
-    stage.lexical_top_coverage := (stage.lexical[1]).coverage;
-    stage.dense_top_similarity := (stage.dense[1]).similarity;
-    -- each leg's evidence from its best hit: lexical from the share of the
-    -- query's idf mass it holds; dense, when corrected, from how far above
-    -- the passages of its language a hit stands (z units), else from its
-    -- cosine similarity
-    stage.lexical_evidence := CASE WHEN p_plan.mode = 'dense' THEN 0
-        ELSE kb.calibrate(stage.lexical_top_coverage, p_settings.min_lexical_coverage,
-            p_settings.strong_lexical_coverage) END;
-    IF p_plan.mode = 'lexical' THEN
-        stage.dense_evidence := 0;
-    ELSIF cardinality(stage.language_moments) > 0 THEN
-        -- In hybrid mode the lexical leg could have matched a passage in the
-        -- question's own language (either, for a mixed question): that it
-        -- found little there is evidence against such a passage, so a dense
-        -- hit in that language must stand higher (same_language_z_margin). In
-        -- another language the lexical leg cannot tell, and min_dense_z holds.
-        -- The best hit of each language is judged; the most convincing decides.
-        -- Thresholds are offsets from the group's noise level (kb.noise_z of
-        -- its number of vectors), so they mean the same at any corpus size.
-        SELECT e.evidence, e.z, e.language, e.min_z
-        INTO stage.dense_evidence, stage.dense_evidence_z, stage.dense_evidence_language, stage.dense_min_z
-        FROM (
-            SELECT DISTINCT ON (c.language) c.language, h.score AS z, t.min_z,
-                kb.calibrate(h.score, t.min_z, t.min_z - p_settings.min_dense_z + p_settings.strong_dense_z)
-                    AS evidence
-            FROM unnest(stage.dense) AS h
-            INNER JOIN kb.chunks AS c ON h.chunk_id = c.id
-            CROSS JOIN LATERAL (
-                SELECT m.vectors FROM unnest(stage.language_moments) AS m WHERE m.language = c.language
-            ) AS g
-            CROSS JOIN LATERAL (SELECT kb.noise_z(g.vectors) + p_settings.min_dense_z + CASE
-                WHEN p_plan.mode = 'hybrid' AND (c.language = p_plan.analysis ->> 'language'
-                    OR p_plan.analysis ->> 'language' = 'mixed')
-                    THEN p_settings.same_language_z_margin ELSE 0 END AS min_z) AS t
-            ORDER BY c.language, h.score DESC
-        ) AS e
-        ORDER BY e.evidence DESC, e.z DESC
-        LIMIT 1;
-        stage.dense_evidence := coalesce(stage.dense_evidence, 0);
-    ELSE
-        stage.dense_evidence := kb.calibrate(stage.dense_top_similarity, p_plan.min_similarity,
-            p_plan.strong_similarity);
-    END IF;
-    -- the better leg decides; an identifier found verbatim is strong evidence
-    stage.evidence := CASE WHEN p_identifier_found THEN 1
-        ELSE greatest(stage.lexical_evidence, stage.dense_evidence) END;
-    RETURN stage;
+    RETURN kb.stage_evidence(stage, p_plan, p_settings, p_identifier_found, ARRAY(
+        SELECT c.language FROM unnest(stage.dense) WITH ORDINALITY AS h LEFT JOIN kb.chunks AS c ON h.chunk_id = c.id
+        ORDER BY h.ordinality
+    ));
 END;
 $$;
 COMMENT ON FUNCTION kb.run_stage(

@@ -323,12 +323,15 @@ def moments_for_query(
     """``kb.language_moments``: the query's moments per language group over the namespaces the
     caller may see (``namespace`` alone when given), the query's language from ``query_text``
     (:func:`han_share`). Runs as the caller, so row-level security
-    decides which groups are read; the matrices are cached per backend by refresh time."""
+    decides which groups are read; the matrices are cached per backend by refresh time. Groups
+    are pooled in the order of their keys, so that the same rows give the same floating-point
+    sums wherever they are stored (a shard coordinator's copy, a recounted table)."""
     if "language_keys" not in SD:
         SD["language_keys"] = plpy.prepare(
             """SELECT namespace, language, vectors, refreshed_at::text AS refreshed_at
                FROM kb.language_statistics
-               WHERE model = $1 AND ($2::text IS NULL OR namespace = $2)""",
+               WHERE model = $1 AND ($2::text IS NULL OR namespace = $2)
+               ORDER BY namespace, language""",
             ["text", "text"],
         )
         SD["language_group"] = plpy.prepare(

@@ -1,0 +1,146 @@
+"""`pgkb shards`: set up and feed a shard coordinator (sql/shards/coordinator.sql; docs/SCALING.md,
+"Shards"). Thin: the coordinator database keeps the shards and the namespace map and does the
+routing; this module installs its SQL, records shards and namespaces, and sends a folder's
+documents to `kb_shard.upsert_document`, which writes each on the shard of its namespace."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from . import loader
+from .config import load_settings
+from .db import connect
+
+COORDINATOR_SQL = Path(__file__).resolve().parent.parent / "sql" / "shards" / "coordinator.sql"
+
+
+def init(dsn: str) -> None:
+    """Install the coordinator's objects (plproxy, schema kb_shard) in a migrated pgkb database;
+    running it again changes nothing."""
+    with connect(dsn) as conn, conn.transaction():
+        conn.execute(COORDINATOR_SQL.read_text(encoding="utf-8"))
+
+
+def add(dsn: str, name: str, connect_string: str, user: str | None = None) -> int:
+    """Record a shard (the next shard number) and re-create the PL/Proxy server; its shard number."""
+    with connect(dsn) as conn, conn.transaction():
+        row = conn.execute(
+            """INSERT INTO kb_shard.shards (shard_no, name, connect_string)
+               SELECT coalesce(max(shard_no) + 1, 0), %s, %s FROM kb_shard.shards RETURNING shard_no""",
+            (name, connect_string),
+        ).fetchone()
+        conn.execute("SELECT kb_shard.configure(%s)", (user,))
+    return row["shard_no"]
+
+
+def map_namespace(dsn: str, namespace: str, shard: str) -> None:
+    """Place a namespace on a shard (by name). Moving a namespace that has documents is not done
+    here: its documents would stay on the old shard."""
+    with connect(dsn) as conn:
+        found = conn.execute(
+            """INSERT INTO kb_shard.namespaces (namespace, shard_no)
+               SELECT %s, s.shard_no FROM kb_shard.shards AS s WHERE s.name = %s
+               ON CONFLICT (namespace) DO NOTHING RETURNING shard_no""",
+            (namespace, shard),
+        ).fetchone()
+        if found is None:
+            exists = conn.execute("SELECT 1 FROM kb_shard.shards WHERE name = %s", (shard,)).fetchone()
+            if exists is None:
+                raise RuntimeError(f"no shard named {shard!r} (pgkb shards list)")
+            raise RuntimeError(f"namespace {namespace!r} is already mapped (kb_shard.namespaces)")
+
+
+def sync(dsn: str) -> dict:
+    """Refresh every shard's statistics, then copy their language statistics and glossaries to
+    the coordinator (what a retrieval over all namespaces pools)."""
+    with connect(dsn) as conn:
+        conn.execute("SELECT count(*) FROM kb_shard.refresh_statistics_on_shards()")
+        return conn.execute("SELECT kb_shard.sync_statistics() AS copied").fetchone()["copied"]
+
+
+def ingest(dsn: str, paths: list[str], namespace: str | None = None) -> loader.Summary:
+    """Load folders of Markdown/text files through the coordinator: each document is written on the
+    shard of its namespace (front matter, or `namespace`); a document whose namespace is not mapped
+    is reported as failed. Then the statistics are refreshed and synced (`sync`)."""
+    summary = loader.Summary()
+    with connect(dsn) as conn:
+        for root_arg in paths:
+            root = Path(root_arg).resolve()
+            for path, source in loader.discover(root):
+                if path.suffix.lower() in loader.BINARY_SUFFIXES:
+                    summary.failed.append({"file": str(path), "error": f"{path}: binary files are not routed yet"})
+                    continue
+                try:
+                    doc = loader.read_document(path, source, namespace)
+                except (loader.DocumentError, OSError) as exc:
+                    summary.failed.append({"file": str(path), "error": str(exc)})
+                    continue
+                document = dict(doc.__dict__, origin=str(root))
+                try:
+                    row = conn.execute(
+                        "SELECT * FROM kb_shard.upsert_document(%s)",
+                        (Jsonb(json.loads(json.dumps(document, default=str))),),
+                    ).fetchone()
+                except psycopg.Error as exc:
+                    detail = exc.diag.message_primary or str(exc)
+                    summary.failed.append({"file": str(path), "error": f"{path}: rejected: {detail}"})
+                    continue
+                (summary.skipped if row is None else summary.synced).append(source)
+    sync(dsn)
+    return summary
+
+
+def status(dsn: str) -> dict:
+    """The shards and which namespaces each holds."""
+    with connect(dsn) as conn:
+        shards = conn.execute(
+            """SELECT s.shard_no, s.name, s.connect_string,
+                      coalesce(array_agg(n.namespace ORDER BY n.namespace) FILTER (WHERE n.namespace IS NOT NULL),
+                               '{}') AS namespaces
+               FROM kb_shard.shards AS s LEFT JOIN kb_shard.namespaces AS n USING (shard_no)
+               GROUP BY s.shard_no, s.name, s.connect_string ORDER BY s.shard_no"""
+        ).fetchall()
+    return {"shards": shards}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="shards_command", required=True)
+    sub.add_parser("init", help="install the coordinator (plproxy, schema kb_shard) in the migrated database")
+    p = sub.add_parser("add", help="add a shard: a migrated pgkb database")
+    p.add_argument("name")
+    p.add_argument("connect", help="libpq connect string of the shard, e.g. 'host=10.0.0.5 port=5432 dbname=pgkb'")
+    p.add_argument("--user", help="the role the coordinator connects as (default: each caller's own)")
+    p = sub.add_parser("map", help="place a namespace on a shard")
+    p.add_argument("namespace")
+    p.add_argument("shard")
+    p = sub.add_parser("ingest", help="load folders through the coordinator, routed by namespace")
+    p.add_argument("paths", nargs="+")
+    p.add_argument("--namespace")
+    sub.add_parser("sync", help="refresh the shards' statistics and copy them to the coordinator")
+    sub.add_parser("list", help="the shards and their namespaces")
+
+
+def main(args) -> int:
+    dsn = load_settings().dsn
+    if args.shards_command == "init":
+        init(dsn)
+        print("coordinator installed", file=sys.stderr)
+    elif args.shards_command == "add":
+        print(json.dumps({"shard_no": add(dsn, args.name, args.connect, args.user)}))
+    elif args.shards_command == "map":
+        map_namespace(dsn, args.namespace, args.shard)
+    elif args.shards_command == "ingest":
+        summary = ingest(dsn, args.paths, args.namespace)
+        print(json.dumps(summary.as_dict(), ensure_ascii=False, indent=2))
+        return 1 if summary.failed else 0
+    elif args.shards_command == "sync":
+        print(json.dumps(sync(dsn)))
+    else:
+        print(json.dumps(status(dsn), ensure_ascii=False, indent=2))
+    return 0
