@@ -3,8 +3,8 @@
     /opt/pgkb/venv/bin/python bench/shard_latency.py [--rounds 5] [--warmup-rounds 1] [--k 10]
         [--json-out [bench/results/shard_latency.json]]
 
-Throwaway clusters (harness.cluster: temporary folders under /var/tmp, free ports), built as
-tests/test_shards.py builds them: three shard clusters and a fourth cluster holding the coordinator
+Throwaway clusters (harness.shards.local_sharded_corpus, which tests/test_shards.py uses too):
+three shard clusters and a fourth cluster holding the coordinator
 (`pgkb`, `pgkb shards init` + 3 shards, `--user postgres`) and the one-node reference
 (`pgkb_reference`). Every database is migrated, has `hash-64` as its only model, with the `hash`
 provider's language correction on (so the dense leg pools language moments over the shards). The
@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import sys
 import time
@@ -41,9 +40,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from harness import cluster, loader, shards  # noqa: E402
+from harness import shards  # noqa: E402
 from harness.db import connect  # noqa: E402
-from harness.migrate import migrate  # noqa: E402
 
 CORPUS = REPO / "examples" / "corpus"
 RESULT = REPO / "bench" / "results" / "shard_latency.json"
@@ -73,51 +71,12 @@ LABELS = {
 }
 
 
-def database_dsn(settings, dbname: str) -> str:
-    return settings.embedded_dsn.rsplit("/", 1)[0] + "/" + dbname
-
-
-def prepare(dsn: str, settings) -> None:
-    """Migrated, `hash-64` the only (active) model, language correction on for its provider."""
-    migrate(dsn, settings)
+def prepare(dsn: str) -> None:
+    """`hash-64` the only (active) model, language correction on for its provider."""
     with connect(dsn) as conn:
         conn.execute("DELETE FROM kb.models")
         conn.execute("SELECT kb.register_model(%s, 'hash', 'hash', 64, '{}', true)", (MODEL,))
         conn.execute("UPDATE kb.embedding_providers SET language_correction = true WHERE provider = 'hash'")
-
-
-def build(shard_settings: list, hub) -> dict:
-    """Start the clusters and load the corpus; the DSNs of the reference, coordinator and shards."""
-    for settings in [*shard_settings, hub]:
-        cluster.init(settings)
-        cluster.start(settings)
-        cluster.ensure_database(settings)
-    cluster.ensure_database(hub, "pgkb_reference")
-    coordinator = hub.embedded_dsn
-    reference = database_dsn(hub, "pgkb_reference")
-    for settings in shard_settings:
-        prepare(settings.embedded_dsn, settings)
-    prepare(coordinator, hub)
-    prepare(reference, hub)
-    shards.init(coordinator)
-    for i, settings in enumerate(shard_settings):
-        shards.add(coordinator, f"shard{i}", f"host=127.0.0.1 port={settings.port} dbname=pgkb", user="postgres")
-    for i, namespace in enumerate(NAMESPACES):
-        shards.map_namespace(coordinator, namespace, f"shard{i}")
-    one = loader.ingest(reference, [str(CORPUS)], progress=False)
-    if one.failed:
-        raise RuntimeError(f"reference ingest failed: {one.failed}")
-    with connect(reference) as conn:
-        conn.execute("SELECT count(*) FROM kb.refresh_language_statistics()")
-    routed = shards.ingest(coordinator, [str(CORPUS)])
-    if routed.failed or len(routed.synced) != len(one.synced):
-        raise RuntimeError(f"routed ingest: {len(routed.synced)} of {len(one.synced)} documents, {routed.failed}")
-    return {
-        "reference": reference,
-        "coordinator": coordinator,
-        "shards": [s.embedded_dsn for s in shard_settings],
-        "documents": len(one.synced),
-    }
 
 
 def retrieve(conn, function: str, question: str, k: int, mode: str, namespace: str | None) -> tuple[float, int]:
@@ -214,19 +173,11 @@ def main() -> int:
 
     started = time.monotonic()
     load_before = os.getloadavg()
-    shard_settings = [cluster.throwaway_settings(f"pgkb-bench-shard{i}-") for i in range(3)]
-    hub = cluster.throwaway_settings("pgkb-bench-coordinator-")
-    try:
-        dsns = build(shard_settings, hub)
+    with shards.local_sharded_corpus(CORPUS, NAMESPACES, prepare, prefix="pgkb-bench-") as built_corpus:
+        dsns = {**built_corpus, "shards": [s.embedded_dsn for s in built_corpus["shards"]]}
         built = time.monotonic()
         times, checks = measure(dsns, args.rounds, args.warmup_rounds, args.k)
         measured = time.monotonic()
-    finally:
-        for settings in [hub, *shard_settings]:
-            try:
-                cluster.destroy(settings)
-            finally:
-                shutil.rmtree(settings.home, ignore_errors=True)
     load_after = os.getloadavg()
 
     modes = {}

@@ -339,15 +339,25 @@ def _load_files(conn, summary: Summary, files, namespace: str | None, origin: st
             else:
                 seen.add(key)
             continue
-        try:
-            doc = read_document(path, source, namespace)
-        except (DocumentError, OSError) as exc:
-            summary.failed.append({"file": str(path), "error": str(exc)})
-            unreadable.add(source)
+        doc = _read_or_record_failure(summary, unreadable, path, source, namespace)
+        if doc is None:
             continue
         seen.add((doc.namespace, doc.source))
         _upsert_one(conn, summary, path, doc, origin)
     return seen, unreadable
+
+
+def _read_or_record_failure(
+    summary: Summary, unreadable: set, path: Path, source: str, namespace: str | None
+) -> LoadedDocument | None:
+    """The file read as a document, or None with the failure recorded (file and reason) and the
+    source kept among the unreadable, so that the run does not remove its stored version."""
+    try:
+        return read_document(path, source, namespace)
+    except (DocumentError, OSError) as exc:
+        summary.failed.append({"file": str(path), "error": str(exc)})
+        unreadable.add(source)
+        return None
 
 
 def _upsert_one(conn, summary: Summary, path: Path, doc: LoadedDocument, origin: str) -> None:
@@ -416,11 +426,8 @@ def _load_files_in_parallel(
         if path.suffix.lower() in BINARY_SUFFIXES:
             binaries.append((path, source))
             continue
-        try:
-            doc = read_document(path, source, namespace)
-        except (DocumentError, OSError) as exc:
-            summary.failed.append({"file": str(path), "error": str(exc)})
-            unreadable.add(source)
+        doc = _read_or_record_failure(summary, unreadable, path, source, namespace)
+        if doc is None:
             bar.update(1)
             continue
         seen.add((doc.namespace, doc.source))

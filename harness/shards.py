@@ -7,15 +7,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
 from psycopg.types.json import Jsonb
 
-from . import loader
+from . import cluster, loader
 from .config import load_settings
 from .db import connect
+from .migrate import migrate
 
 COORDINATOR_SQL = Path(__file__).resolve().parent.parent / "sql" / "shards" / "coordinator.sql"
 
@@ -107,6 +111,51 @@ def status(dsn: str) -> dict:
                GROUP BY s.shard_no, s.name, s.connect_string ORDER BY s.shard_no"""
         ).fetchall()
     return {"shards": shards}
+
+
+@contextmanager
+def local_sharded_corpus(
+    corpus: Path, namespaces: Sequence[str], prepare: Callable[[str], None], prefix: str = "pgkb-"
+) -> Iterator[dict]:
+    """Throwaway clusters on this machine (harness.cluster: fresh folders, free ports) holding one
+    corpus twice: sharded, namespace i on shard i (one cluster per namespace, fed through the
+    coordinator's routed ingest), and on one node, the reference (`pgkb_reference`, fed by the
+    folder loader in the same order), which shares a fourth cluster with the coordinator (`pgkb`).
+    Every database is migrated and then given to `prepare(dsn)` (e.g. to choose its model) before
+    anything is loaded. Yields {"coordinator": dsn, "reference": dsn, "shards": [Settings],
+    "documents": n}; the clusters are stopped and removed on exit, also on error. For tests and
+    benchmarks that compare a sharded corpus with one node."""
+    made = [cluster.throwaway_settings(f"{prefix}shard{i}-") for i in range(len(namespaces))]
+    hub = cluster.throwaway_settings(f"{prefix}coordinator-")
+    try:
+        for settings in [*made, hub]:
+            cluster.init(settings)
+            cluster.start(settings)
+            cluster.ensure_database(settings)
+        cluster.ensure_database(hub, "pgkb_reference")
+        coordinator = hub.embedded_dsn
+        reference = coordinator.rsplit("/", 1)[0] + "/pgkb_reference"
+        for dsn, settings in [*((s.embedded_dsn, s) for s in made), (coordinator, hub), (reference, hub)]:
+            migrate(dsn, settings)
+            prepare(dsn)
+        init(coordinator)
+        for i, settings in enumerate(made):
+            add(coordinator, f"shard{i}", f"host=127.0.0.1 port={settings.port} dbname=pgkb", user="postgres")
+        for i, namespace in enumerate(namespaces):
+            map_namespace(coordinator, namespace, f"shard{i}")
+        one = loader.ingest(reference, [str(corpus)], progress=False)
+        if one.failed:
+            raise RuntimeError(f"the reference's ingest failed: {one.failed}")
+        with connect(reference) as conn:
+            conn.execute("SELECT count(*) FROM kb.refresh_language_statistics()")
+        routed = ingest(coordinator, [str(corpus)])
+        if routed.failed or len(routed.synced) != len(one.synced):
+            raise RuntimeError(f"routed ingest: {len(routed.synced)} of {len(one.synced)} documents, {routed.failed}")
+        yield {"coordinator": coordinator, "reference": reference, "shards": made, "documents": len(one.synced)}
+    finally:
+        for settings in [hub, *made]:
+            cluster.destroy(settings)
+            shutil.rmtree(settings.home, ignore_errors=True)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -14,16 +14,14 @@ else (which passages, their scores, per-leg ranks and scores, match type) must b
 from __future__ import annotations
 
 import itertools
-import shutil
 from pathlib import Path
 
 import psycopg
 import pytest
 from helpers import use_only_the_hash_model
 
-from harness import cluster, loader, shards
+from harness import cluster, shards
 from harness.db import connect
-from harness.migrate import migrate
 
 CORPUS = Path(__file__).resolve().parent.parent / "examples" / "corpus"
 NAMESPACES = ("policies", "support", "engineering")
@@ -42,15 +40,9 @@ QUERIES = [
 MODES = ("lexical", "dense", "hybrid")
 
 
-def _database_dsn(settings, dbname: str) -> str:
-    return settings.embedded_dsn.rsplit("/", 1)[0] + "/" + dbname
-
-
-def _prepare(dsn: str, settings) -> None:
-    """A migrated pgkb database with the hash model only, language correction on for it (so the
-    dense leg's language moments, which the coordinator pools, are in play), hash vectors kept
-    synchronously."""
-    migrate(dsn, settings)
+def _prepare(dsn: str) -> None:
+    """The hash model only, language correction on for it (so the dense leg's language moments,
+    which the coordinator pools, are in play), hash vectors kept synchronously."""
     with connect(dsn) as conn:
         use_only_the_hash_model(conn)
         conn.execute("UPDATE kb.embedding_providers SET language_correction = true WHERE provider = 'hash'")
@@ -59,37 +51,10 @@ def _prepare(dsn: str, settings) -> None:
 @pytest.fixture(scope="module")
 def sharded():
     """{"coordinator": dsn, "reference": dsn, "shards": [Settings x 3]}: three shard clusters, and a
-    fourth cluster holding the coordinator and the single-node reference databases."""
-    made = [cluster.throwaway_settings(f"pgkb-shard{i}-") for i in range(3)]
-    hub = cluster.throwaway_settings("pgkb-coordinator-")
-    try:
-        for settings in [*made, hub]:
-            cluster.init(settings)
-            cluster.start(settings)
-            cluster.ensure_database(settings)
-        cluster.ensure_database(hub, "pgkb_reference")
-        coordinator = hub.embedded_dsn
-        reference = _database_dsn(hub, "pgkb_reference")
-        for settings in made:
-            _prepare(settings.embedded_dsn, settings)
-        _prepare(coordinator, hub)
-        _prepare(reference, hub)
-        shards.init(coordinator)
-        for i, settings in enumerate(made):
-            shards.add(coordinator, f"shard{i}", f"host=127.0.0.1 port={settings.port} dbname=pgkb", user="postgres")
-        for namespace, i in zip(NAMESPACES, range(3), strict=True):
-            shards.map_namespace(coordinator, namespace, f"shard{i}")
-        summary = loader.ingest(reference, [str(CORPUS)], progress=False)
-        assert summary.failed == []
-        with connect(reference) as conn:
-            conn.execute("SELECT count(*) FROM kb.refresh_language_statistics()")
-        routed = shards.ingest(coordinator, [str(CORPUS)])
-        assert routed.failed == [] and len(routed.synced) == len(summary.synced)
-        yield {"coordinator": coordinator, "reference": reference, "shards": made}
-    finally:
-        for settings in [hub, *made]:
-            cluster.destroy(settings)
-            shutil.rmtree(settings.home, ignore_errors=True)
+    fourth cluster holding the coordinator and the single-node reference databases
+    (harness.shards.local_sharded_corpus)."""
+    with shards.local_sharded_corpus(CORPUS, NAMESPACES, _prepare) as built:
+        yield built
 
 
 @pytest.fixture(scope="module")

@@ -607,22 +607,34 @@ AS $$
 DECLARE
     shard text;
 BEGIN
-    -- one namespace: its shard answers alone, exactly as one node would
-    IF namespace IS NOT NULL THEN
-        RETURN QUERY SELECT r.* FROM kb_shard.retrieve_in_namespace(query, k, namespace, mode, filters, as_of, context,
-            max_per_document, merge_adjacent) AS r ORDER BY r.rank;
-    ELSE
-        RETURN QUERY SELECT r.* FROM kb_shard.retrieve_over_shards(query, k, namespace, mode, filters, as_of,
-            context, max_per_document, merge_adjacent) AS r ORDER BY r.rank;
-    END IF;
-EXCEPTION WHEN OTHERS THEN
-    -- a shard that cannot be reached fails the call by its name: never a partial answer
-    shard := CASE WHEN SQLERRM LIKE 'PL/Proxy function %' THEN kb_shard.shards_named_in(SQLERRM) END;
-    IF shard IS NULL THEN
-        RAISE;
-    END IF;
-    RAISE EXCEPTION 'pgkb shards: shard % did not answer; no partial answer is given', shard
-        USING DETAIL = SQLERRM, HINT = 'start the shard, or fix its connect string (pgkb shards list)';
+    -- A shard that stopped since this backend last asked it ends the call with
+    -- its cached connection's last words ("REMOTE FATAL: terminating
+    -- connection"), which do not say which shard it was; PL/Proxy drops that
+    -- connection, so the second attempt connects afresh and a shard still down
+    -- is named by its host and port. Retrieval writes nothing on the shards,
+    -- so trying again is safe.
+    FOR attempt IN 1 .. 2 LOOP
+        BEGIN
+            -- one namespace: its shard answers alone, exactly as one node would
+            IF namespace IS NOT NULL THEN
+                RETURN QUERY SELECT r.* FROM kb_shard.retrieve_in_namespace(query, k, namespace, mode, filters,
+                    as_of, context, max_per_document, merge_adjacent) AS r ORDER BY r.rank;
+            ELSE
+                RETURN QUERY SELECT r.* FROM kb_shard.retrieve_over_shards(query, k, namespace, mode, filters,
+                    as_of, context, max_per_document, merge_adjacent) AS r ORDER BY r.rank;
+            END IF;
+            RETURN;
+        EXCEPTION WHEN OTHERS THEN
+            CONTINUE WHEN attempt = 1 AND SQLERRM LIKE '% REMOTE FATAL: %';
+            -- a shard that cannot be reached fails the call by its name: never a partial answer
+            shard := CASE WHEN SQLERRM LIKE 'PL/Proxy function %' THEN kb_shard.shards_named_in(SQLERRM) END;
+            IF shard IS NULL THEN
+                RAISE;
+            END IF;
+            RAISE EXCEPTION 'pgkb shards: shard % did not answer; no partial answer is given', shard
+                USING DETAIL = SQLERRM, HINT = 'start the shard, or fix its connect string (pgkb shards list)';
+        END;
+    END LOOP;
 END;
 $$;
 COMMENT ON FUNCTION kb_shard.retrieve(text, integer, text, text, jsonb, timestamptz, text[], integer, boolean) IS
