@@ -511,16 +511,16 @@ def _drop_secondary_indexes(conn) -> list[tuple]:
 
 
 def _copy_documents(conn, doc_rows: list[tuple]) -> list[str]:
-    """COPY ``kb.documents`` with its BEFORE triggers and without its AFTER INSERT row triggers
-    (disabled inside the transaction, so no other session ever sees them off); returns the
-    names of the triggers bypassed."""
+    """COPY ``kb.documents`` with its BEFORE triggers and without its AFTER INSERT triggers, row
+    or statement (disabled inside the transaction, so no other session ever sees them off);
+    returns the names of the triggers bypassed."""
     with conn.transaction():
         bypassed = [
             r[0]
             for r in conn.execute(
                 """SELECT tgname FROM pg_trigger
                    WHERE tgrelid = 'kb.documents'::regclass AND NOT tgisinternal
-                     AND tgtype & 1 = 1 AND tgtype & 2 = 0 AND tgtype & 4 = 4 AND tgtype & 64 = 0
+                     AND tgtype & 2 = 0 AND tgtype & 4 = 4 AND tgtype & 64 = 0
                    ORDER BY tgname"""
             ).fetchall()
         ]
