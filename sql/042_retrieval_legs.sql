@@ -79,6 +79,9 @@ RETURNS TABLE (chunk_id bigint, score double precision, coverage double precisio
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
+-- JIT compilation of its statements costs seconds and saves nothing at these sizes; kb_retrieve
+-- turns it off, and so does the leg for anyone who calls it directly
+SET jit = 'off'  -- noqa: PRS
 AS $$
 #variable_conflict use_column
 DECLARE
