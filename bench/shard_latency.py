@@ -49,19 +49,8 @@ MODEL = "hash-64"
 NAMESPACES = ("policies", "support", "engineering")  # namespace i on shard i
 ONE_NAMESPACE = "policies"  # on shard0
 MODES = ("lexical", "dense", "hybrid")
-# the questions of tests/test_shards.py: English and Chinese, one word, a typo, identifiers
-QUESTIONS = [
-    "how long do refunds take",
-    "退款期限是多少天",
-    "postgres failover runbook",
-    "who is on call for support",
-    "数据保留多久",
-    "payment error codes",
-    "travel expenses approval",
-    "release checklist",
-    "queue",
-    "refnd",
-]
+# the questions tests/test_shards.py asks too: English and Chinese, one word, a typo, identifiers
+QUESTIONS = json.loads((REPO / "examples" / "eval" / "corpus-questions.json").read_text(encoding="utf-8"))
 TARGETS = ("one_node", "coordinator_all", "coordinator_namespace", "shard_direct")
 LABELS = {
     "one_node": "one node",

@@ -14,6 +14,7 @@ else (which passages, their scores, per-leg ranks and scores, match type) must b
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 import psycopg
@@ -25,18 +26,8 @@ from harness.db import connect
 
 CORPUS = Path(__file__).resolve().parent.parent / "examples" / "corpus"
 NAMESPACES = ("policies", "support", "engineering")
-QUERIES = [
-    "how long do refunds take",
-    "退款期限是多少天",
-    "postgres failover runbook",
-    "who is on call for support",
-    "数据保留多久",
-    "payment error codes",
-    "travel expenses approval",
-    "release checklist",
-    "queue",
-    "refnd",
-]
+# questions on the example corpus: English and Chinese, one word, a typo (shared with bench/shard_latency.py)
+QUERIES = json.loads((CORPUS.parent / "eval" / "corpus-questions.json").read_text(encoding="utf-8"))
 MODES = ("lexical", "dense", "hybrid")
 
 
