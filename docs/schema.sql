@@ -552,7 +552,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     A posting's BM25 weight: idf x tf saturation (k1) with length normalisation (b, average length avgdl). Inlined.
 -- kb.calibrate(double precision,double precision,double precision)
 --     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     Maps a leg's top score to evidence in [0, 1]: 0 at or below the "no evidence" level, 1 at or above the "strong" level.
+--     Maps a leg's top score to evidence in [0, 1]: 0 at or below the "no evidence" level, 1 at or above the "strong" level. Inlined into its callers.
 -- kb.check_filters(jsonb)
 --     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     Validates kb_retrieve filters: bounded size and depth, known keys, each value of its key's type (errors name the key and the expected type).
@@ -579,7 +579,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     One batch of the embedding queue (kb.py_embed_queue_batch) as the owner, restricted to the namespaces p_role may see; p_role must be the session user or a role it belongs to.
 -- kb.ensure_hnsw_indexes(text)
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
---     Creates the partial HNSW indexes of a model: one over all its vectors and one per language group, which the language-corrected dense leg scans (kb.register_model and every migrate call it; building them on a large corpus takes minutes).
+--     Creates the partial HNSW indexes of a model that do not exist yet, with the options of the settings hnsw_m and hnsw_ef_construction: one over all its vectors and one per language group, which the language-corrected dense leg scans (kb.register_model and every migrate call it; building them on a large corpus takes minutes).
 -- kb.escape_like(text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Escapes \, % and _ so user text matches literally in LIKE/ILIKE.
@@ -616,9 +616,15 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.health()
 --     RETURNS TABLE(check_name text, state text, detail text, fix text) LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Health checks, one row each (ok, degraded, failed or skipped, with the fix): extensions, in-database Python, the active model embedding a query, stored vector dimensions, HNSW indexes, BM25 statistics, the embedding queue and its oldest failure.
+-- kb.hnsw_build_options()
+--     RETURNS text LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     The WITH options of the HNSW indexes built from now on, from the settings hnsw_m and hnsw_ef_construction; refuses values pgvector would refuse, naming the setting.
 -- kb.hnsw_index_name(text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Name of the partial HNSW index of one model.
+-- kb.hnsw_indexes()
+--     RETURNS TABLE(model text, index_name text, built_with text, settings_say text) LANGUAGE sql STABLE PARALLEL SAFE
+--     The HNSW indexes of the models, the options each was built with (built_with; pgvector's defaults m 16, ef_construction 64 where none is recorded) and those the settings hnsw_m and hnsw_ef_construction give now (settings_say); pgkb reindex-hnsw rebuilds the indexes where they differ.
 -- kb.hnsw_language_index_name(text,text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Name of the partial HNSW index of one model and language group.
@@ -696,7 +702,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     The pattern of the CHECK documents_namespace_valid: a kb_retrieve namespace outside it can name no document.
 -- kb.noise_z(bigint)
 --     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     sqrt(2 ln n): about the best z-score n unrelated passages reach by chance; the dense leg's evidence thresholds are offsets from it.
+--     sqrt(2 ln n): about the best z-score n unrelated passages reach by chance; the dense leg's evidence thresholds are offsets from it. Inlined into its callers.
 -- kb.page_of(integer[],integer)
 --     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The 1-based page holding character p_offset of a body whose pages start at p_page_starts (NULL without pages).

@@ -121,6 +121,13 @@ def cmd_backfill(args) -> int:
     return 0 if outcome["error"] is None else 1
 
 
+def cmd_reindex_hnsw(args) -> int:
+    from . import reindex
+
+    _print_json(reindex.run(load_settings().dsn, model=args.model, rebuild_all=args.all, quiet=args.quiet))
+    return 0
+
+
 def cmd_query(args) -> int:
     # reads go where harness.config.Settings.read_dsn says (PGKB_READ_DSN: a standby)
     with connect(load_settings().read_dsn) as conn:
@@ -256,6 +263,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_worker)
+    p = sub.add_parser(
+        "reindex-hnsw",
+        help="rebuild (CONCURRENTLY) the HNSW indexes whose m / ef_construction differ from the settings",
+    )
+    p.add_argument("--model", help="only this model's indexes (default: every model's)")
+    p.add_argument("--all", action="store_true", help="rebuild even the indexes built with the settings' options")
+    p.add_argument("--quiet", action="store_true")
+    p.set_defaults(func=cmd_reindex_hnsw)
     p = sub.add_parser("query", help="ask kb_retrieve and print a table")
     p.add_argument("text")
     p.add_argument("--k", type=int, default=5)

@@ -37,6 +37,10 @@ FROM (VALUES
     ('glossary_weight', 'number', '1', NULL, true,
         'weight of a glossary-added term in the BM25 score (its idf is multiplied by it)'),
     -- dense leg
+    ('hnsw_m', 'integer', '16', NULL, false,
+        'HNSW graph degree (pgvector m, 2..100) of the indexes built from now on; higher: better recall, larger index, slower build. Existing indexes keep theirs until rebuilt (pgkb reindex-hnsw)'),
+    ('hnsw_ef_construction', 'integer', '64', NULL, false,
+        'HNSW build candidate list (pgvector ef_construction, 4..1000, at least 2 x hnsw_m) of the indexes built from now on; higher: better recall, slower build (pgkb reindex-hnsw rebuilds existing ones)'),
     ('hnsw_ef_search', 'integer', '100', NULL, true,
         'HNSW candidate list size of the dense leg (pgvector hnsw.ef_search); raised to 1.5 x the candidates wanted, at most 1000'),
     ('language_correction', 'boolean', 'true', NULL, true,

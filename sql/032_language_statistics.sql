@@ -30,6 +30,56 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$ SELECT left(kb.hnsw_index_name(p_model), 54) || '_' || p_language $$;
 COMMENT ON FUNCTION kb.hnsw_language_index_name(text, text) IS 'Name of the partial HNSW index of one model and language group.';
 
+CREATE OR REPLACE FUNCTION kb.hnsw_build_options()
+RETURNS text
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    m integer := (kb.setting('hnsw_m') #>> '{}')::integer;
+    ef integer := (kb.setting('hnsw_ef_construction') #>> '{}')::integer;
+BEGIN
+    -- pgvector's own limits, checked here so that the error names the setting
+    IF m NOT BETWEEN 2 AND 100 THEN
+        RAISE EXCEPTION 'pgkb: setting hnsw_m = % is outside pgvector''s range 2..100', m
+            USING HINT = 'UPDATE kb.settings SET value = ''16'' WHERE key = ''hnsw_m''';
+    END IF;
+    IF ef NOT BETWEEN 4 AND 1000 OR ef < 2 * m THEN
+        RAISE EXCEPTION 'pgkb: setting hnsw_ef_construction = % is outside 4..1000 or below 2 x hnsw_m (%)', ef, 2 * m
+            USING HINT = 'pgvector needs ef_construction >= 2 x m';
+    END IF;
+    RETURN format('m = %s, ef_construction = %s', m, ef);
+END;
+$$;
+COMMENT ON FUNCTION kb.hnsw_build_options() IS
+'The WITH options of the HNSW indexes built from now on, from the settings hnsw_m and hnsw_ef_construction; refuses values pgvector would refuse, naming the setting.';
+
+CREATE OR REPLACE FUNCTION kb.hnsw_indexes()
+RETURNS TABLE (model text, index_name text, built_with text, settings_say text)
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- every HNSW index of every model (the model's own and one per language
+    -- group), the options it was built with and those the settings give now,
+    -- both spelled "m = 16, ef_construction = 64"
+    SELECT m.name, c.relname::text,
+        format('m = %s, ef_construction = %s',
+            coalesce((SELECT split_part(o, '=', 2) FROM unnest(c.reloptions) AS o WHERE o LIKE 'm=%'), '16'),
+            coalesce((SELECT split_part(o, '=', 2) FROM unnest(c.reloptions) AS o WHERE o LIKE 'ef_construction=%'),
+                '64')),
+        kb.hnsw_build_options()
+    FROM kb.models AS m
+    CROSS JOIN LATERAL unnest(ARRAY[NULL] || kb.passage_languages()) AS lang (code)
+    INNER JOIN pg_catalog.pg_class AS c
+        ON c.relname = coalesce(kb.hnsw_language_index_name(m.name, lang.code), kb.hnsw_index_name(m.name))
+        AND c.relnamespace = 'kb'::regnamespace
+    ORDER BY m.name, c.relname
+$$;
+COMMENT ON FUNCTION kb.hnsw_indexes() IS
+'The HNSW indexes of the models, the options each was built with (built_with; pgvector''s defaults m 16, ef_construction 64 where none is recorded) and those the settings hnsw_m and hnsw_ef_construction give now (settings_say); pgkb reindex-hnsw rebuilds the indexes where they differ.';
+
 CREATE OR REPLACE FUNCTION kb.ensure_hnsw_indexes(p_model text)
 RETURNS void
 LANGUAGE plpgsql
@@ -39,23 +89,26 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
     dims integer := (SELECT m.dimensions FROM kb.models AS m WHERE m.name = p_model);
+    options text := kb.hnsw_build_options();
     lang text;
 BEGIN
     -- the model's index (the dense leg without language correction), then
     -- one per language group (with it); the dense leg repeats each predicate
-    -- literally so that the planner picks the index
+    -- literally so that the planner picks the index. An index that exists
+    -- keeps the options it was built with: a rebuild takes minutes on a large
+    -- corpus, so it is asked for (pgkb reindex-hnsw), never implied
     FOREACH lang IN ARRAY ARRAY[NULL] || kb.passage_languages() LOOP
         EXECUTE format(
             'CREATE INDEX IF NOT EXISTS %I ON kb.embeddings USING hnsw ((embedding::vector(%s)) vector_cosine_ops) '
-            'WITH (m = 16, ef_construction = 64) WHERE model = %L%s',
-            coalesce(kb.hnsw_language_index_name(p_model, lang), kb.hnsw_index_name(p_model)), dims, p_model,
+            'WITH (%s) WHERE model = %L%s',
+            coalesce(kb.hnsw_language_index_name(p_model, lang), kb.hnsw_index_name(p_model)), dims, options, p_model,
             CASE WHEN lang IS NOT NULL THEN format(' AND language = %L', lang) ELSE '' END
         );
     END LOOP;
 END;
 $$;
 COMMENT ON FUNCTION kb.ensure_hnsw_indexes(text) IS
-'Creates the partial HNSW indexes of a model: one over all its vectors and one per language group, which the language-corrected dense leg scans (kb.register_model and every migrate call it; building them on a large corpus takes minutes).';
+'Creates the partial HNSW indexes of a model that do not exist yet, with the options of the settings hnsw_m and hnsw_ef_construction: one over all its vectors and one per language group, which the language-corrected dense leg scans (kb.register_model and every migrate call it; building them on a large corpus takes minutes).';
 
 CREATE OR REPLACE FUNCTION kb.trg_embeddings_language()
 RETURNS trigger

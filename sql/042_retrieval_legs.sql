@@ -440,16 +440,16 @@ CREATE OR REPLACE FUNCTION kb.noise_z(p_vectors bigint)
 RETURNS double precision
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
 AS $$
     -- about the largest of n standard normal scores: what the best of n
     -- passages that have nothing to do with the question reaches by chance,
     -- so that the dense thresholds mean the same in a corpus of 50 passages
-    -- (2.8) and of a million (5.3)
+    -- (2.8) and of a million (5.3). Called once per dense candidate: no SET
+    -- clause, so that the planner inlines it (callers pin search_path)
     SELECT sqrt(2 * ln(greatest(p_vectors, 2)::float8))
 $$;
 COMMENT ON FUNCTION kb.noise_z(bigint) IS
-'sqrt(2 ln n): about the best z-score n unrelated passages reach by chance; the dense leg''s evidence thresholds are offsets from it.';
+'sqrt(2 ln n): about the best z-score n unrelated passages reach by chance; the dense leg''s evidence thresholds are offsets from it. Inlined into its callers.';
 
 CREATE OR REPLACE FUNCTION kb.dense_candidates(
     p_query_vector text, p_model text, p_dimensions integer,

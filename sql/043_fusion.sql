@@ -6,14 +6,15 @@ CREATE OR REPLACE FUNCTION kb.calibrate(p_value double precision, p_low double p
 RETURNS double precision
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
 AS $$
-    -- NaN (PostgreSQL sorts it above every number) and infinities are no evidence
+    -- NaN (PostgreSQL sorts it above every number) and infinities are no
+    -- evidence. Called once per candidate of each leg: no SET clause, so that
+    -- the planner inlines it into its callers (whose search_path is pinned)
     SELECT CASE WHEN p_value IS NULL OR p_value IN ('NaN', 'Infinity', '-Infinity') THEN 0
         ELSE least(greatest((p_value - p_low) / nullif(p_high - p_low, 0), 0), 1) END
 $$;
 COMMENT ON FUNCTION kb.calibrate(double precision, double precision, double precision) IS
-'Maps a leg''s top score to evidence in [0, 1]: 0 at or below the "no evidence" level, 1 at or above the "strong" level.';
+'Maps a leg''s top score to evidence in [0, 1]: 0 at or below the "no evidence" level, 1 at or above the "strong" level. Inlined into its callers.';
 
 CREATE OR REPLACE FUNCTION kb.fuse(
     p_lexical kb.leg_hit[],

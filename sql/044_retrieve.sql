@@ -71,8 +71,11 @@ BEGIN
                 kb.calibrate(h.score, t.min_z, t.min_z - p_settings.min_dense_z + p_settings.strong_dense_z)
                     AS evidence
             FROM (
-                SELECT (result.dense[i]).score, p_dense_languages[i] AS language
-                FROM generate_subscripts(result.dense, 1) AS i
+                -- unnest, not a subscript per row: a subscript walks the array
+                -- from its start (its elements are of variable length)
+                SELECT u.score, l.language
+                FROM unnest(result.dense) WITH ORDINALITY AS u
+                INNER JOIN unnest(p_dense_languages) WITH ORDINALITY AS l (language, n) ON l.n = u.ordinality
             ) AS h
             CROSS JOIN LATERAL (
                 SELECT m.vectors FROM unnest(result.language_moments) AS m WHERE m.language = h.language

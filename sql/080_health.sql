@@ -91,6 +91,20 @@ BEGIN
     ORDER BY m.name;
 
     BEGIN
+        RETURN QUERY
+        SELECT 'hnsw options ' || h.model, CASE WHEN bool_and(h.built_with = h.settings_say) THEN 'ok' ELSE 'degraded' END,
+            string_agg(format('%s: %s', h.index_name, h.built_with), '; ' ORDER BY h.index_name)
+                || format(' (the settings say %s)', min(h.settings_say)),
+            CASE WHEN NOT bool_and(h.built_with = h.settings_say)
+                THEN format('pgkb reindex-hnsw --model %s (rebuilds them concurrently)', h.model) END
+        FROM kb.hnsw_indexes() AS h
+        GROUP BY h.model
+        ORDER BY h.model;
+    EXCEPTION WHEN raise_exception THEN
+        RETURN QUERY SELECT 'hnsw options', 'failed', SQLERRM, 'set hnsw_m and hnsw_ef_construction within pgvector''s ranges';
+    END;
+
+    BEGIN
         -- per namespace, summed over those the caller may see
         SELECT coalesce(sum(s.chunk_count), 0), min(s.refreshed_at) INTO stats_chunks, stats_refreshed
         FROM kb.lexical_stats AS s;

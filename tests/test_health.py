@@ -8,6 +8,7 @@ import os
 import subprocess
 
 import psycopg
+import pytest
 from fake_ollama import FakeOllama
 from psycopg.rows import dict_row
 
@@ -81,3 +82,36 @@ def test_a_reader_sees_only_checks_it_may_run(fresh_db, dsn):
     finally:
         fresh_db.execute("DROP OWNED BY pgkb_health_probe")
         fresh_db.execute("DROP ROLE pgkb_health_probe")
+
+
+def test_hnsw_options_that_differ_from_the_settings_are_degraded_until_reindex_hnsw(fresh_db, dsn):
+    from harness import reindex
+
+    assert checks(dsn)["hnsw options hash-64"]["state"] == "ok"
+    fresh_db.execute("UPDATE kb.settings SET value = '8' WHERE key = 'hnsw_m'")
+    fresh_db.execute("UPDATE kb.settings SET value = '32' WHERE key = 'hnsw_ef_construction'")
+    try:
+        stale = checks(dsn)["hnsw options hash-64"]
+        assert stale["state"] == "degraded" and "m = 16, ef_construction = 64" in stale["detail"]
+        assert stale["fix"].startswith("pgkb reindex-hnsw --model hash-64")
+        done = reindex.run(dsn, model="hash-64", quiet=True)
+        assert done["options"] == "m = 8, ef_construction = 32" and done["rebuilt"]
+        assert checks(dsn)["hnsw options hash-64"]["state"] == "ok"
+        options = fresh_db.execute(
+            "SELECT reloptions FROM pg_class WHERE relname = kb.hnsw_index_name('hash-64')"
+        ).fetchone()["reloptions"]
+        assert sorted(options) == ["ef_construction=32", "m=8"]
+        assert reindex.run(dsn, model="hash-64", quiet=True)["rebuilt"] == [], "nothing left to rebuild"
+    finally:
+        fresh_db.execute("UPDATE kb.settings SET value = default_value WHERE key IN ('hnsw_m', 'hnsw_ef_construction')")
+
+
+def test_an_hnsw_setting_pgvector_would_refuse_names_the_setting(fresh_db, dsn):
+    fresh_db.execute("UPDATE kb.settings SET value = '200' WHERE key = 'hnsw_m'")
+    try:
+        refused = checks(dsn)["hnsw options"]
+        assert refused["state"] == "failed" and "hnsw_m = 200" in refused["detail"]
+        with pytest.raises(psycopg.errors.RaiseException, match="hnsw_m = 200"):
+            fresh_db.execute("SELECT kb.ensure_hnsw_indexes('hash-64')")
+    finally:
+        fresh_db.execute("UPDATE kb.settings SET value = default_value WHERE key = 'hnsw_m'")

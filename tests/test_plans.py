@@ -38,7 +38,9 @@ def plans(rolled_back_db):
     rolled_back_db.execute("RESET ALL")
 
 
-@pytest.mark.parametrize("function", ["kb.in_force(", "kb.visible_candidate(", "kb.bm25_weight("])
+@pytest.mark.parametrize(
+    "function", ["kb.in_force(", "kb.visible_candidate(", "kb.bm25_weight(", "kb.calibrate(", "kb.noise_z("]
+)
 def test_the_inlined_functions_never_appear_as_calls_in_a_plan(plans, function):
     explained = plans("SELECT * FROM kb_retrieve('refunds days', mode => 'hybrid')")
     queries = "\n".join(explained)
@@ -78,3 +80,24 @@ def test_filters_make_visibility_one_hashed_subplan(plans):
     )
     dense = next(plan for q, plan in explained.items() if "ORDER BY e.embedding" in q)
     assert "hashed SubPlan" in dense and "kb.visible_documents" in dense
+
+
+def test_a_vector_of_768_dimensions_stays_in_its_row_not_in_toast(rolled_back_db):
+    """The dense leg reads every candidate's vector: one out of line would cost a TOAST lookup each."""
+    rolled_back_db.execute("SELECT kb.register_model('hash-768', 'hash', 'hash', 768, '{}', true)")
+
+    def sizes():
+        return rolled_back_db.execute(
+            """SELECT pg_relation_size(c.oid) AS heap, pg_relation_size(c.reltoastrelid) AS toast
+               FROM pg_class AS c WHERE c.oid = 'kb.embeddings'::regclass"""
+        ).fetchone()
+
+    before = sizes()
+    for i in range(20):
+        insert_document(rolled_back_db, f"wide-{i}.md", f"# Wide {i}\n\nRefunds take {i} days.")
+    stored = rolled_back_db.execute(
+        "SELECT count(*) AS n, min(vector_dims(embedding)) AS dims FROM kb.embeddings WHERE model = 'hash-768'"
+    ).fetchone()
+    after = sizes()
+    assert stored["n"] >= 20 and stored["dims"] == 768
+    assert after["heap"] > before["heap"] and after["toast"] == before["toast"]

@@ -54,7 +54,7 @@ from .facts import current_ef_search, data_stats, function_sources, memory_facts
 from .latency import BM25_LIMIT, K, measure, ratios
 from .load import build_database, build_meta, existing_meta
 from .queries import make_queries
-from .realcorpus import RealCorpus, real_queries
+from .realcorpus import PerturbedCorpus, RealCorpus, real_queries
 from .recall import recall
 from .report import compare_table, table, write_report
 from .timing import prewarm
@@ -71,6 +71,14 @@ def _migrate(dsn: str, args) -> None:
 def make_corpus(args, size: int | None = None):
     if args.corpus == "real":
         size = size or max(int(s) for s in args.sizes.split(",") if s.strip())
+        if args.perturb_from:
+            # every passage of the real corpus of that size (its store's texts), then perturbed copies
+            with (vectors_dir(args, size) / "texts.jsonl").open(encoding="utf-8") as fh:
+                have = {json.loads(line) for line in fh}
+            base = RealCorpus(
+                args.seed, args.datasets, args.perturb_from, keep=lambda d: f"{d.title}\n\n{d.body}" in have
+            )
+            return PerturbedCorpus(base, size, args.seed, args.perturb_sigma)
         if args.real_universe:
             # only the passages of the universe's corpus whose chunk text has a vector in this size's store
             with (vectors_dir(args, size) / "texts.jsonl").open(encoding="utf-8") as fh:
@@ -88,7 +96,8 @@ def bench_model(args):
 
 
 def vectors_dir(args, size: int) -> Path:
-    return args.vectors_dir / f"{args.model}_{size}_seed{args.seed}"
+    """The store of a size's chunk vectors; with --perturb-from, the real store the copies derive from."""
+    return args.vectors_dir / f"{args.model}_{args.perturb_from or size}_seed{args.seed}"
 
 
 def prepare_database(args, size: int, corpus: Corpus) -> tuple[str, dict]:
@@ -98,6 +107,8 @@ def prepare_database(args, size: int, corpus: Corpus) -> tuple[str, dict]:
     want = build_meta(size, spec.dims, args.seed, spec, args.corpus)
     if args.real_universe:
         want["real_universe"] = args.real_universe
+    if args.perturb_from:
+        want |= {"perturb_from": args.perturb_from, "perturb_sigma": args.perturb_sigma}
     have = existing_meta(args.dsn, name) if args.reuse else None
     if have and all(have.get(k) == v for k, v in want.items()):
         if args.no_migrate:
@@ -126,6 +137,7 @@ def prepare_database(args, size: int, corpus: Corpus) -> tuple[str, dict]:
         model_spec=spec,
         vectors_dir=vectors_dir(args, size),
         corpus_kind=args.corpus,
+        maintenance_work_mem=args.maintenance_work_mem,
     )
     if "prepared" in build:
         folder = build["prepared"]
@@ -134,8 +146,9 @@ def prepare_database(args, size: int, corpus: Corpus) -> tuple[str, dict]:
             f"  nohup nice -n 5 /opt/pgkb/server-venv/bin/python -m bench.retrieval.embed_job {folder} "
             f"--processes 2 > {folder}/embed.log 2>&1 &"
         )
-    if args.real_universe:  # part of the build parameters (want), recorded with the others
-        build["real_universe"] = args.real_universe
+    extra = {k: v for k, v in want.items() if k in ("real_universe", "perturb_from", "perturb_sigma")}
+    if extra:  # part of the build parameters (want), recorded with the others
+        build |= extra
         meta = {k: v for k, v in build.items() if k not in ("reused", "timings")}
         with psycopg.connect(database_dsn(args.dsn, "postgres"), autocommit=True) as conn:
             conn.execute(
@@ -266,6 +279,20 @@ def parser() -> argparse.ArgumentParser:
         "size's store (a partial store, embed_job --partial-to), e.g. when the bulk embedding is not finished",
     )
     ap.add_argument(
+        "--perturb-from",
+        type=int,
+        default=0,
+        help="--corpus real beyond the real passages: every passage of the real corpus of this many chunks "
+        "(its store must be complete), then perturbed copies of them up to the size (realcorpus.PerturbedCorpus)",
+    )
+    ap.add_argument(
+        "--perturb-sigma",
+        type=float,
+        default=0.35,
+        help="--perturb-from: norm of the Gaussian noise added to a copy's vector (cosine to the original about "
+        "1/sqrt(1+sigma^2); default %(default)s)",
+    )
+    ap.add_argument(
         "--vectors-dir",
         type=Path,
         default=DEFAULT_VECTORS_DIR,
@@ -307,6 +334,11 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument("--warmup", type=int, default=8, help="warm-up queries of each kind")
     ap.add_argument("--seed", type=int, default=4)
+    ap.add_argument(
+        "--maintenance-work-mem",
+        default="1GB",
+        help="for the index builds (an HNSW graph larger than it is built on disk, much slower; default %(default)s)",
+    )
     ap.add_argument("--workers", type=int, default=2, help="processes computing chunks, postings and vectors")
     ap.add_argument("--db-prefix", default="pgkb_bench_latency", help=f"must start with {DB_PREFIX_GUARD}")
     ap.add_argument("--reuse", action="store_true", help="keep a database built with the same parameters")
@@ -381,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
         report["compare"] = compare(
             args.dsn,
             *args.compare,
-            corpus,
+            args.datasets if args.corpus == "real" else corpus,
             args.seed,
             args.queries,
             args.warmup,

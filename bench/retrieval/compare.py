@@ -3,7 +3,8 @@
 Both databases must hold the same corpus (``facts.corpus_fingerprint``: row counts and md5 over the
 documents' and chunks' content hashes; a mismatch is refused unless ``allow_different_corpora``);
 their vector and posting counts are reported, not compared (a release may index differently).
-The queries are ``queries.make_queries`` of database A, short and long.
+The queries are ``queries.make_queries`` of database A, short and long, or the real questions
+(``realcorpus.real_queries``) when ``corpus`` is a real corpus's datasets folder.
 
 For each kind of query and each query, every mode of ``modes`` runs
 ``SELECT chunk_id, score FROM kb_retrieve(q, 10, NULL, <mode>)`` on both databases back to back,
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import os
 import statistics
+from pathlib import Path
 
 import psycopg
 
@@ -39,6 +41,7 @@ from .config import database_dsn, log
 from .corpus import Corpus
 from .facts import corpus_fingerprint, index_counts, schema_identity, setting
 from .queries import make_queries
+from .realcorpus import real_queries
 from .timing import SKIP_AFTER_TIMEOUTS, TIMEOUT_MS, pct, prewarm, timed
 
 MODES = ("hybrid", "lexical", "dense", "auto")
@@ -80,7 +83,7 @@ def compare(
     server_dsn: str,
     db_a: str,
     db_b: str,
-    corpus: Corpus,
+    corpus: Corpus | Path,
     seed: int,
     n_queries: int,
     warmup: int,
@@ -108,7 +111,10 @@ def compare(
             raise SystemExit(
                 f"{db_a} and {db_b} hold different corpora: {databases['a']['corpus']} vs {databases['b']['corpus']}"
             )
-        queries = make_queries(conns["a"], corpus, seed, n_queries)
+        if isinstance(corpus, Path):
+            queries = real_queries(corpus, seed, n_queries)
+        else:
+            queries = make_queries(conns["a"], corpus, seed, n_queries)
         for side, conn in conns.items():
             databases[side]["prewarmed"] = prewarm(conn, create_extension=False)
 

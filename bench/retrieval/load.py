@@ -57,6 +57,7 @@ from psycopg.rows import dict_row
 
 from .config import GENERATOR_VERSION, REAL_CORPUS_VERSION, BenchModel, database_dsn, hash_model, log
 from .corpus import Corpus, Document, lifecycle_plan
+from .realcorpus import PerturbedCorpus, perturbed_vector
 
 NAMESPACE = "default"
 CHUNK_BATCH = 512  # documents chunked per round while filling up to the chunk count
@@ -165,6 +166,26 @@ class VectorStore:
         for stale in self.folder.glob("*.npy"):
             stale.unlink()
         return len(unique)
+
+
+def copy_vectors(corpus: PerturbedCorpus, docs: list[Document], doc_texts: list[list[str]], vectors: dict, conf: dict):
+    """``vectors`` (md5 of a passage's text -> its real vector) with the vectors of the perturbed
+    copies among ``docs`` (whose chunk texts are ``doc_texts``) added: each its passage's vector
+    perturbed (``realcorpus.perturbed_vector``)."""
+    out = dict(vectors)
+    max_tokens, overlap = int(conf["chunk_max_tokens"]), int(conf["chunk_overlap_tokens"])
+    passage_key: dict[int, str] = {}
+    for doc, texts in zip(docs, doc_texts, strict=True):
+        copy = corpus.copy_of.get((doc.title, doc.body))
+        if copy is None:
+            continue
+        i = copy[0]
+        if i not in passage_key:
+            b = corpus.base.docs[i]
+            passage_key[i] = text_key(chunk_rows(chunk((b.title, b.body, max_tokens, overlap)))[0].embed_text)
+        for t in texts:
+            out[text_key(t)] = perturbed_vector(vectors[passage_key[i]], copy, corpus.seed, corpus.sigma)
+    return out
 
 
 def chunk(job: tuple[str, str, int, int]) -> list[chunker.Chunk]:
@@ -319,6 +340,7 @@ def build_database(
     model_spec: BenchModel | None = None,
     vectors_dir: Path | None = None,
     corpus_kind: str = "synthetic",
+    maintenance_work_mem: str = "1GB",
 ) -> dict:
     """Drop, create, migrate and load database ``name`` with ``size`` chunks, then check
     ``verify_sample`` of its documents against the trigger; returns its build facts.
@@ -368,6 +390,9 @@ def build_database(
                 texts = [t for ts in pool.map(embed_texts_of, jobs, chunksize=256) for t in ts]
                 store = VectorStore(vectors_dir)
                 _VECTORS = store.lookup(model)
+                if _VECTORS is not None and isinstance(corpus, PerturbedCorpus):
+                    doc_texts = pool.map(embed_texts_of, jobs, chunksize=256)
+                    _VECTORS = copy_vectors(corpus, docs, doc_texts, _VECTORS, conf)
                 missing = len(texts) if _VECTORS is None else sum(text_key(t) not in _VECTORS for t in texts)
                 if missing and (vectors_dir / "partial").is_file():
                     raise RuntimeError(
@@ -420,7 +445,8 @@ def build_database(
         timings["copy_s"] = time.perf_counter() - t
         del results
 
-        conn.execute("SET maintenance_work_mem = '1GB'")
+        # an HNSW graph that outgrows it is built on disk, many times slower
+        conn.execute("SELECT set_config('maintenance_work_mem', %s, false)", [maintenance_work_mem])
         for index, indexdef, conname, condef, table in saved:
             t = time.perf_counter()
             if conname:

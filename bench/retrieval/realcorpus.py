@@ -223,3 +223,83 @@ def real_queries(datasets: Path, seed: int, n_each: int) -> dict[str, list[str]]
         rest = en[len(zh) :] + zh[len(en) :]
         out[kind] = (mixed + rest)[:n_each]
     return out
+
+
+#: share of a passage's words (English) or Han characters (Chinese) a perturbed copy replaces
+PERTURB_SHARE = 0.15
+
+
+class PerturbedCorpus:
+    """A corpus larger than the real passages: every passage of ``base`` once as it is, then
+    perturbed copies of them up to the wanted size (all shuffled together with the seed).
+
+    A copy keeps its passage's title and replaces ``PERTURB_SHARE`` of its words (English) or Han
+    characters (Chinese) by ones drawn from the corpus's own text of that language (so term
+    frequencies stay real-like); its vector is the passage's real vector plus Gaussian noise of
+    norm about ``sigma``, renormalised (``perturbed_vector``), i.e. cosine about
+    1 / sqrt(1 + sigma^2) to the original. Copies of one passage are near each other in both
+    legs, as the versions and near-duplicates of a real knowledge base are."""
+
+    han_source = "real passages and perturbed copies"
+
+    def __init__(self, base: RealCorpus, size: int, seed: int, sigma: float):
+        self.seed = seed
+        self.sigma = sigma
+        self.vocab_source = f"{base.vocab_source}; perturbed copies ({PERTURB_SHARE:.0%} of tokens, sigma {sigma})"
+        words = [w for d in base.docs if not d.is_cjk for w in d.body.split()]
+        han = [c for d in base.docs if d.is_cjk for c in HAN.findall(d.body)]
+        want = int(size * 1.02) + 1000
+        rng = random.Random(seed + 11)
+        seen = {d.body for d in base.docs}
+        copies: list[Document] = []
+        #: copy -> (index of its passage in base.docs, copy number): what its vector derives from
+        self.copy_of: dict[tuple[str, str], tuple[int, int]] = {}
+        number = 0
+        while len(base.docs) + len(copies) < want:
+            number += 1
+            for i, d in enumerate(base.docs):
+                if len(base.docs) + len(copies) >= want:
+                    break
+                body = perturb_text(d.body, d.is_cjk, random.Random(f"{seed}:{number}:{i}"), words, han)
+                if body in seen:
+                    continue
+                seen.add(body)
+                copy = Document(title=d.title, body=body, is_cjk=d.is_cjk, origin=f"{d.origin}+perturbed")
+                copies.append(copy)
+                self.copy_of[(copy.title, copy.body)] = (i, number)
+        docs = base.docs + copies
+        rng.shuffle(docs)
+        self.base = base
+        self.docs = docs
+        self.datasets = base.datasets
+        self.origins = {o: sum(d.origin == o for d in docs) for o in sorted({d.origin for d in docs})}
+
+    documents = RealCorpus.documents
+    fillers = RealCorpus.fillers
+    word = RealCorpus.word
+
+
+def perturb_text(body: str, cjk: bool, rng: random.Random, words: list[str], han: list[str]) -> str:
+    """``body`` with ``PERTURB_SHARE`` of its words (or Han characters) replaced by random ones of
+    ``words`` (or ``han``)."""
+    if cjk:
+        chars = list(body)
+        spots = [i for i, c in enumerate(chars) if HAN.fullmatch(c)]
+        for i in rng.sample(spots, max(1, round(len(spots) * PERTURB_SHARE))):
+            chars[i] = rng.choice(han)
+        return "".join(chars)
+    tokens = body.split()
+    for i in rng.sample(range(len(tokens)), max(1, round(len(tokens) * PERTURB_SHARE))):
+        tokens[i] = rng.choice(words)
+    return " ".join(tokens)
+
+
+def perturbed_vector(vector, key: tuple[int, int], seed: int, sigma: float):
+    """The vector of copy ``key`` (passage index, copy number): ``vector`` plus Gaussian noise of
+    expected norm ``sigma``, renormalised; deterministic for the key and seed."""
+    import numpy as np
+
+    rng = np.random.default_rng([seed, key[0], key[1]])
+    v = np.asarray(vector, dtype=np.float64)
+    v = v + rng.standard_normal(v.shape[0]) * (sigma / np.sqrt(v.shape[0]))
+    return (v / np.linalg.norm(v)).astype(np.float32)
