@@ -64,29 +64,29 @@ BEGIN
         -- The best hit of each language is judged; the most convincing decides.
         -- Thresholds are offsets from the group's noise level (kb.noise_z of
         -- its number of vectors), so they mean the same at any corpus size.
-        SELECT e.evidence, e.z, e.language, e.min_z
+        SELECT h.evidence, h.z, h.language, h.min_z
         INTO result.dense_evidence, result.dense_evidence_z, result.dense_evidence_language, result.dense_min_z
         FROM (
-            SELECT DISTINCT ON (h.language) h.language, h.score AS z, t.min_z,
-                kb.calibrate(h.score, t.min_z, t.min_z - p_settings.min_dense_z + p_settings.strong_dense_z)
+            SELECT b.language, b.score AS z, t.min_z,
+                kb.calibrate(b.score, t.min_z, t.min_z - p_settings.min_dense_z + p_settings.strong_dense_z)
                     AS evidence
             FROM (
                 -- unnest, not a subscript per row: a subscript walks the array
                 -- from its start (its elements are of variable length)
-                SELECT u.score, l.language
+                SELECT DISTINCT ON (l.language) u.score, l.language
                 FROM unnest(result.dense) WITH ORDINALITY AS u
                 INNER JOIN unnest(p_dense_languages) WITH ORDINALITY AS l (language, n) ON l.n = u.ordinality
-            ) AS h
+                ORDER BY l.language, u.score DESC
+            ) AS b
             CROSS JOIN LATERAL (
-                SELECT m.vectors FROM unnest(result.language_moments) AS m WHERE m.language = h.language
+                SELECT m.vectors FROM unnest(result.language_moments) AS m WHERE m.language = b.language
             ) AS g
             CROSS JOIN LATERAL (SELECT kb.noise_z(g.vectors) + p_settings.min_dense_z + CASE
-                WHEN p_plan.mode = 'hybrid' AND (h.language = p_plan.analysis ->> 'language'
+                WHEN p_plan.mode = 'hybrid' AND (b.language = p_plan.analysis ->> 'language'
                     OR p_plan.analysis ->> 'language' = 'mixed')
                     THEN p_settings.same_language_z_margin ELSE 0 END AS min_z) AS t
-            ORDER BY h.language, h.score DESC
-        ) AS e
-        ORDER BY e.evidence DESC, e.z DESC
+        ) AS h
+        ORDER BY h.evidence DESC, h.z DESC
         LIMIT 1;
         result.dense_evidence := coalesce(result.dense_evidence, 0);
     ELSE
