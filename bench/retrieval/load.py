@@ -387,11 +387,11 @@ def build_database(
             timings["generate_s"] = time.perf_counter() - t
             vector_source = "provider, in this process"
             if spec.provider != "hash":
-                texts = [t for ts in pool.map(embed_texts_of, jobs, chunksize=256) for t in ts]
+                doc_texts = pool.map(embed_texts_of, jobs, chunksize=256)
+                texts = [t for ts in doc_texts for t in ts]
                 store = VectorStore(vectors_dir)
                 _VECTORS = store.lookup(model)
                 if _VECTORS is not None and isinstance(corpus, PerturbedCorpus):
-                    doc_texts = pool.map(embed_texts_of, jobs, chunksize=256)
                     _VECTORS = copy_vectors(corpus, docs, doc_texts, _VECTORS, conf)
                 missing = len(texts) if _VECTORS is None else sum(text_key(t) not in _VECTORS for t in texts)
                 if missing and (vectors_dir / "partial").is_file():

@@ -18,6 +18,9 @@ characters, and shuffled with the seed; every dataset passage comes before any m
 is taken, so the questions' answers are in the corpus whatever its size (up to the datasets' ~70k
 passages). Documents carry their origin (``metadata.origin``).
 
+``PerturbedCorpus`` goes beyond the real passages (``--perturb-from``, the 1M benchmark): every
+passage once, then perturbed copies of them, whose vectors are the real ones plus noise.
+
 ``real_queries`` draws the benchmark's queries from the datasets' questions (SciFact claims,
 CMRC 2018 and xquad-mixed questions), half English and half Chinese for each kind: **short** are
 the questions of at most 6 words (English) or 12 Han characters (Chinese), **long** the others.
