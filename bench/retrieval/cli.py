@@ -68,24 +68,21 @@ def _migrate(dsn: str, args) -> None:
     migrate(dsn, load_settings(), **folders)
 
 
+def stored_passages(args, size: int, universe: int) -> RealCorpus:
+    """The passages of the real corpus of ``universe`` chunks whose chunk text has a vector in the
+    store of ``size`` (``vectors_dir``)."""
+    with (vectors_dir(args, size) / "texts.jsonl").open(encoding="utf-8") as fh:
+        have = {json.loads(line) for line in fh}
+    return RealCorpus(args.seed, args.datasets, universe, keep=lambda d: f"{d.title}\n\n{d.body}" in have)
+
+
 def make_corpus(args, size: int | None = None):
     if args.corpus == "real":
         size = size or max(int(s) for s in args.sizes.split(",") if s.strip())
-        if args.perturb_from:
-            # every passage of the real corpus of that size (its store's texts), then perturbed copies
-            with (vectors_dir(args, size) / "texts.jsonl").open(encoding="utf-8") as fh:
-                have = {json.loads(line) for line in fh}
-            base = RealCorpus(
-                args.seed, args.datasets, args.perturb_from, keep=lambda d: f"{d.title}\n\n{d.body}" in have
-            )
-            return PerturbedCorpus(base, size, args.seed, args.perturb_sigma)
-        if args.real_universe:
-            # only the passages of the universe's corpus whose chunk text has a vector in this size's store
-            with (vectors_dir(args, size) / "texts.jsonl").open(encoding="utf-8") as fh:
-                have = {json.loads(line) for line in fh}
-            return RealCorpus(
-                args.seed, args.datasets, args.real_universe, keep=lambda d: f"{d.title}\n\n{d.body}" in have
-            )
+        if args.perturb_from:  # every passage of the real corpus of that size, then perturbed copies
+            return PerturbedCorpus(stored_passages(args, size, args.perturb_from), size, args.seed, args.perturb_sigma)
+        if args.real_universe:  # e.g. a partial store: the passages embedded so far
+            return stored_passages(args, size, args.real_universe)
         return RealCorpus(args.seed, args.datasets, size)
     return Corpus(args.seed, args.datasets / WORD_SOURCE, args.datasets / HAN_SOURCE)
 

@@ -35,18 +35,25 @@ def _log(message: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def _work(job: tuple[Path, int, int, int, int]) -> int:
-    folder, index, processes, batch, checkpoint = job
+def _share(folder: Path, index: int, processes: int):
+    """Process ``index``'s part of the job: the model row, its texts (every ``processes``-th from
+    ``index``) and the provider that embeds them."""
     from pgkb_plpy import embedders
 
     model = json.loads((folder / "model.json").read_text())
     with (folder / "texts.jsonl").open(encoding="utf-8") as fh:
         texts = [json.loads(line) for n, line in enumerate(fh) if n % processes == index]
-    part = folder / f"part-{index}.npy"
-    done = np.load(part) if part.is_file() else np.zeros((0, model["dimensions"]), dtype=np.float32)
     provider = embedders.get_provider(
         {}, model["provider"], model["model"], model["dimensions"], model.get("options") or {}
     )
+    return model, texts, provider
+
+
+def _work(job: tuple[Path, int, int, int, int]) -> int:
+    folder, index, processes, batch, checkpoint = job
+    model, texts, provider = _share(folder, index, processes)
+    part = folder / f"part-{index}.npy"
+    done = np.load(part) if part.is_file() else np.zeros((0, model["dimensions"]), dtype=np.float32)
     vectors = [done]
     n, started = len(done), time.perf_counter()
     since = n
@@ -70,16 +77,9 @@ def _tail(job: tuple[Path, int, int, int, int]) -> int:
     of ``checkpoint`` (``tail-<i>.npy`` holds the embedded suffix, in order) until the suffix
     meets what ``part-<i>.npy`` holds."""
     folder, index, processes, batch, checkpoint = job
-    from pgkb_plpy import embedders
-
-    model = json.loads((folder / "model.json").read_text())
-    with (folder / "texts.jsonl").open(encoding="utf-8") as fh:
-        texts = [json.loads(line) for n, line in enumerate(fh) if n % processes == index]
+    model, texts, provider = _share(folder, index, processes)
     tail_path = folder / f"tail-{index}.npy"
     tail = np.load(tail_path) if tail_path.is_file() else np.zeros((0, model["dimensions"]), dtype=np.float32)
-    provider = embedders.get_provider(
-        {}, model["provider"], model["model"], model["dimensions"], model.get("options") or {}
-    )
     while True:
         part = folder / f"part-{index}.npy"
         head = len(np.load(part, mmap_mode="r")) if part.is_file() else 0
