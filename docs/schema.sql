@@ -694,6 +694,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.merged_passages(kb.retrieval_row[])
 --     RETURNS kb.retrieval_row[] LANGUAGE sql STABLE PARALLEL SAFE
 --     The rows with the chunks of one document that follow each other joined into one passage each: the document's text from the first to the last (their overlap once), at the place and with the scores of its best chunk, the section path of its first, provenance over all of them (provenance.chunks in document order); ranks renumbered.
+-- kb.model_hnsw_indexes(text)
+--     RETURNS TABLE(language text, index_name text) LANGUAGE sql STABLE PARALLEL SAFE
+--     The names of a model's partial HNSW indexes: its own (language NULL) and one per language group (kb.passage_languages).
 -- kb.ms_since(timestamp with time zone)
 --     RETURNS numeric LANGUAGE sql VOLATILE PARALLEL SAFE
 --     Milliseconds elapsed since a clock_timestamp(), for explain timings.

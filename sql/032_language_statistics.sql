@@ -30,6 +30,21 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$ SELECT left(kb.hnsw_index_name(p_model), 54) || '_' || p_language $$;
 COMMENT ON FUNCTION kb.hnsw_language_index_name(text, text) IS 'Name of the partial HNSW index of one model and language group.';
 
+CREATE OR REPLACE FUNCTION kb.model_hnsw_indexes(p_model text)
+RETURNS TABLE (language text, index_name text)
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- the model's index (the dense leg without language correction, language
+    -- NULL), then one per language group (with it)
+    SELECT lang.code, coalesce(kb.hnsw_language_index_name(p_model, lang.code), kb.hnsw_index_name(p_model))
+    FROM unnest(ARRAY[NULL] || kb.passage_languages()) WITH ORDINALITY AS lang (code, n)
+    ORDER BY lang.n
+$$;
+COMMENT ON FUNCTION kb.model_hnsw_indexes(text) IS
+'The names of a model''s partial HNSW indexes: its own (language NULL) and one per language group (kb.passage_languages).';
+
 CREATE OR REPLACE FUNCTION kb.hnsw_build_options()
 RETURNS text
 LANGUAGE plpgsql
@@ -71,10 +86,8 @@ AS $$
                 '64')),
         kb.hnsw_build_options()
     FROM kb.models AS m
-    CROSS JOIN LATERAL unnest(ARRAY[NULL] || kb.passage_languages()) AS lang (code)
-    INNER JOIN pg_catalog.pg_class AS c
-        ON c.relname = coalesce(kb.hnsw_language_index_name(m.name, lang.code), kb.hnsw_index_name(m.name))
-        AND c.relnamespace = 'kb'::regnamespace
+    CROSS JOIN LATERAL kb.model_hnsw_indexes(m.name) AS h
+    INNER JOIN pg_catalog.pg_class AS c ON c.relname = h.index_name AND c.relnamespace = 'kb'::regnamespace
     ORDER BY m.name, c.relname
 $$;
 COMMENT ON FUNCTION kb.hnsw_indexes() IS
@@ -90,19 +103,18 @@ AS $$
 DECLARE
     dims integer := (SELECT m.dimensions FROM kb.models AS m WHERE m.name = p_model);
     options text := kb.hnsw_build_options();
-    lang text;
+    idx record;
 BEGIN
-    -- the model's index (the dense leg without language correction), then
-    -- one per language group (with it); the dense leg repeats each predicate
-    -- literally so that the planner picks the index. An index that exists
-    -- keeps the options it was built with: a rebuild takes minutes on a large
-    -- corpus, so it is asked for (pgkb reindex-hnsw), never implied
-    FOREACH lang IN ARRAY ARRAY[NULL] || kb.passage_languages() LOOP
+    -- the dense leg repeats each predicate literally so that the planner
+    -- picks the index. An index that exists keeps the options it was built
+    -- with: a rebuild takes minutes on a large corpus, so it is asked for
+    -- (pgkb reindex-hnsw), never implied
+    FOR idx IN SELECT * FROM kb.model_hnsw_indexes(p_model) LOOP
         EXECUTE format(
             'CREATE INDEX IF NOT EXISTS %I ON kb.embeddings USING hnsw ((embedding::vector(%s)) vector_cosine_ops) '
             'WITH (%s) WHERE model = %L%s',
-            coalesce(kb.hnsw_language_index_name(p_model, lang), kb.hnsw_index_name(p_model)), dims, options, p_model,
-            CASE WHEN lang IS NOT NULL THEN format(' AND language = %L', lang) ELSE '' END
+            idx.index_name, dims, options, p_model,
+            CASE WHEN idx.language IS NOT NULL THEN format(' AND language = %L', idx.language) ELSE '' END
         );
     END LOOP;
 END;
