@@ -1,0 +1,190 @@
+"""Long version histories and the dense leg, with the active model: does the HNSW scan still reach
+the current version's chunks, and does the dense leg still see evidence for them?
+
+The versions of one document have near-identical chunks: an unchanged section gives the same
+vector in every version, a changed one a near-identical one. HNSW is approximate and not built for
+many near-duplicates (an element can fall out of the graph's reach), and the dense leg z-scores a
+similarity within its language group from the statistics of every stored vector, hidden versions
+included. For each chain length this stores a chain of versions of a four-section policy (three
+English sections, one Chinese; each version changes one figure and supersedes the one before) in
+one namespace, asks one question per section in dense mode, k = 3, and records per question:
+
+* `found_hnsw`: the current version is among the results of the plan kb_retrieve uses (HNSW);
+* `found_exact`: the same with index scans disabled, an exact sort of every visible vector: the
+  baseline, in the same run;
+* `evidence_z`, `min_z`: the dense leg's best z-score in its language group and the threshold it
+  must reach (kb_retrieve_explain, stage 1); below it the dense leg reports no evidence (none
+  when the group has fewer than language_min_vectors vectors: raw cosine, no z-score);
+* `found_hybrid`: the current version is among the hybrid results (the lexical leg beside it).
+
+`--background N` first stores N SciFact abstracts in the namespace (kept between runs: only
+the missing ones are inserted; about 9 minutes per 1,000 with the default model on these
+machines), so that the chain is a small part of a real corpus. The chain is deleted at the end.
+
+    /opt/pgkb/venv/bin/python bench/version_chains.py [--dsn DSN] [--namespace bench-chains]
+        [--versions 1,3,10,40,100] [--background 1000] [--datasets ../shared/datasets]
+
+The JSON report goes to stdout (and --out), a table to stderr."""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import random
+import sys
+from pathlib import Path
+
+from harness.config import load_settings
+from harness.db import connect
+from harness.retrieval import explain, retrieve
+
+REPO = Path(__file__).resolve().parents[1]
+SECTIONS = [
+    (
+        "Refund window",
+        "Customers may request a refund within {refund} days of delivery; opened goods are final.",
+    ),
+    ("Travel expenses", "Meals on business trips are reimbursed up to {meals} euros per day; hotels need a receipt."),
+    ("Remote work", "Employees may work remotely {remote} days per week after probation, with approval."),
+    ("退款流程", "客户自签收之日起 {refund} 天内可申请退款，财务部门在 {days} 个工作日内处理。"),
+]
+QUESTIONS = [
+    "How many days do customers have to ask for a refund?",
+    "How much are meals reimbursed on business trips?",
+    "How many days a week can employees work from home?",
+    "退款需要多少个工作日处理？",
+]
+CHAIN_PREFIX = "chain-policy-v"
+
+
+def chain_bodies(versions: int, seed: int = 1) -> list[str]:
+    """The bodies of a chain: every version changes one figure of the one before."""
+    rng = random.Random(seed)
+    figures = {"refund": 14, "meals": 40, "remote": 2, "days": 5}
+    bodies = []
+    for _ in range(versions):
+        figures[rng.choice(sorted(figures))] += 1
+        sections = "\n\n".join(f"## {h}\n\n{t.format(**figures)}" for h, t in SECTIONS)
+        bodies.append("# Company policy\n\n" + sections)
+    return bodies
+
+
+def store_background(conn, namespace: str, datasets: Path, n: int) -> int:
+    """The first n SciFact abstracts in the namespace, those missing inserted; returns how many are there."""
+    have = {
+        r["source"]
+        for r in conn.execute(
+            "SELECT source FROM kb.documents WHERE namespace = %s AND source LIKE 'scifact-%%'", (namespace,)
+        ).fetchall()
+    }
+    rows = []
+    with gzip.open(datasets / "scifact" / "corpus.jsonl.gz", "rt", encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            if i >= n:
+                break
+            d = json.loads(line)
+            if f"scifact-{d['_id']}.md" not in have:
+                rows.append((namespace, f"scifact-{d['_id']}.md", f"# {d['title']}\n\n{d['text']}"))
+    with conn.cursor() as cur:
+        cur.executemany("INSERT INTO kb.documents (namespace, source, body) VALUES (%s, %s, %s)", rows)
+    return len(have) + len(rows)
+
+
+def delete_chain(conn, namespace: str) -> None:
+    conn.execute("DELETE FROM kb.documents WHERE namespace = %s AND source LIKE %s", (namespace, CHAIN_PREFIX + "%"))
+
+
+def store_chain(conn, namespace: str, versions: int) -> str:
+    """Stores a chain of `versions` versions; returns the current one's source."""
+    previous = None
+    for i, body in enumerate(chain_bodies(versions)):
+        source = f"{CHAIN_PREFIX}{i:03d}.md"
+        conn.execute(
+            "INSERT INTO kb.documents (namespace, source, body, supersedes) VALUES (%s, %s, %s, %s)",
+            (namespace, source, body, previous),
+        )
+        previous = source
+    return previous
+
+
+def found_sources(conn, question: str, namespace: str, mode: str, exact: bool = False) -> list[str]:
+    with conn.transaction():
+        if exact:
+            conn.execute("SET LOCAL enable_indexscan = off")
+        rows = retrieve(conn, question, k=3, namespace=namespace, mode=mode)
+    return [r["source"] for r in rows]
+
+
+def measure(conn, namespace: str, versions: int) -> dict:
+    delete_chain(conn, namespace)
+    current = store_chain(conn, namespace, versions)
+    conn.execute("SELECT kb.refresh_language_statistics()").fetchall()
+    questions = []
+    for question in QUESTIONS:
+        stage = explain(conn, question, k=3, namespace=namespace, mode="dense")["stages"][0]
+        questions.append(
+            {
+                "question": question,
+                "found_hnsw": current in found_sources(conn, question, namespace, "dense"),
+                "found_exact": current in found_sources(conn, question, namespace, "dense", exact=True),
+                "found_hybrid": current in found_sources(conn, question, namespace, "hybrid"),
+                "evidence_z": stage.get("dense_evidence_z"),
+                "min_z": stage.get("dense_min_z"),
+            }
+        )
+    distinct = conn.execute(
+        """SELECT count(*) AS vectors, count(DISTINCT e.embedding::text) AS distinct_vectors
+           FROM kb.embeddings AS e JOIN kb.chunks AS c ON c.id = e.chunk_id
+           JOIN kb.documents AS d ON d.id = c.document_id
+           WHERE d.namespace = %s AND d.source LIKE %s""",
+        (namespace, CHAIN_PREFIX + "%"),
+    ).fetchone()
+    delete_chain(conn, namespace)
+    return {"versions": versions, **distinct, "questions": questions}
+
+
+def table(report: dict) -> str:
+    """Per chain length: questions whose current version was found, and of the questions z-scored
+    (a language group of at least language_min_vectors vectors) those with evidence."""
+    lines = ["versions  vectors  distinct  found hnsw  found exact  z >= min z  found hybrid"]
+    for run in report["runs"]:
+        qs = run["questions"]
+        scored = [q for q in qs if q["evidence_z"] is not None and q["min_z"] is not None]
+        evident = sum(q["evidence_z"] >= q["min_z"] for q in scored)
+        lines.append(
+            f"{run['versions']:>8}  {run['vectors']:>7}  {run['distinct_vectors']:>8}"
+            f"  {sum(q['found_hnsw'] for q in qs):>8}/{len(qs)}  {sum(q['found_exact'] for q in qs):>9}/{len(qs)}"
+            f"  {evident:>8}/{len(scored)}  {sum(q['found_hybrid'] for q in qs):>10}/{len(qs)}"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dsn", default=None, help="default: the embedded cluster's pgkb database")
+    parser.add_argument("--namespace", default="bench-chains")
+    parser.add_argument("--versions", default="1,3,10,40,100")
+    parser.add_argument("--background", type=int, default=0, help="SciFact abstracts stored in the namespace first")
+    parser.add_argument("--datasets", type=Path, default=REPO.parent / "shared" / "datasets")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "version_chains.json")
+    args = parser.parse_args()
+    with connect(args.dsn or load_settings().dsn) as conn:
+        model = conn.execute("SELECT name FROM kb.models WHERE active").fetchone()["name"]
+        background = store_background(conn, args.namespace, args.datasets, args.background) if args.background else 0
+        report = {
+            "benchmark": "version_chains",
+            "model": model,
+            "namespace": args.namespace,
+            "background_documents": background,
+            "runs": [measure(conn, args.namespace, int(n)) for n in args.versions.split(",")],
+        }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n")
+    print(json.dumps(report, ensure_ascii=False, indent=2))
+    print(table(report), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
