@@ -106,6 +106,27 @@ def test_hnsw_options_that_differ_from_the_settings_are_degraded_until_reindex_h
         fresh_db.execute("UPDATE kb.settings SET value = default_value WHERE key IN ('hnsw_m', 'hnsw_ef_construction')")
 
 
+def test_reindex_hnsw_drops_the_invalid_copy_an_interrupted_rebuild_left(fresh_db, dsn):
+    """A REINDEX CONCURRENTLY cut off mid-build leaves an invalid `<index>_ccnew`; made here by a
+    concurrent build that fails (a cast every stored 64-dimension vector refuses)."""
+    from harness import reindex
+
+    fresh_db.execute("INSERT INTO kb.documents (source, body) VALUES ('a.md', '# A\n\nRefunds take 14 days.')")
+    leftover = fresh_db.execute("SELECT kb.hnsw_index_name('hash-64') || '_ccnew' AS n").fetchone()["n"]
+    with pytest.raises(psycopg.errors.DataException, match="dimensions"):
+        fresh_db.execute(
+            f"CREATE INDEX CONCURRENTLY {leftover} ON kb.embeddings"
+            " USING hnsw ((embedding::vector(65)) vector_cosine_ops)"
+        )
+    invalid = "SELECT count(*) AS n FROM pg_index WHERE NOT indisvalid AND indrelid = 'kb.embeddings'::regclass"
+    assert fresh_db.execute(invalid).fetchone()["n"] == 1
+    done = reindex.run(dsn, quiet=True)
+    assert done["rebuilt"] == [] and leftover not in done["kept"], "the settings did not change: nothing rebuilt"
+    assert fresh_db.execute(invalid).fetchone()["n"] == 0
+    assert fresh_db.execute("SELECT to_regclass(%s) AS r", [f"kb.{leftover}"]).fetchone()["r"] is None
+    assert checks(dsn)["hnsw options hash-64"]["state"] == "ok"
+
+
 def test_an_hnsw_setting_pgvector_would_refuse_names_the_setting(fresh_db, dsn):
     fresh_db.execute("UPDATE kb.settings SET value = '200' WHERE key = 'hnsw_m'")
     try:
