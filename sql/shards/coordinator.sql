@@ -42,6 +42,24 @@ CREATE TABLE IF NOT EXISTS kb_shard.namespaces (
 COMMENT ON TABLE kb_shard.namespaces IS
 'Which shard holds each namespace: a namespace lives wholly on one shard, so its statistics do too. Writes are routed by it; a namespace found on a shard without a row here fails a retrieval.';
 
+-- Tenants use the coordinator as themselves (kb_shard.configure without a
+-- user: each caller reaches the shards as its own role, whose row-level
+-- security there decides what it sees). The map is read under the policy of
+-- the documents, so a tenant sees only its own namespaces' rows: another
+-- tenant's namespace is as unknown to it as one that does not exist. Connect
+-- strings are readable by every caller (they name the shard that did not
+-- answer in errors), so they must hold no secret: passwords go in the
+-- coordinator server's .pgpass or pg_hba.
+GRANT USAGE ON SCHEMA kb_shard TO pgkb_reader, pgkb_writer, pgkb_admin;
+GRANT SELECT ON kb_shard.shards, kb_shard.namespaces TO pgkb_reader, pgkb_writer, pgkb_admin;
+ALTER TABLE kb_shard.namespaces ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS tenant_namespace ON kb_shard.namespaces;
+CREATE POLICY tenant_namespace ON kb_shard.namespaces
+USING (
+    (SELECT kb.allowed_namespaces(current_user)) IS NULL
+    OR namespaces.namespace IN (SELECT unnest(kb.allowed_namespaces(current_user)))
+);
+
 CREATE OR REPLACE FUNCTION kb_shard.partitions(p_shards integer)
 RETURNS integer
 LANGUAGE sql
@@ -95,6 +113,7 @@ END;
 $$;
 COMMENT ON FUNCTION kb_shard.configure(text) IS
 '(Re)creates the PL/Proxy server pgkb_shards from kb_shard.shards (a power of two of partitions, repeating shards'' connect strings past the last) and its user mapping (p_user: the role the shards are reached as; NULL: each caller''s own). Returns the number of partitions.';
+REVOKE EXECUTE ON FUNCTION kb_shard.configure(text) FROM public;
 
 CREATE OR REPLACE FUNCTION kb_shard.partition_of(p_namespace text)
 RETURNS integer
@@ -279,6 +298,7 @@ END;
 $$;
 COMMENT ON FUNCTION kb_shard.sync_statistics() IS
 'Replaces the coordinator''s language statistics and glossary with copies of all shards'' (run after loads, after kb_shard.refresh_statistics_on_shards); returns the rows copied.';
+REVOKE EXECUTE ON FUNCTION kb_shard.sync_statistics() FROM public;
 
 CREATE OR REPLACE FUNCTION kb_shard.upsert_document(p_document jsonb)
 RETURNS TABLE (id bigint, ingest_status text, ingest_error text)
@@ -364,7 +384,6 @@ DECLARE
     glossaries jsonb := '[]';
     all_terms text[] := '{}';
     parts jsonb[];
-    shard_of jsonb := (SELECT coalesce(jsonb_object_agg(n.namespace, n.shard_no), '{}') FROM kb_shard.namespaces AS n);
     plan kb.retrieval_plan;
     given jsonb := '[]';
     query_vector text;
@@ -615,8 +634,14 @@ BEGIN
     -- so trying again is safe.
     FOR attempt IN 1 .. 2 LOOP
         BEGIN
-            -- one namespace: its shard answers alone, exactly as one node would
-            IF namespace IS NOT NULL THEN
+            -- one namespace: its shard answers alone, exactly as one node would;
+            -- one the caller cannot see mapped (none, or another tenant's) gives
+            -- no rows, as one node answers for a namespace it does not hold
+            IF namespace IS NOT NULL AND NOT EXISTS (
+                SELECT 1 FROM kb_shard.namespaces AS n WHERE n.namespace = retrieve.namespace
+            ) THEN
+                RETURN;
+            ELSIF namespace IS NOT NULL THEN
                 RETURN QUERY SELECT r.* FROM kb_shard.retrieve_in_namespace(query, k, namespace, mode, filters,
                     as_of, context, max_per_document, merge_adjacent) AS r ORDER BY r.rank;
             ELSE
@@ -638,4 +663,4 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb_shard.retrieve(text, integer, text, text, jsonb, timestamptz, text[], integer, boolean) IS
-'kb_retrieve over a sharded corpus, same arguments and rows: with a namespace, kb_retrieve on the shard holding it; over all namespaces kb_shard.retrieve_over_shards, ranking like one node holding every shard''s documents. A shard that cannot be reached fails the call with an error naming it.';
+'kb_retrieve over a sharded corpus, same arguments and rows: with a namespace, kb_retrieve on the shard holding it (no rows for a namespace the caller sees no mapping of); over all namespaces kb_shard.retrieve_over_shards, ranking like one node holding every shard''s documents. A shard that cannot be reached fails the call with an error naming it.';

@@ -1,0 +1,69 @@
+"""Tenant isolation through the shard coordinator. The coordinator reaches the shards as each
+caller itself (`kb_shard.configure` with no user: a user mapping without one), so the shards'
+row-level security decides what a tenant's fan-out sees. With tenant_isolation on in every
+database (the shards, the coordinator with its copy of the language statistics, and a one-node
+reference holding everything), a tenant granted one namespace gets from `kb_shard.retrieve`
+exactly what `kb_retrieve` gives it on the one node: only its namespace's passages, scored with
+only its namespace's statistics, in every mode; and asking for another tenant's namespace tells it
+no more than on one node. Same clusters and tolerance as tests/test_shards.py."""
+
+from __future__ import annotations
+
+import pytest
+from test_shards import CORPUS, MODES, NAMESPACES, QUERIES, _prepare, _rows, comparable
+
+from harness import shards
+from harness.db import connect
+
+TENANT = "pgkb_shard_tenant"
+GRANTED = "policies"
+
+
+def as_tenant(dsn: str) -> str:
+    """The same database, connected to as the tenant's login role."""
+    scheme, rest = dsn.split("://", 1)
+    return f"{scheme}://{TENANT}@{rest.split('@', 1)[1]}"
+
+
+@pytest.fixture(scope="module")
+def tenant_sessions():
+    """(one node, coordinator) connections of the tenant, granted GRANTED only, in clusters of this
+    module's own: the role exists in every cluster (the shards are reached as it), tenant_isolation
+    is on and the grant given in every database."""
+    with shards.local_sharded_corpus(CORPUS, NAMESPACES, _prepare, prefix="pgkb-tenants-") as built:
+        shard_dsns = [s.embedded_dsn for s in built["shards"]]
+        for cluster_dsn in [built["coordinator"], *shard_dsns]:
+            with connect(cluster_dsn) as conn:
+                conn.execute(f"CREATE ROLE {TENANT} LOGIN IN ROLE pgkb_reader")
+        for dsn in [built["coordinator"], built["reference"], *shard_dsns]:
+            with connect(dsn) as conn:
+                conn.execute("UPDATE kb.settings SET value = 'true' WHERE key = 'tenant_isolation'")
+                conn.execute(
+                    "INSERT INTO kb.namespace_grants (role_name, namespace) VALUES (%s, %s)", (TENANT, GRANTED)
+                )
+        with connect(built["coordinator"]) as conn:
+            conn.execute("SELECT kb_shard.configure(NULL)")
+        with connect(as_tenant(built["reference"])) as one, connect(as_tenant(built["coordinator"])) as many:
+            yield one, many
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_tenant_through_the_coordinator_gets_what_it_gets_on_one_node(tenant_sessions, mode):
+    one_node, coordinator = tenant_sessions
+    compared = 0
+    for query in QUERIES:
+        one = _rows(one_node, "kb_retrieve", query, k=10, mode=mode)
+        many = _rows(coordinator, "kb_shard.retrieve", query, k=10, mode=mode)
+        assert {r["namespace"] for r in many} <= {GRANTED}, (query, mode)
+        assert comparable(many) == comparable(one), (query, mode)
+        compared += len(one)
+    assert compared > len(QUERIES), "the tenant's own namespace answers"
+
+
+@pytest.mark.parametrize("namespace", [n for n in NAMESPACES if n != GRANTED])
+def test_another_tenants_namespace_through_the_coordinator_tells_no_more_than_one_node(tenant_sessions, namespace):
+    one_node, coordinator = tenant_sessions
+    for query in QUERIES[:4]:
+        one = _rows(one_node, "kb_retrieve", query, k=10, mode="hybrid", namespace=namespace)
+        many = _rows(coordinator, "kb_shard.retrieve", query, k=10, mode="hybrid", namespace=namespace)
+        assert many == one == [], (query, namespace)
