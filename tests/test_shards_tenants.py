@@ -9,42 +9,56 @@ no more than on one node. Same clusters and tolerance as tests/test_shards.py.""
 
 from __future__ import annotations
 
+import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 from test_shards import CORPUS, MODES, NAMESPACES, QUERIES, _prepare, _rows, comparable
 
 from harness import shards
 from harness.db import connect
 
 TENANT = "pgkb_shard_tenant"
+WRITER = "pgkb_shard_tenant_writer"
 GRANTED = "policies"
 
 
-def as_tenant(dsn: str) -> str:
-    """The same database, connected to as the tenant's login role."""
+def as_role(dsn: str, role: str) -> str:
+    """The same database, connected to as a login role."""
     scheme, rest = dsn.split("://", 1)
-    return f"{scheme}://{TENANT}@{rest.split('@', 1)[1]}"
+    return f"{scheme}://{role}@{rest.split('@', 1)[1]}"
 
 
 @pytest.fixture(scope="module")
-def tenant_sessions():
-    """(one node, coordinator) connections of the tenant, granted GRANTED only, in clusters of this
-    module's own: the role exists in every cluster (the shards are reached as it), tenant_isolation
-    is on and the grant given in every database."""
+def tenant_clusters():
+    """Clusters of this module's own (harness.shards.local_sharded_corpus) with a reader and a
+    writer of one tenant, granted GRANTED only: each role exists in every cluster (the shards are
+    reached as it), tenant_isolation is on and the grants given in every database."""
     with shards.local_sharded_corpus(CORPUS, NAMESPACES, _prepare, prefix="pgkb-tenants-") as built:
         shard_dsns = [s.embedded_dsn for s in built["shards"]]
         for cluster_dsn in [built["coordinator"], *shard_dsns]:
             with connect(cluster_dsn) as conn:
                 conn.execute(f"CREATE ROLE {TENANT} LOGIN IN ROLE pgkb_reader")
+                conn.execute(f"CREATE ROLE {WRITER} LOGIN IN ROLE pgkb_writer")
         for dsn in [built["coordinator"], built["reference"], *shard_dsns]:
             with connect(dsn) as conn:
                 conn.execute("UPDATE kb.settings SET value = 'true' WHERE key = 'tenant_isolation'")
-                conn.execute(
-                    "INSERT INTO kb.namespace_grants (role_name, namespace) VALUES (%s, %s)", (TENANT, GRANTED)
-                )
+                for role in (TENANT, WRITER):
+                    conn.execute(
+                        "INSERT INTO kb.namespace_grants (role_name, namespace) VALUES (%s, %s)", (role, GRANTED)
+                    )
         with connect(built["coordinator"]) as conn:
             conn.execute("SELECT kb_shard.configure(NULL)")
-        with connect(as_tenant(built["reference"])) as one, connect(as_tenant(built["coordinator"])) as many:
-            yield one, many
+        yield built
+
+
+@pytest.fixture(scope="module")
+def tenant_sessions(tenant_clusters):
+    """(one node, coordinator) connections of the tenant's reader."""
+    with (
+        connect(as_role(tenant_clusters["reference"], TENANT)) as one,
+        connect(as_role(tenant_clusters["coordinator"], TENANT)) as many,
+    ):
+        yield one, many
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -67,3 +81,31 @@ def test_another_tenants_namespace_through_the_coordinator_tells_no_more_than_on
         one = _rows(one_node, "kb_retrieve", query, k=10, mode="hybrid", namespace=namespace)
         many = _rows(coordinator, "kb_shard.retrieve", query, k=10, mode="hybrid", namespace=namespace)
         assert many == one == [], (query, namespace)
+
+
+def test_a_tenants_write_through_the_coordinator_lands_only_in_its_own_namespace(tenant_clusters):
+    """The writer's own namespace is written on its shard; another tenant's is refused with the
+    error of a namespace that is mapped nowhere, so the refusal tells it nothing."""
+    coordinator = tenant_clusters["coordinator"]
+
+    def write(conn, namespace: str):
+        document = {"namespace": namespace, "source": "tenant-note.md", "body": "# Note\n\nA tenant's own note."}
+        return conn.execute("SELECT * FROM kb_shard.upsert_document(%s)", (Jsonb(document),)).fetchall()
+
+    def refusal(conn, namespace: str) -> str:
+        with pytest.raises(psycopg.errors.RaiseException) as refused:
+            write(conn, namespace)
+        return refused.value.diag.message_primary.replace(namespace, "<namespace>")
+
+    with connect(as_role(coordinator, WRITER)) as writer:
+        assert len(write(writer, GRANTED)) == 1
+        others = [n for n in NAMESPACES if n != GRANTED]
+        assert {refusal(writer, n) for n in others} == {refusal(writer, "mapped-nowhere")}
+    for i, settings in enumerate(tenant_clusters["shards"]):
+        with connect(settings.embedded_dsn) as conn:
+            found = conn.execute(
+                "SELECT namespace, ingest_status FROM kb.documents WHERE source = 'tenant-note.md'"
+            ).fetchall()
+        assert [(r["namespace"], r["ingest_status"]) for r in found] == (
+            [(GRANTED, "indexed")] if NAMESPACES[i] == GRANTED else []
+        )
