@@ -221,8 +221,11 @@ def test_one_tenants_aliases_and_concept_keys_do_not_reach_another(fresh_db):
         fresh_db.execute("INSERT INTO kb.namespace_grants (role_name, namespace) VALUES (%s, 'acme')", (name,))
         with acting_as(fresh_db, name):
             for query in (f"glxalias{SUFFIX}", f"glxconcept{SUFFIX}"):
+                assert retrieve(fresh_db, query, mode="lexical") == [], query
+                # the dense leg may still find acme's own passage: the hash vector of a random
+                # token is near it by chance, which says nothing about globex
                 for mode in MODES:
-                    assert retrieve(fresh_db, query, mode=mode) == [], (query, mode)
+                    assert {r["namespace"] for r in retrieve(fresh_db, query, mode=mode)} <= {"acme"}, (query, mode)
             seen = fresh_db.execute("SELECT count(*) AS n FROM kb.lexical_postings WHERE term LIKE 'glx%%'").fetchone()[
                 "n"
             ]
