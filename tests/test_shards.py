@@ -63,6 +63,12 @@ def _rows(conn: psycopg.Connection, function: str, query: str, **arguments) -> l
     ).fetchall()
 
 
+def asked_both(one_node: psycopg.Connection, coordinator: psycopg.Connection, query: str, **arguments):
+    """(rows of kb_retrieve on the one node, rows of kb_shard.retrieve on the coordinator) for the same call."""
+    one = _rows(one_node, "kb_retrieve", query, **arguments)
+    return one, _rows(coordinator, "kb_shard.retrieve", query, **arguments)
+
+
 def comparable(rows: list[dict]) -> list[tuple]:
     """The rows as compared. Ties break by chunk id, which differs between the shards and the
     reference, so: runs of equal score are sorted by namespace, source and text; a leg's rank is
@@ -135,8 +141,7 @@ def test_sharded_all_namespace_ranking_equals_one_node(sessions, mode):
     one_node, coordinator = sessions
     compared = 0
     for query in QUERIES:
-        one = _rows(one_node, "kb_retrieve", query, k=10, mode=mode)
-        many = _rows(coordinator, "kb_shard.retrieve", query, k=10, mode=mode)
+        one, many = asked_both(one_node, coordinator, query, k=10, mode=mode)
         assert comparable(many) == comparable(one), (query, mode)
         assert [r["rank"] for r in many] == list(range(1, len(many) + 1))
         compared += len(one)
@@ -164,8 +169,7 @@ def test_sharded_namespace_query_equals_one_node(sessions):
     """With a namespace the one shard holding it answers: the single node's answer in every mode."""
     one_node, coordinator = sessions
     for query, namespace, mode in NAMESPACE_QUESTIONS:
-        one = _rows(one_node, "kb_retrieve", query, k=10, mode=mode, namespace=namespace)
-        many = _rows(coordinator, "kb_shard.retrieve", query, k=10, mode=mode, namespace=namespace)
+        one, many = asked_both(one_node, coordinator, query, k=10, mode=mode, namespace=namespace)
         assert one and comparable(many) == comparable(one), (query, namespace, mode)
 
 
@@ -173,8 +177,7 @@ def test_sharded_cap_and_filters_equal_one_node(sessions):
     one_node, coordinator = sessions
     for query in QUERIES[:4]:
         for arguments in ({"max_per_document": 1}, {"filters": psycopg.types.json.Jsonb({"doc_type": "policy"})}):
-            one = _rows(one_node, "kb_retrieve", query, k=10, mode="hybrid", **arguments)
-            many = _rows(coordinator, "kb_shard.retrieve", query, k=10, mode="hybrid", **arguments)
+            one, many = asked_both(one_node, coordinator, query, k=10, mode="hybrid", **arguments)
             assert comparable(many) == comparable(one), (query, arguments)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 from psycopg.types.json import Jsonb
-from test_shards import CORPUS, MODES, NAMESPACES, QUERIES, _prepare, _rows, comparable
+from test_shards import CORPUS, MODES, NAMESPACES, QUERIES, _prepare, asked_both, comparable
 
 from harness import shards
 from harness.db import connect
@@ -66,8 +66,7 @@ def test_a_tenant_through_the_coordinator_gets_what_it_gets_on_one_node(tenant_s
     one_node, coordinator = tenant_sessions
     compared = 0
     for query in QUERIES:
-        one = _rows(one_node, "kb_retrieve", query, k=10, mode=mode)
-        many = _rows(coordinator, "kb_shard.retrieve", query, k=10, mode=mode)
+        one, many = asked_both(one_node, coordinator, query, k=10, mode=mode)
         assert {r["namespace"] for r in many} <= {GRANTED}, (query, mode)
         assert comparable(many) == comparable(one), (query, mode)
         compared += len(one)
@@ -78,8 +77,7 @@ def test_a_tenant_through_the_coordinator_gets_what_it_gets_on_one_node(tenant_s
 def test_another_tenants_namespace_through_the_coordinator_tells_no_more_than_one_node(tenant_sessions, namespace):
     one_node, coordinator = tenant_sessions
     for query in QUERIES[:4]:
-        one = _rows(one_node, "kb_retrieve", query, k=10, mode="hybrid", namespace=namespace)
-        many = _rows(coordinator, "kb_shard.retrieve", query, k=10, mode="hybrid", namespace=namespace)
+        one, many = asked_both(one_node, coordinator, query, k=10, mode="hybrid", namespace=namespace)
         assert many == one == [], (query, namespace)
 
 
