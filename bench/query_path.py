@@ -1,0 +1,246 @@
+"""The query path as the owner and as a tenant role, against the bare legs, in one run.
+
+On a database built by ``bench.retrieval`` (``--build-only``; its documents live in namespace
+``default``), this benchmark:
+
+* turns ``tenant_isolation`` on in that database and makes a tenant reader role granted
+  ``default``, so the tenant sees exactly what the owner sees and any difference is the cost of
+  isolation;
+* with ``--chain N``, stores a policy as N versions (each supersedes the one before) in namespace
+  ``bench-chain``, granted to the tenant too, and asks it one question per round;
+* per query, interleaved so that background load hits every series alike: ``kb_retrieve`` in
+  hybrid, dense and lexical mode as the owner and as the tenant, the bare BM25 leg
+  (``kb.lexical_candidates`` with precomputed terms, 100 candidates, as the owner) and bare HNSW
+  (``ORDER BY embedding <=> q LIMIT n`` through the model's index, with the leg's ef_search) for
+  10 and for the leg's candidate count;
+* checks that the tenant's rows equal the owner's (same chunks, same order) for every query.
+
+Prints JSON (``--out`` also writes it) and a short table: p50 and p95 per series, and the ratios
+the fast-query-path issue sets targets on (hybrid over bare BM25 + bare HNSW; tenant over owner).
+
+    /opt/pgkb/venv/bin/python -m bench.query_path --db pgkb_bench_qp_10000 [--queries 100] [--chain 1000]
+"""
+
+from __future__ import annotations  # noqa: I001  (bench.retrieval must put plpython/ on sys.path first)
+
+import argparse
+import json
+import random
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+from psycopg.rows import tuple_row
+
+from bench.retrieval.config import default_dsn
+from bench.retrieval.queries import query_vector
+from bench.retrieval.timing import pct
+from pgkb_plpy import lexical
+
+TENANT = "pgkb_bench_tenant"
+CHAIN_NAMESPACE = "bench-chain"
+WORD_RE = re.compile(r"[A-Za-z][A-Za-z-]+")
+MODES = ("hybrid", "dense", "lexical")
+
+
+def dsn_for(server_dsn: str, db: str) -> str:
+    return psycopg.conninfo.make_conninfo(server_dsn, dbname=db)
+
+
+def sample_queries(conn, n: int, seed: int) -> list[tuple[str, str]]:
+    """``n`` queries drawn from stored chunks, alternately short (2-4 words or 2-6 Han characters)
+    and long (15-30 words or 20-45 characters), as ``(kind, text)``."""
+    rng = random.Random(seed)
+    max_id = conn.execute("SELECT max(id) FROM kb.chunks WHERE namespace = 'default'").fetchone()[0]
+    out: list[tuple[str, str]] = []
+    while len(out) < n:
+        row = conn.execute("SELECT content FROM kb.chunks WHERE id = %s", [rng.randint(1, max_id)]).fetchone()
+        if row is None:
+            continue
+        short = len(out) % 2 == 0
+        han = re.sub(r"[^\u4e00-\u9fff]", "", row[0])
+        if len(han) > 50:
+            size = rng.randint(2, 6) if short else rng.randint(20, 45)
+            start = rng.randint(0, len(han) - size)
+            text = han[start : start + size]
+        else:
+            words = [w.lower() for w in WORD_RE.findall(row[0]) if w.lower() not in lexical.STOP_WORDS]
+            size = rng.randint(2, 4) if short else rng.randint(15, 30)
+            if len(words) < size:
+                continue
+            start = rng.randint(0, len(words) - size)
+            text = " ".join(words[start : start + size])
+        out.append(("short" if short else "long", text))
+    return out
+
+
+def set_up_tenant(conn, chain: int) -> None:
+    """Isolation on, the tenant reader granted ``default`` (and the chain's namespace), the chain."""
+    exists = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", [TENANT]).fetchone()
+    if not exists:
+        conn.execute(f"CREATE ROLE {TENANT} NOLOGIN IN ROLE pgkb_reader")
+    conn.execute(f"GRANT {TENANT} TO current_user")
+    conn.execute("UPDATE kb.settings SET value = 'true' WHERE key = 'tenant_isolation'")
+    for namespace in ("default", CHAIN_NAMESPACE):
+        conn.execute(
+            "INSERT INTO kb.namespace_grants (role_name, namespace) SELECT %s, %s "
+            "WHERE NOT EXISTS (SELECT 1 FROM kb.namespace_grants WHERE role_name = %s AND namespace = %s)",
+            [TENANT, namespace, TENANT, namespace],
+        )
+    have = conn.execute("SELECT count(*) FROM kb.documents WHERE namespace = %s", [CHAIN_NAMESPACE]).fetchone()[0]
+    if chain and have != chain:
+        conn.execute("DELETE FROM kb.documents WHERE namespace = %s", [CHAIN_NAMESPACE])
+        for v in range(1, chain + 1):
+            conn.execute(
+                "INSERT INTO kb.documents (namespace, source, title, body, status, supersedes) "
+                "VALUES (%s, %s, 'Expense policy', %s, 'active', %s)",
+                [
+                    CHAIN_NAMESPACE,
+                    f"policy-v{v:04d}.md",
+                    f"# Expense policy\n\nHotels are reimbursed up to {100 + v} EUR per night.",
+                    f"policy-v{v - 1:04d}.md" if v > 1 else None,
+                ],
+            )
+        conn.execute("SELECT kb.refresh_lexical_stats()")
+
+
+def timed(conn, sql: str, params: list) -> tuple[float, list]:
+    start = time.perf_counter()
+    rows = conn.execute(sql, params).fetchall()
+    return (time.perf_counter() - start) * 1000, rows
+
+
+def measure(owner, tenant, queries, model: tuple[str, int], candidates: int, ef_search: int, chain: int) -> dict:
+    name, dims = model
+    bare_hnsw = (
+        f"SELECT chunk_id FROM kb.embeddings WHERE model = '{name}' "
+        f"ORDER BY embedding::vector({dims}) <=> %s::vector({dims}) LIMIT %s"
+    )
+    bare_bm25 = "SELECT chunk_id FROM kb.lexical_candidates(%s::text[], now(), NULL, '{}', 100)"
+    retrieve = "SELECT chunk_id FROM kb_retrieve(%s, 10, NULL, %s)"
+    series: dict[str, dict[str, list[float]]] = {}
+    mismatches: list[dict] = []
+    for n, (kind, q) in enumerate(queries):
+        s = series.setdefault(kind, {})
+        vec = query_vector(q, dims)
+        terms = lexical.query_terms(q)
+        for mode in MODES:
+            ms_owner, rows_owner = timed(owner, retrieve, [q, mode])
+            ms_tenant, rows_tenant = timed(tenant, retrieve, [q, mode])
+            s.setdefault(f"owner_{mode}", []).append(ms_owner)
+            s.setdefault(f"tenant_{mode}", []).append(ms_tenant)
+            if rows_owner != rows_tenant:
+                mismatches.append({"query": q, "mode": mode, "owner": rows_owner[:3], "tenant": rows_tenant[:3]})
+        s.setdefault("bare_bm25", []).append(timed(owner, bare_bm25, [terms])[0])
+        s.setdefault("bare_hnsw_10", []).append(timed(owner, bare_hnsw, [vec, 10])[0])
+        owner.execute(f"SET hnsw.ef_search = {max(ef_search, candidates * 3 // 2)}")
+        s.setdefault("bare_hnsw_leg", []).append(timed(owner, bare_hnsw, [vec, candidates])[0])
+        owner.execute(f"SET hnsw.ef_search = {ef_search}")
+        if chain and n % 4 == 0:
+            question = [
+                "SELECT source FROM kb_retrieve('hotel reimbursed per night', 3, %s, 'hybrid')",
+                [CHAIN_NAMESPACE],
+            ]
+            c = series.setdefault("chain", {})
+            c.setdefault("owner_hybrid", []).append(timed(owner, *question)[0])
+            c.setdefault("tenant_hybrid", []).append(timed(tenant, *question)[0])
+    return {
+        "latency_ms": {kind: {k: pct(v) for k, v in s.items()} for kind, s in series.items()},
+        "tenant_rows_differ": len(mismatches),
+        "mismatch_examples": mismatches[:3],
+    }
+
+
+def ratios(latency: dict) -> dict:
+    out = {}
+    for kind, s in latency.items():
+        if kind == "chain":
+            out[kind] = {"tenant_over_owner_hybrid_p50": _div(s["tenant_hybrid"]["p50"], s["owner_hybrid"]["p50"])}
+            continue
+        bare = s["bare_bm25"]["p95"] + s["bare_hnsw_10"]["p95"]
+        out[kind] = {
+            "owner_hybrid_p95_over_bare_bm25_plus_hnsw_p95": _div(s["owner_hybrid"]["p95"], bare),
+            "tenant_hybrid_p95_over_bare_bm25_plus_hnsw_p95": _div(s["tenant_hybrid"]["p95"], bare),
+            "owner_dense_p50_minus_bare_hnsw_leg_p50_ms": round(s["owner_dense"]["p50"] - s["bare_hnsw_leg"]["p50"], 2),
+        }
+        for mode in MODES:
+            out[kind][f"tenant_over_owner_{mode}_p50"] = _div(s[f"tenant_{mode}"]["p50"], s[f"owner_{mode}"]["p50"])
+            out[kind][f"tenant_over_owner_{mode}_p95"] = _div(s[f"tenant_{mode}"]["p95"], s[f"owner_{mode}"]["p95"])
+    return out
+
+
+def _div(a: float, b: float) -> float | None:
+    return round(a / b, 2) if b else None
+
+
+def table(report: dict) -> str:
+    lines = [f"{'series':<28}{'kind':<7}{'p50 ms':>9}{'p95 ms':>9}"]
+    for kind, s in report["latency_ms"].items():
+        for name, p in s.items():
+            lines.append(f"{name:<28}{kind:<7}{p['p50']:>9.2f}{p['p95']:>9.2f}")
+    lines.append("")
+    for kind, r in report["ratios"].items():
+        for name, value in r.items():
+            lines.append(f"{kind:<7}{name:<52}{value}")
+    lines.append(f"tenant rows differing from the owner's: {report['tenant_rows_differ']}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dsn", default=default_dsn(), help="the server (default %(default)s)")
+    ap.add_argument("--db", required=True, help="a database built by bench.retrieval")
+    ap.add_argument("--queries", type=int, default=100, help="half short, half long")
+    ap.add_argument("--warmup", type=int, default=10)
+    ap.add_argument("--chain", type=int, default=0, help="versions of the chained policy (0: none)")
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--out", type=Path, default=None)
+    args = ap.parse_args(argv)
+    dsn = dsn_for(args.dsn, args.db)
+    with psycopg.connect(dsn, autocommit=True, row_factory=tuple_row) as owner:
+        set_up_tenant(owner, args.chain)
+        with psycopg.connect(dsn, autocommit=True, row_factory=tuple_row) as tenant:
+            tenant.execute(f"SET ROLE {TENANT}")
+            for conn in (owner, tenant):
+                register_vector(conn)
+            model = owner.execute("SELECT name, dimensions FROM kb.models WHERE active").fetchone()
+            settings = dict(
+                owner.execute(
+                    "SELECT key, value #>> '{}' FROM kb.settings WHERE key IN ('candidates_per_leg', 'hnsw_ef_search')"
+                ).fetchall()
+            )
+            candidates = max(10 * 5, int(settings["candidates_per_leg"]))
+            ef_search = int(settings["hnsw_ef_search"])
+            owner.execute(f"SET hnsw.ef_search = {ef_search}")
+            owner.execute("SET jit = off")
+            queries = sample_queries(owner, args.queries + args.warmup, args.seed)
+            measure(owner, tenant, queries[: args.warmup], model, candidates, ef_search, args.chain)
+            result = measure(owner, tenant, queries[args.warmup :], model, candidates, ef_search, args.chain)
+            commit = owner.execute("SELECT count(*) FROM kb.chunks").fetchone()[0]
+    report = {
+        "database": args.db,
+        "chunks": commit,
+        "model": {"name": model[0], "dimensions": model[1]},
+        "queries": args.queries,
+        "chain_versions": args.chain,
+        "candidates": candidates,
+        "ef_search": ef_search,
+        "measured_at": time.strftime("%Y-%m-%d %H:%M:%S"),
+        **result,
+    }
+    report["ratios"] = ratios(report["latency_ms"])
+    text = json.dumps(report, indent=1)
+    if args.out:
+        args.out.write_text(text + "\n")
+    print(text)
+    print(table(report), file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    sys.exit(main())
