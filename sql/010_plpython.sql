@@ -141,7 +141,7 @@ COMMENT ON FUNCTION kb.py_recount_language_statistics(text, double precision, in
 
 -- runs as its caller (row-level security picks the statistics it reads); readers may call it
 CREATE OR REPLACE FUNCTION kb.py_language_moments(
-    p_model text, p_query_vector text, p_namespace text, p_min_vectors integer, p_query text
+    p_model text, p_query_vector text, p_namespaces text[], p_min_vectors integer, p_query text
 )
 RETURNS SETOF kb.language_moment
 LANGUAGE plpython3u
@@ -149,9 +149,9 @@ STABLE PARALLEL UNSAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 if "pgkb" not in GD: plpy.execute("SELECT kb.plpython_init()")
-return GD["pgkb"].language_moments(plpy, GD, SD, p_model, p_query_vector, p_namespace, p_min_vectors, p_query)
+return GD["pgkb"].language_moments(plpy, GD, SD, p_model, p_query_vector, p_namespaces, p_min_vectors, p_query)
 $$;
-COMMENT ON FUNCTION kb.py_language_moments(text, text, text, integer, text) IS
+COMMENT ON FUNCTION kb.py_language_moments(text, text, text[], integer, text) IS
 'A query''s offset (mean similarity) and scale (its standard deviation) per language group of the model''s vectors, for the vector each group is searched with (without the query''s language component in the groups of other languages), pooled over the namespaces the caller may see (or the one named).';
 
 CREATE OR REPLACE FUNCTION kb.py_query_terms(p_text text)

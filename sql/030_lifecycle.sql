@@ -75,7 +75,7 @@ CREATE OR REPLACE TRIGGER settings_calendar AFTER INSERT OR UPDATE OF value ON k
 FOR EACH ROW WHEN (new.key = 'calendar_time_zone')
 EXECUTE FUNCTION kb.trg_settings_calendar();
 
-CREATE OR REPLACE FUNCTION kb.visible_documents(p_as_of timestamptz, p_namespace text, p_filters jsonb)
+CREATE OR REPLACE FUNCTION kb.visible_documents(p_as_of timestamptz, p_namespaces text[], p_filters jsonb)
 RETURNS SETOF bigint
 LANGUAGE sql
 STABLE PARALLEL SAFE
@@ -100,7 +100,7 @@ AS $$
     scoped AS (
         SELECT d.id, d.namespace, d.source, d.supersedes, d.status, d.effective_from, d.effective_to, d.removed_at
         FROM kb.documents AS d, opts AS o
-        WHERE (p_namespace IS NULL OR d.namespace = p_namespace)
+        WHERE (p_namespaces IS NULL OR d.namespace = ANY(p_namespaces))
             AND (o.doc_types IS NULL OR d.doc_type = ANY(o.doc_types))
             AND (o.statuses IS NULL OR d.status = ANY(o.statuses))
             AND (o.meta IS NULL OR d.metadata @> o.meta)
@@ -117,7 +117,7 @@ AS $$
         SELECT d.namespace, d.supersedes AS source, d.source AS origin
         FROM kb.documents AS d
         WHERE d.supersedes IS NOT NULL
-            AND (p_namespace IS NULL OR d.namespace = p_namespace)
+            AND (p_namespaces IS NULL OR d.namespace = ANY(p_namespaces))
             AND kb.in_force(d.status, d.effective_from, CASE WHEN d.effective_to IS NOT NULL THEN 'infinity'::date END,
                 NULL, p_as_of)
             AND (d.removed_at IS NULL OR kb.in_force('active', d.effective_from, NULL, NULL, d.removed_at))
@@ -138,8 +138,8 @@ AS $$
         -- (a cycle, which writes are refused but a database may already hold, does not hide its origin)
         AND (f.namespace, f.source) NOT IN (SELECT x.namespace, x.source FROM replaced AS x WHERE x.source <> x.origin)
 $$;
-COMMENT ON FUNCTION kb.visible_documents(timestamptz, text, jsonb) IS
-'Ids of the documents a retrieval may use: current at as_of (docs/LIFECYCLE.md) within the namespace and filters; a status filter or include_history returns history too.';
+COMMENT ON FUNCTION kb.visible_documents(timestamptz, text[], jsonb) IS
+'Ids of the documents a retrieval may use: current at as_of (docs/LIFECYCLE.md) within the namespaces (NULL: all) and filters; a status filter or include_history returns history too.';
 
 CREATE OR REPLACE FUNCTION kb.filters_restrict(p_filters jsonb)
 RETURNS boolean
@@ -192,7 +192,7 @@ COMMENT ON FUNCTION kb.document_is_current(bigint, timestamptz) IS
 'Whether one document is current at as_of (docs/LIFECYCLE.md: in force and not replaced by a document that took effect, through chains); the same rule as kb.visible_documents.';
 
 CREATE OR REPLACE FUNCTION kb.visible_candidate(
-    p_document_id bigint, p_as_of timestamptz, p_namespace text, p_filters jsonb, p_filters_restrict boolean
+    p_document_id bigint, p_as_of timestamptz, p_namespaces text[], p_filters jsonb, p_filters_restrict boolean
 )
 RETURNS SETOF bigint
 LANGUAGE sql
@@ -210,13 +210,13 @@ AS $$
     FROM kb.documents AS d
     WHERE d.id = p_document_id
         AND CASE WHEN p_filters_restrict
-            THEN d.id IN (SELECT kb.visible_documents(p_as_of, p_namespace, p_filters))
+            THEN d.id IN (SELECT kb.visible_documents(p_as_of, p_namespaces, p_filters))
             ELSE kb.in_force(d.status, d.effective_from, d.effective_to, d.removed_at, p_as_of) AND (
                 NOT EXISTS (SELECT 1 FROM kb.documents AS s WHERE s.namespace = d.namespace AND s.supersedes = d.source)
                 OR kb.document_is_current(d.id, p_as_of)
             ) END
 $$;
-COMMENT ON FUNCTION kb.visible_candidate(bigint, timestamptz, text, jsonb, boolean) IS
+COMMENT ON FUNCTION kb.visible_candidate(bigint, timestamptz, text[], jsonb, boolean) IS
 'The visibility condition of every retrieval leg: the document id when the document may be used (current at as_of, or matching filters that lift the lifecycle rule), else no row. Inlined into its callers.';
 
 CREATE OR REPLACE FUNCTION kb.trg_documents_supersedes_acyclic()

@@ -238,7 +238,7 @@ COMMENT ON FUNCTION kb.refresh_language_statistics(text) IS
 'Recomputes the stale language statistics of a model (default: the active one; kb.recount_language_statistics) and returns those the caller may see. pgkb backfill and eval run it after loading.';
 
 CREATE OR REPLACE FUNCTION kb.language_moments(
-    p_model text, p_query_vector text, p_namespace text, p_min_vectors integer, p_query text
+    p_model text, p_query_vector text, p_namespaces text[], p_min_vectors integer, p_query text
 )
 RETURNS kb.language_moment[]
 LANGUAGE sql
@@ -247,8 +247,8 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
     -- a role that may not read the statistics gets no correction rather than an error
     SELECT coalesce(array_agg(m ORDER BY m.language), '{}')
-    FROM kb.py_language_moments(p_model, p_query_vector, p_namespace, p_min_vectors, p_query) AS m
+    FROM kb.py_language_moments(p_model, p_query_vector, p_namespaces, p_min_vectors, p_query) AS m
     WHERE has_table_privilege('kb.language_statistics', 'SELECT')
 $$;
-COMMENT ON FUNCTION kb.language_moments(text, text, text, integer, text) IS
-'The query''s offset and scale per language group over the statistics the caller may see (one namespace when named), for the vector each group is searched with (query_vector: the query without its language''s mean in groups of another language, NULL for the query itself); empty when there are too few vectors for a correction.';
+COMMENT ON FUNCTION kb.language_moments(text, text, text[], integer, text) IS
+'The query''s offset and scale per language group over the statistics of the namespaces named (NULL: all the caller may see), for the vector each group is searched with (query_vector: the query without its language''s mean in groups of another language, NULL for the query itself); empty when there are too few vectors for a correction.';

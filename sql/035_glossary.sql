@@ -85,7 +85,7 @@ WITH CHECK (glossary.namespace IS NULL);
 
 CREATE OR REPLACE FUNCTION kb.glossary_expansion_of_terms(
     p_terms text[],
-    p_namespace text,
+    p_namespaces text[],
     p_max_terms integer DEFAULT 64,
     OUT explain jsonb,
     OUT added_terms text[]
@@ -103,7 +103,8 @@ BEGIN
     added_terms := '{}';
     -- SECURITY INVOKER: the caller's row-level security decides which rows
     -- exist here (global ones, and those of the namespaces it may see); with
-    -- p_namespace, only the global rows and that namespace's apply. A role
+    -- p_namespaces (the call's scope), only the global rows and those
+    -- namespaces' apply. A role
     -- that may not read the glossary retrieves without it.
     IF cardinality(query_terms) = 0 OR NOT has_table_privilege('kb.glossary', 'SELECT') THEN
         RETURN;
@@ -111,7 +112,7 @@ BEGIN
     -- most queries contain no glossary term: one index probe decides
     IF NOT EXISTS (
         SELECT 1 FROM kb.glossary AS g
-        WHERE g.terms && query_terms AND (p_namespace IS NULL OR g.namespace IS NULL OR g.namespace = p_namespace)
+        WHERE g.terms && query_terms AND (p_namespaces IS NULL OR g.namespace IS NULL OR g.namespace = ANY(p_namespaces))
     ) THEN
         RETURN;
     END IF;
@@ -126,7 +127,7 @@ BEGIN
             (SELECT min(q.pos) FROM query AS q WHERE q.term = any(g.terms)) AS pos
         FROM kb.glossary AS g
         WHERE g.terms && query_terms AND g.terms <@ query_terms
-            AND (p_namespace IS NULL OR g.namespace IS NULL OR g.namespace = p_namespace)
+            AND (p_namespaces IS NULL OR g.namespace IS NULL OR g.namespace = ANY(p_namespaces))
     ),
     -- the other terms of its concept: same namespace, or global ones (a
     -- namespace extends a global concept of the same name)
@@ -136,7 +137,7 @@ BEGIN
         INNER JOIN kb.glossary AS e
             ON e.concept = h.concept AND e.id <> h.id AND e.term <> h.term
             AND (e.namespace IS NULL OR h.namespace IS NULL OR e.namespace = h.namespace)
-            AND (p_namespace IS NULL OR e.namespace IS NULL OR e.namespace = p_namespace)
+            AND (p_namespaces IS NULL OR e.namespace IS NULL OR e.namespace = ANY(p_namespaces))
     ),
     -- their BM25 terms that the query lacks, per matched row
     contributions AS MATERIALIZED (
@@ -185,7 +186,7 @@ BEGIN
     explain := jsonb_build_object('matches', explain, 'added_terms', to_jsonb(added_terms), 'dropped_terms', dropped);
 END;
 $$;
-COMMENT ON FUNCTION kb.glossary_expansion_of_terms(text[], text, integer) IS
+COMMENT ON FUNCTION kb.glossary_expansion_of_terms(text[], text[], integer) IS
 'Glossary expansion of a query given as its BM25 terms (kb.query_terms): the glossary terms whose BM25 terms all occur among them, their equivalents, and the equivalents'' BM25 terms that the query lacks (added_terms, at most p_max_terms); see kb.glossary_expansion.';
 
 CREATE OR REPLACE FUNCTION kb.glossary_expansion(
@@ -215,7 +216,7 @@ BEGIN
         RETURN;
     END IF;
     SELECT e.explain, e.added_terms INTO explain, added_terms
-    FROM kb.glossary_expansion_of_terms(kb.query_terms(p_query), p_namespace, p_max_terms) AS e;
+    FROM kb.glossary_expansion_of_terms(kb.query_terms(p_query), CASE WHEN p_namespace IS NOT NULL THEN ARRAY[p_namespace] END, p_max_terms) AS e;
 END;
 $$;
 COMMENT ON FUNCTION kb.glossary_expansion(text, text, integer) IS

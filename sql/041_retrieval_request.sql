@@ -242,7 +242,7 @@ BEGIN
     );
     RETURN ROW(query, p_k, p_namespace, mode, filters, kb.filters_restrict(filters), p_as_of,
         CASE WHEN p_context IS NOT NULL THEN context END, notes, p_max_per_document, p_merge_adjacent,
-        NULL::jsonb);
+        NULL::jsonb, NULL::text[]);
 END;
 $$;
 COMMENT ON FUNCTION kb.validated_request(text, integer, text, text, jsonb, timestamptz, text[], integer, boolean) IS
@@ -306,8 +306,14 @@ BEGIN
     -- a shard is told whether any shard has vectors (request corpus), since a
     -- sharded corpus has them when one of its databases does
     plan.model_ready := (plan.model).name IS NOT NULL
-        AND coalesce((p_request.corpus ->> 'model_ready')::boolean,
-            EXISTS (SELECT 1 FROM kb.embeddings AS e WHERE e.model = (plan.model).name));
+        AND coalesce((p_request.corpus ->> 'model_ready')::boolean, CASE WHEN p_request.scope IS NULL
+            THEN EXISTS (SELECT 1 FROM kb.embeddings AS e WHERE e.model = (plan.model).name)
+            -- the scope's chunks first: another tenant's millions of vectors are not read
+            ELSE EXISTS (
+                SELECT 1 FROM kb.chunks AS c
+                INNER JOIN kb.embeddings AS e ON e.chunk_id = c.id AND e.model = (plan.model).name
+                WHERE c.namespace = ANY(p_request.scope)
+            ) END);
     -- a model's options may override its provider's similarity thresholds
     SELECT p.* INTO provider FROM kb.embedding_providers AS p WHERE p.provider = (plan.model).provider;
     plan.min_similarity := coalesce(((plan.model).options ->> 'min_similarity')::float8, provider.min_similarity);

@@ -17,16 +17,16 @@ $$;
 COMMENT ON FUNCTION kb.bm25_weight(double precision, integer, integer, double precision, double precision, double precision) IS
 'A posting''s BM25 weight: idf x tf saturation (k1) with length normalisation (b, average length avgdl). Inlined.';
 
-CREATE OR REPLACE FUNCTION kb.lexical_corpus(p_terms text[], p_namespace text)
+CREATE OR REPLACE FUNCTION kb.lexical_corpus(p_terms text[], p_namespaces text[])
 RETURNS jsonb
 LANGUAGE sql
 STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    -- The corpus statistics BM25 ranks with, over the namespaces the caller
-    -- may see (both tables have the row-level security of kb.chunks) or the
-    -- one p_namespace names, so no tenant's statistics reach another's
-    -- scores: chunks and their summed length from kb.lexical_stats, and each
+    -- The corpus statistics BM25 ranks with, over the namespaces of the
+    -- call's scope (p_namespaces, kb.read_scope; NULL: every namespace the
+    -- caller's row-level security shows), so no tenant's statistics reach
+    -- another's scores: chunks and their summed length from kb.lexical_stats, and each
     -- term's df from kb.lexical_terms plus the postings of chunks added since
     -- its refresh. Plain sums, so that the statistics of several databases
     -- (shards) add up to those of one holding all their namespaces.
@@ -37,7 +37,7 @@ AS $$
             coalesce(sum(st.total_length), 0) AS total_length,
             coalesce(min(st.terms_max_chunk_id) FILTER (WHERE st.chunk_count > 0), 0) AS watermark
         FROM kb.lexical_stats AS st
-        WHERE p_namespace IS NULL OR st.namespace = p_namespace
+        WHERE p_namespaces IS NULL OR st.namespace = ANY(p_namespaces)
     ),
     terms AS (SELECT DISTINCT t.term FROM unnest(p_terms) AS t (term) WHERE t.term IS NOT NULL),
     term_df AS MATERIALIZED (
@@ -48,7 +48,7 @@ AS $$
         SELECT t.term,
             coalesce((
                 SELECT sum(lt.df) FROM kb.lexical_terms AS lt
-                WHERE lt.term = t.term AND (p_namespace IS NULL OR lt.namespace = p_namespace)
+                WHERE lt.term = t.term AND (p_namespaces IS NULL OR lt.namespace = ANY(p_namespaces))
             ), 0)
             + (SELECT count(*)
                 FROM (
@@ -58,7 +58,7 @@ AS $$
                 ) AS fresh
                 INNER JOIN kb.chunks AS c ON fresh.chunk_id = c.id
                 LEFT JOIN kb.lexical_stats AS st ON c.namespace = st.namespace
-                WHERE (p_namespace IS NULL OR c.namespace = p_namespace)
+                WHERE (p_namespaces IS NULL OR c.namespace = ANY(p_namespaces))
                     AND fresh.chunk_id > coalesce(st.terms_max_chunk_id, 0)) AS df
         FROM terms AS t CROSS JOIN sizes AS sz
     )
@@ -68,11 +68,11 @@ AS $$
         'df', coalesce((SELECT jsonb_object_agg(f.term, f.df) FROM term_df AS f), '{}'::jsonb))
     FROM sizes AS sz
 $$;
-COMMENT ON FUNCTION kb.lexical_corpus(text[], text) IS
-'The BM25 corpus statistics of the terms: chunk_count and total_length (summed over the namespaces the caller may see, or the one named) and each term''s df, as jsonb; sums, so that shards'' statistics add up to one node''s (kb.lexical_candidates ranks with it, or with a coordinator''s sum).';
+COMMENT ON FUNCTION kb.lexical_corpus(text[], text[]) IS
+'The BM25 corpus statistics of the terms: chunk_count and total_length (summed over the namespaces of p_namespaces, the call''s scope; NULL: all the caller may see) and each term''s df, as jsonb; sums, so that shards'' statistics add up to one node''s (kb.lexical_candidates ranks with it, or with a coordinator''s sum).';
 
 CREATE OR REPLACE FUNCTION kb.lexical_candidates(
-    p_terms text[], p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer,
+    p_terms text[], p_as_of timestamptz, p_namespaces text[], p_filters jsonb, p_limit integer,
     p_glossary jsonb DEFAULT NULL, p_corpus jsonb DEFAULT NULL
 )
 RETURNS TABLE (chunk_id bigint, score double precision, coverage double precision)
@@ -107,7 +107,7 @@ DECLARE
     );
     -- p_corpus: the statistics of a whole sharded corpus (kb.lexical_corpus summed
     -- over the shards), else this database's own
-    corpus jsonb := coalesce(p_corpus, kb.lexical_corpus(p_terms || added, p_namespace));
+    corpus jsonb := coalesce(p_corpus, kb.lexical_corpus(p_terms || added, p_namespaces));
     corpus_chunks numeric := (corpus ->> 'chunk_count')::numeric;
     corpus_length numeric := (corpus ->> 'total_length')::numeric;
     document_frequency jsonb := corpus -> 'df';
@@ -232,7 +232,7 @@ BEGIN
                 SELECT lp.chunk_id, lp.document_id,
                     kb.bm25_weight(i.idf, lp.tf, lp.chunk_length, pr.k1, pr.b, pr.avgdl) AS weight
                 FROM kb.lexical_postings AS lp
-                WHERE lp.term = i.term AND (p_namespace IS NULL OR lp.namespace = p_namespace)
+                WHERE lp.term = i.term AND (p_namespaces IS NULL OR lp.namespace = ANY(p_namespaces))
                 ORDER BY lp.impact DESC
                 LIMIT i.read_limit  -- NULL: all
             ) AS p
@@ -326,7 +326,7 @@ BEGIN
                 ORDER BY 2 DESC, 1
                 OFFSET 0
             ) AS r
-            CROSS JOIN LATERAL kb.visible_candidate(r.document_id, p_as_of, p_namespace, p_filters, restricted) AS v
+            CROSS JOIN LATERAL kb.visible_candidate(r.document_id, p_as_of, p_namespaces, p_filters, restricted) AS v
             LIMIT p_limit
         ),
         best AS (
@@ -354,11 +354,11 @@ BEGIN
     RETURN QUERY SELECT u.chunk_id, u.score, u.coverage FROM unnest(ids, scores, coverages) AS u (chunk_id, score, coverage);
 END;
 $$;
-COMMENT ON FUNCTION kb.lexical_candidates(text[], timestamptz, text, jsonb, integer, jsonb, jsonb) IS
+COMMENT ON FUNCTION kb.lexical_candidates(text[], timestamptz, text[], jsonb, integer, jsonb, jsonb) IS
 'BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents'' terms, a concept counting once per chunk; p_corpus (kb.lexical_corpus of a whole sharded corpus) replaces this database''s statistics.';
 
 CREATE OR REPLACE FUNCTION kb.trigram_candidates(
-    p_query text, p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
+    p_query text, p_as_of timestamptz, p_namespaces text[], p_filters jsonb, p_limit integer
 )
 RETURNS TABLE (chunk_id bigint, score double precision)
 LANGUAGE sql
@@ -374,7 +374,7 @@ AS $$
     WITH hits AS MATERIALIZED (
         SELECT c.id, c.document_id, word_similarity(p_query, c.content)::float8 AS score
         FROM kb.chunks AS c
-        WHERE p_query <% c.content AND (p_namespace IS NULL OR c.namespace = p_namespace)
+        WHERE p_query <% c.content AND (p_namespaces IS NULL OR c.namespace = ANY(p_namespaces))
     ),
     visible AS MATERIALIZED (
         SELECT r.document_id
@@ -382,7 +382,7 @@ AS $$
             SELECT h.document_id, max(h.score) AS best FROM hits AS h GROUP BY h.document_id ORDER BY 2 DESC, 1 OFFSET 0
         ) AS r
         CROSS JOIN LATERAL kb.visible_candidate(
-            r.document_id, p_as_of, p_namespace, p_filters, kb.filters_restrict(p_filters)
+            r.document_id, p_as_of, p_namespaces, p_filters, kb.filters_restrict(p_filters)
         ) AS v
         LIMIT p_limit
     )
@@ -392,11 +392,11 @@ AS $$
     ORDER BY h.score DESC, h.id
     LIMIT p_limit
 $$;
-COMMENT ON FUNCTION kb.trigram_candidates(text, timestamptz, text, jsonb, integer) IS
+COMMENT ON FUNCTION kb.trigram_candidates(text, timestamptz, text[], jsonb, integer) IS
 'pg_trgm leg for short queries: word_similarity over chunk text via the GIN index (pg_trgm.word_similarity_threshold).';
 
 CREATE OR REPLACE FUNCTION kb.identifier_candidates(
-    p_identifiers text[], p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer
+    p_identifiers text[], p_as_of timestamptz, p_namespaces text[], p_filters jsonb, p_limit integer
 )
 RETURNS TABLE (chunk_id bigint, matched integer)
 LANGUAGE sql
@@ -414,7 +414,7 @@ AS $$
             ON length(i.ident) >= 3
             AND c.content ILIKE '%' || kb.escape_like(i.ident) || '%'
             AND c.content ~* ('(^|[^a-z0-9_])' || kb.escape_regex(i.ident) || '($|[^a-z0-9_])')
-        WHERE p_namespace IS NULL OR c.namespace = p_namespace
+        WHERE p_namespaces IS NULL OR c.namespace = ANY(p_namespaces)
         GROUP BY c.id, c.document_id
     ),
     visible AS MATERIALIZED (
@@ -423,7 +423,7 @@ AS $$
             SELECT h.document_id, max(h.matched) AS best FROM hits AS h GROUP BY h.document_id ORDER BY 2 DESC, 1 OFFSET 0
         ) AS r
         CROSS JOIN LATERAL kb.visible_candidate(
-            r.document_id, p_as_of, p_namespace, p_filters, kb.filters_restrict(p_filters)
+            r.document_id, p_as_of, p_namespaces, p_filters, kb.filters_restrict(p_filters)
         ) AS v
         LIMIT p_limit
     )
@@ -433,7 +433,7 @@ AS $$
     ORDER BY h.matched DESC, h.id
     LIMIT p_limit
 $$;
-COMMENT ON FUNCTION kb.identifier_candidates(text[], timestamptz, text, jsonb, integer) IS
+COMMENT ON FUNCTION kb.identifier_candidates(text[], timestamptz, text[], jsonb, integer) IS
 'Chunks that contain the query''s identifiers verbatim as whole tokens (trigram-indexed ILIKE, escaped input).';
 
 CREATE OR REPLACE FUNCTION kb.noise_z(p_vectors bigint)
@@ -453,7 +453,7 @@ COMMENT ON FUNCTION kb.noise_z(bigint) IS
 
 CREATE OR REPLACE FUNCTION kb.dense_candidates(
     p_query_vector text, p_model text, p_dimensions integer,
-    p_as_of timestamptz, p_namespace text, p_filters jsonb, p_limit integer,
+    p_as_of timestamptz, p_namespaces text[], p_filters jsonb, p_limit integer,
     p_moments kb.language_moment[]
 )
 RETURNS TABLE (
@@ -488,12 +488,12 @@ BEGIN
                  INNER JOIN kb.chunks AS c ON c.id = e.chunk_id
                  CROSS JOIN LATERAL kb.visible_candidate(c.document_id, $2, $3, $4, $6) AS v
                  WHERE e.model = %2$L
-                     AND ($3 IS NULL OR c.namespace = $3)
+                     AND ($3::text[] IS NULL OR c.namespace = ANY($3))
                  ORDER BY e.embedding::vector(%1$s) <=> $1::vector(%1$s)
                  LIMIT $5
              ) AS h',
             p_dimensions, p_model
-        ) USING p_query_vector, p_as_of, p_namespace, p_filters, p_limit, kb.filters_restrict(p_filters);
+        ) USING p_query_vector, p_as_of, p_namespaces, p_filters, p_limit, kb.filters_restrict(p_filters);
         RETURN;
     END IF;
     -- One scan per language group, each of the model's partial HNSW index of
@@ -522,16 +522,16 @@ BEGIN
                  INNER JOIN kb.chunks AS c ON c.id = e.chunk_id
                  CROSS JOIN LATERAL kb.visible_candidate(c.document_id, $2, $3, $4, $6) AS v
                  WHERE e.model = %2$L AND e.language = %3$L
-                     AND ($3 IS NULL OR c.namespace = $3)
+                     AND ($3::text[] IS NULL OR c.namespace = ANY($3))
                  ORDER BY e.embedding::vector(%1$s) <=> $1::vector(%1$s)
                  LIMIT $5
              ) AS h',
             p_dimensions, p_model, moment.language
-        ) USING coalesce(moment.query_vector, p_query_vector), p_as_of, p_namespace, p_filters, p_limit,
+        ) USING coalesce(moment.query_vector, p_query_vector), p_as_of, p_namespaces, p_filters, p_limit,
             kb.filters_restrict(p_filters), moment.zh_offset, moment.zh_scale, moment.en_offset, moment.en_scale,
             moment."offset", moment.scale, moment.vectors;
     END LOOP;
 END;
 $$;
-COMMENT ON FUNCTION kb.dense_candidates(text, text, integer, timestamptz, text, jsonb, integer, kb.language_moment[]) IS
+COMMENT ON FUNCTION kb.dense_candidates(text, text, integer, timestamptz, text[], jsonb, integer, kb.language_moment[]) IS
 'Dense leg: HNSW cosine search over the named model''s vectors with the visibility condition inside the scan (iterative scan); with language moments, one scan per language group with the group''s query vector, the similarity z-scored within its group as the score, and the group''s noise level (kb.noise_z).';

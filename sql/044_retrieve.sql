@@ -1,6 +1,15 @@
 -- kb_retrieve and kb_retrieve_explain: the orchestration of the named parts.
--- request (041) -> plan (041) -> stages of the legs (042) -> fusion and
--- passages (043) -> snippets -> explain object and log.
+-- request (041) -> scope and plan (041, 090) -> stages of the legs (042) ->
+-- fusion and passages (043) -> snippets -> explain object and log.
+--
+-- The reader's door: the two gateways run with the owner's rights (SECURITY
+-- DEFINER). They never take the caller's namespaces from an argument:
+-- kb.read_scope works them out from the session's role (kb.session_role) and
+-- every leg applies them inside its index scans, where row-level security
+-- could not use the indexes (pg_trgm's operators are not leakproof) and
+-- re-checked its policy per row. The internals are not executable by
+-- readers (090_grants.sql); the tables' policies stay as the second wall for
+-- every other way in (docs/RELIABILITY.md, "One door").
 
 CREATE OR REPLACE FUNCTION kb.ms_since(p_start timestamptz)
 RETURNS numeric
@@ -19,7 +28,7 @@ AS $$
     -- the same for every stage, so found once per call; the dense mode does not look
     SELECT coalesce(array_agg(i.chunk_id), '{}')
     FROM kb.identifier_candidates(
-        p_plan.identifiers, p_request.as_of, p_request.namespace, p_request.filters, p_plan.candidates
+        p_plan.identifiers, p_request.as_of, p_request.scope, p_request.filters, p_plan.candidates
     ) AS i
     WHERE cardinality(p_plan.identifiers) > 0 AND p_plan.mode <> 'dense'
 $$;
@@ -144,14 +153,14 @@ BEGIN
         IF given IS NOT NULL THEN
             stage.glossary := nullif(given -> 'glossary', 'null'::jsonb);
         ELSIF (kb.setting('glossary_expansion') #>> '{}')::boolean THEN
-            stage.glossary := (kb.glossary_expansion_of_terms(stage.terms, p_request.namespace,
+            stage.glossary := (kb.glossary_expansion_of_terms(stage.terms, p_request.scope,
                 (kb.setting('glossary_max_terms') #>> '{}')::integer)).explain;
         END IF;
         stage.lexical := ARRAY(
             SELECT ROW(l.chunk_id, row_number() OVER (ORDER BY l.score DESC, l.chunk_id), l.score, l.coverage,
                 false, NULL, kb.calibrate(l.coverage, p_settings.min_lexical_coverage,
                     p_settings.strong_lexical_coverage), NULL)::kb.leg_hit
-            FROM kb.lexical_candidates(stage.terms, p_request.as_of, p_request.namespace, p_request.filters,
+            FROM kb.lexical_candidates(stage.terms, p_request.as_of, p_request.scope, p_request.filters,
                 p_plan.candidates, stage.glossary, p_request.corpus -> 'lexical') AS l
             ORDER BY l.score DESC, l.chunk_id
         );
@@ -160,7 +169,7 @@ BEGIN
             stage.lexical := ARRAY(
                 SELECT ROW(g.chunk_id, row_number() OVER (ORDER BY g.score DESC, g.chunk_id), g.score, 0, true,
                     NULL, NULL, NULL)::kb.leg_hit
-                FROM kb.trigram_candidates(p_query, p_request.as_of, p_request.namespace, p_request.filters,
+                FROM kb.trigram_candidates(p_query, p_request.as_of, p_request.scope, p_request.filters,
                     p_plan.candidates) AS g
                 ORDER BY g.score DESC, g.chunk_id
             );
@@ -194,7 +203,7 @@ BEGIN
                 );
             ELSIF p_plan.language_correction THEN
                 stage.language_moments := kb.language_moments((p_plan.model).name, query_vector,
-                    p_request.namespace, p_settings.language_min_vectors, p_query);
+                    p_request.scope, p_settings.language_min_vectors, p_query);
             END IF;
             stage.dense := ARRAY(
                 SELECT ROW(d.chunk_id, row_number() OVER (ORDER BY d.score DESC, d.chunk_id), d.score, NULL,
@@ -210,7 +219,7 @@ BEGIN
                     AND p_plan.analysis ->> 'language' IN ('zh', 'en') AND d.language <> p_plan.analysis ->> 'language'
                 )::kb.leg_hit
                 FROM kb.dense_candidates(query_vector, (p_plan.model).name, (p_plan.model).dimensions,
-                    p_request.as_of, p_request.namespace, p_request.filters, p_plan.candidates,
+                    p_request.as_of, p_request.scope, p_request.filters, p_plan.candidates,
                     stage.language_moments) AS d
                 ORDER BY d.score DESC, d.chunk_id
             );
@@ -431,8 +440,8 @@ DECLARE
     max_per_document integer := kb.assembly_max_per_document(request);
     merge_adjacent boolean := kb.assembly_merge_adjacent(request);
     settings kb.retrieval_settings := kb.read_retrieval_settings();
-    plan kb.retrieval_plan := kb.plan_retrieval(request, settings);
-    analysis_ms numeric := kb.ms_since(t);  -- reported with embedding
+    plan kb.retrieval_plan;
+    analysis_ms numeric;  -- reported with embedding
     identifier_ms numeric;
     identifier_chunks bigint[];
     stage kb.retrieval_stage;
@@ -446,6 +455,11 @@ DECLARE
     fuse_ms numeric;
     explain jsonb;
 BEGIN
+    -- the namespaces this call may read, from the session's role (kb.read_scope):
+    -- every step below applies them
+    request.scope := kb.read_scope(request.namespace);
+    plan := kb.plan_retrieval(request, settings);
+    analysis_ms := kb.ms_since(t);
     t := clock_timestamp();
     identifier_chunks := kb.identifier_chunks(request, plan);
     identifier_ms := kb.ms_since(t);
@@ -507,7 +521,7 @@ CREATE OR REPLACE FUNCTION public.kb_retrieve(
 RETURNS SETOF kb.retrieval_row
 LANGUAGE plpgsql
 VOLATILE PARALLEL UNSAFE
-SECURITY INVOKER
+SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
@@ -522,7 +536,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION public.kb_retrieve(text, integer, text, text, jsonb, timestamptz, text[], integer, boolean) IS
-'Ranked passages for a question from the documents current at as_of: hybrid BM25 + HNSW, per-leg ranks and scores, snippets, provenance. Modes: lexical, dense, hybrid, auto. max_per_document caps the chunks of one document among the k, merge_adjacent joins consecutive chunks of one document into one passage (NULL: the settings of the same names).';
+'Ranked passages for a question from the documents current at as_of that the session''s role may read: hybrid BM25 + HNSW, per-leg ranks and scores, snippets, provenance. Modes: lexical, dense, hybrid, auto. max_per_document caps the chunks of one document among the k, merge_adjacent joins consecutive chunks of one document into one passage (NULL: the settings of the same names). Runs with the owner''s rights over the namespaces kb.read_scope gives the session''s role.';
 
 CREATE OR REPLACE FUNCTION public.kb_retrieve_explain(
     query text,
@@ -538,7 +552,7 @@ CREATE OR REPLACE FUNCTION public.kb_retrieve_explain(
 RETURNS jsonb
 LANGUAGE plpgsql
 VOLATILE PARALLEL UNSAFE
-SECURITY INVOKER
+SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE

@@ -12,11 +12,20 @@ CREATE OR REPLACE FUNCTION kb.shard_corpus(p_terms text[], p_model text)
 RETURNS jsonb
 LANGUAGE sql
 STABLE PARALLEL SAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
+    -- a gateway, as kb_retrieve: the owner's rights over the caller's scope
     SELECT jsonb_build_object(
-        'lexical', kb.lexical_corpus(p_terms, NULL),
-        'model_ready', EXISTS (SELECT 1 FROM kb.embeddings AS e WHERE e.model = p_model))
+        'lexical', kb.lexical_corpus(p_terms, s.namespaces),
+        'model_ready', CASE WHEN s.namespaces IS NULL
+            THEN EXISTS (SELECT 1 FROM kb.embeddings AS e WHERE e.model = p_model)
+            ELSE EXISTS (
+                SELECT 1 FROM kb.chunks AS c
+                INNER JOIN kb.embeddings AS e ON e.chunk_id = c.id AND e.model = p_model
+                WHERE c.namespace = ANY(s.namespaces)
+            ) END)
+    FROM (SELECT kb.read_scope(NULL) AS namespaces) AS s
 $$;
 COMMENT ON FUNCTION kb.shard_corpus(text[], text) IS
 'A shard''s part of a sharded corpus''s statistics: the BM25 sizes and df of the terms over every namespace the caller may see here (kb.lexical_corpus), and whether it holds vectors of the model.';
@@ -34,6 +43,8 @@ RETURNS jsonb
 LANGUAGE plpgsql
 -- STABLE: one snapshot for all stages, as kb.retrieve_core
 STABLE PARALLEL UNSAFE
+-- a gateway, as kb_retrieve: the owner's rights over the caller's scope
+SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 SET jit = 'off'  -- noqa: PRS
 AS $$
@@ -56,10 +67,11 @@ BEGIN
     -- shard it is on), its language (the dense evidence) and its document's
     -- dates (the freshness rank among all candidates).
     request.corpus := p_corpus;
+    request.scope := kb.read_scope(NULL);
     plan := kb.plan_retrieval(request, settings);
     identifiers := coalesce((
         SELECT jsonb_agg(jsonb_build_object('chunk_id', i.chunk_id, 'matched', i.matched))
-        FROM kb.identifier_candidates(plan.identifiers, request.as_of, NULL, request.filters, plan.candidates) AS i
+        FROM kb.identifier_candidates(plan.identifiers, request.as_of, request.scope, request.filters, plan.candidates) AS i
         WHERE cardinality(plan.identifiers) > 0 AND plan.mode <> 'dense'
     ), '[]');
     FOR stage_no IN 1 .. coalesce(cardinality(plan.stages), 0) LOOP
@@ -107,6 +119,8 @@ CREATE OR REPLACE FUNCTION kb.shard_passages(
 RETURNS SETOF kb.retrieval_row
 LANGUAGE sql
 STABLE PARALLEL SAFE
+-- a gateway, as kb_retrieve: the owner's rights, and only hits of the caller's scope
+SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
     -- p_hits: the coordinator's fused hits of every shard (kb.fused_hit fields
@@ -119,6 +133,8 @@ AS $$
         SELECT h.value AS hit
         FROM jsonb_array_elements(p_hits) AS h
         INNER JOIN kb.chunks AS c ON c.id = (h.value ->> 'chunk_id')::bigint AND c.namespace = h.value ->> 'namespace'
+        CROSS JOIN (SELECT kb.read_scope(NULL) AS namespaces) AS s
+        WHERE s.namespaces IS NULL OR c.namespace = ANY(s.namespaces)
     )
     SELECT p.*
     FROM kb.passages(

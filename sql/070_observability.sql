@@ -49,19 +49,21 @@ VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
-    -- SECURITY INVOKER: the row is inserted as the retrieving role, and the
-    -- policy of kb.retrieval_log (sql/090_grants.sql) attributes it to that
-    -- role and refuses sources it cannot see, so calling this directly forges
-    -- nothing. A read-only transaction (a hot standby, or BEGIN READ ONLY)
-    -- retrieves without logging: PostgreSQL refuses any INSERT there.
+    -- Called by the gateways, as the owner (no other role may execute it or
+    -- insert into the log): the row names the session's role
+    -- (kb.session_role) and its login. A read-only transaction (a hot
+    -- standby, or BEGIN READ ONLY) retrieves without logging: PostgreSQL
+    -- refuses any INSERT there.
     IF kb.retrieval_log_state() <> 'logged' THEN
         RETURN;
     END IF;
     INSERT INTO kb.retrieval_log (
-        query_hash, namespace, mode_requested, mode, k, result_count, low_confidence, no_evidence,
+        role_name, session_role, query_hash, namespace, mode_requested, mode, k, result_count, low_confidence, no_evidence,
         sources, timings_ms, total_ms
     )
     SELECT
+        kb.session_role(),
+        session_user,
         encode(sha256(convert_to(p_explain ->> 'query', 'UTF8')), 'hex'),
         p_namespace,
         p_explain ->> 'mode_requested',
@@ -76,7 +78,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb.log_retrieval(jsonb, kb.retrieval_row[], text, integer) IS
-'Appends one kb_retrieve call to kb.retrieval_log, as the retrieving role, when the setting retrieval_log is true and the transaction may write (query stored only as a hash).';
+'Appends one kb_retrieve call to kb.retrieval_log (for the gateways: it names the session''s role), when the setting retrieval_log is true and the transaction may write (query stored only as a hash).';
 
 CREATE OR REPLACE VIEW kb.retrieval_latency_daily AS
 SELECT

@@ -42,7 +42,7 @@ GRANT EXECUTE ON FUNCTION kb.plpython_init() TO pgkb_writer, pgkb_admin;
 -- statistics as its caller, so row-level security picks the namespaces whose
 -- statistics correct the reader's dense scores (kb_retrieve calls it after
 -- kb.embed_query, which has loaded the modules into the backend)
-GRANT EXECUTE ON FUNCTION kb.py_language_moments(text, text, text, integer, text) TO public;
+GRANT EXECUTE ON FUNCTION kb.py_language_moments(text, text, text[], integer, text) TO public;
 GRANT SELECT, INSERT, UPDATE, DELETE ON kb.settings, kb.models, kb.namespace_grants, kb.model_secrets TO pgkb_admin;
 -- what each provider's similarities mean is no secret, and every retrieval reads it
 GRANT SELECT ON kb.embedding_providers TO public;
@@ -147,7 +147,10 @@ BEGIN
     -- SECURITY INVOKER: the caller reads only the grants of its own roles
     -- (the policy of kb.namespace_grants), and may ask only about itself or a
     -- role it belongs to, so no one learns what other tenants were granted.
-    IF p_role IS DISTINCT FROM current_user AND NOT pg_has_role(current_user, p_role, 'MEMBER') THEN
+    -- (the owner of kb.documents, e.g. inside the retrieval gateways, may ask about any role)
+    IF p_role IS DISTINCT FROM current_user AND NOT pg_has_role(current_user, p_role, 'MEMBER')
+        AND NOT pg_has_role(current_user, (SELECT c.relowner FROM pg_catalog.pg_class AS c
+            WHERE c.oid = 'kb.documents'::regclass), 'USAGE') THEN
         RAISE EXCEPTION 'pgkb: kb.allowed_namespaces(%) may be asked only about the current role or a role it is a member of', p_role
             USING ERRCODE = 'insufficient_privilege';
     END IF;
@@ -169,7 +172,31 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb.allowed_namespaces(name) IS
-'Namespaces p_role (the current role or one it belongs to) may see when tenant_isolation is on (NULL: all); used by the row-level security policies, which pass current_user.';
+'Namespaces p_role (the current role or one it belongs to) may see when tenant_isolation is on (NULL: all); used by the row-level security policies, which pass current_user, and by kb.read_scope.';
+
+-- The pipeline's internals read every tenant's rows as the owner: only the
+-- gateways (kb_retrieve, kb_retrieve_explain, the shard parts of
+-- 045_shard_parts.sql), which work out the caller's scope themselves, may
+-- run them. Readers calling a leg directly would skip the scope, the bounds
+-- of kb.validated_request and the retrieval log.
+DO $$
+DECLARE
+    fn regprocedure;
+BEGIN
+    FOR fn IN
+        SELECT p.oid::regprocedure
+        FROM pg_catalog.pg_proc AS p
+        WHERE p.pronamespace = 'kb'::regnamespace AND p.proname IN (
+            'retrieve_core', 'run_stage', 'identifier_chunks', 'read_scope',
+            'lexical_corpus', 'lexical_candidates', 'trigram_candidates', 'identifier_candidates', 'dense_candidates',
+            'visible_documents', 'document_is_current', 'visible_candidate',
+            'passages', 'merged_passages', 'log_retrieval'
+        )
+    LOOP
+        EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', fn);
+    END LOOP;
+END;
+$$;
 
 ALTER TABLE kb.documents ENABLE ROW LEVEL SECURITY;
 ALTER TABLE kb.chunks ENABLE ROW LEVEL SECURITY;
@@ -235,18 +262,14 @@ USING (
     OR EXISTS (SELECT 1 FROM kb.chunks AS c WHERE c.id = embed_queue.chunk_id)
 );
 
--- The retrieval log. kb.log_retrieval runs as its caller, so what it inserts
--- is checked here: a row is attributed to the role that inserts it (the
--- tenant role under SET ROLE; role_name and session_role are column
--- defaults no one may set), is accepted only while the log is on, and may
--- name only documents that role can see. A role can thus add rows about its
--- own retrievals only, never forge one about another tenant's sources.
+-- The retrieval log is written by the gateways only (kb.log_retrieval, as
+-- the owner, naming the session's role): no other role may insert, so no
+-- tenant can add rows, invent counts or name another tenant's sources. The
+-- policy is the second wall, should INSERT ever be granted: a row must be
+-- attributed to the role inserting it, while the log is on, and name only
+-- documents that role can see.
 ALTER TABLE kb.retrieval_log ENABLE ROW LEVEL SECURITY;
 REVOKE INSERT ON kb.retrieval_log FROM public;
-GRANT INSERT (
-    query_hash, namespace, mode_requested, mode, k, result_count, low_confidence, no_evidence, sources,
-    timings_ms, total_ms
-) ON kb.retrieval_log TO public;
 DROP POLICY IF EXISTS own_retrievals ON kb.retrieval_log;
 CREATE POLICY own_retrievals ON kb.retrieval_log FOR INSERT
 WITH CHECK (

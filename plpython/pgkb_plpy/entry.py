@@ -191,12 +191,12 @@ def recount_language_statistics(plpy, GD, SD, model: str, drift: float, sample_s
 
 @_entry_point
 def language_moments(
-    plpy, GD, SD, model: str, query_vector: str, namespace: str | None, min_vectors: int, query: str | None
+    plpy, GD, SD, model: str, query_vector: str, namespaces: list[str] | None, min_vectors: int, query: str | None
 ) -> list[dict]:
-    """``kb.py_language_moments(model, vector, namespace, min_vectors, query)``: the query's offset
+    """``kb.py_language_moments(model, vector, namespaces, min_vectors, query)``: the query's offset
     and scale per language group (and the vector each group is searched with), over the
     statistics the caller may read."""
-    return language_statistics.moments_for_query(plpy, GD, SD, model, query_vector, namespace, min_vectors, query)
+    return language_statistics.moments_for_query(plpy, GD, SD, model, query_vector, namespaces, min_vectors, query)
 
 
 @_entry_point

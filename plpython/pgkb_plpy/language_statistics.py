@@ -318,11 +318,11 @@ def _refresh_group(plpy, model: str, namespace: str, language: str, n: int, samp
 
 
 def moments_for_query(
-    plpy, GD, SD, model: str, query_vector: str, namespace: str | None, min_vectors: int, query_text: str | None
+    plpy, GD, SD, model: str, query_vector: str, namespaces: list[str] | None, min_vectors: int, query_text: str | None
 ) -> list[dict]:
     """``kb.language_moments``: the query's moments per language group over the namespaces the
-    caller may see (``namespace`` alone when given), the query's language from ``query_text``
-    (:func:`han_share`). Runs as the caller, so row-level security
+    caller may see among ``namespaces`` (None: all), the query's language from ``query_text``
+    (:func:`han_share`). Runs as the caller, so row-level security also
     decides which groups are read; the matrices are cached per backend by refresh time. Groups
     are pooled in the order of their keys, so that the same rows give the same floating-point
     sums wherever they are stored (a shard coordinator's copy, a recounted table)."""
@@ -330,9 +330,9 @@ def moments_for_query(
         SD["language_keys"] = plpy.prepare(
             """SELECT namespace, language, vectors, refreshed_at::text AS refreshed_at
                FROM kb.language_statistics
-               WHERE model = $1 AND ($2::text IS NULL OR namespace = $2)
+               WHERE model = $1 AND ($2::text[] IS NULL OR namespace = ANY($2))
                ORDER BY namespace, language""",
-            ["text", "text"],
+            ["text", "text[]"],
         )
         SD["language_group"] = plpy.prepare(
             """SELECT mean::text AS mean, covariance FROM kb.language_statistics
@@ -341,7 +341,7 @@ def moments_for_query(
         )
     cache = GD.setdefault(_CACHE, {})
     groups = []
-    for r in plpy.execute(SD["language_keys"], [model, namespace]):
+    for r in plpy.execute(SD["language_keys"], [model, namespaces]):
         key = (model, r["namespace"], r["language"])
         hit = cache.get(key)
         if hit is None or hit[0] != r["refreshed_at"]:
