@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "plpython"))
 
-from pgkb_plpy import chunker, embedders, ingest  # noqa: E402
+from pgkb_plpy import backend, chunker, embedders, ingest  # noqa: E402
 
 from harness.config import load_settings  # noqa: E402
 
@@ -191,7 +191,7 @@ def copy_pipeline(dsn: str, docs: list[dict], args, conf: dict, mode: str) -> fl
                             for part in ingest.batches(texts, args.batch_size):
                                 vectors.extend(provider.embed_passages(part))
                             for r, v in zip(rows, vectors, strict=True):
-                                copy.write_row((chunk_id[doc_id, r.ordinal], name, dims, ingest.vector_literal(v)))
+                                copy.write_row((chunk_id[doc_id, r.ordinal], name, dims, backend.vector_literal(v)))
                 else:
                     with cur.copy("COPY kb.embed_queue (chunk_id, model) FROM STDIN") as copy:
                         for cid in chunk_id.values():

@@ -67,7 +67,8 @@ CREATE TYPE kb.retrieval_request AS (
     notes text[],
     max_per_document integer,
     merge_adjacent boolean,
-    corpus jsonb
+    corpus jsonb,
+    scope text[]
 );
 
 CREATE TYPE kb.retrieval_result AS (
@@ -534,7 +535,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     The active embedding model row (NULL when none is active).
 -- kb.allowed_namespaces(name)
 --     RETURNS text[] LANGUAGE plpgsql STABLE PARALLEL SAFE
---     Namespaces p_role (the current role or one it belongs to) may see when tenant_isolation is on (NULL: all); used by the row-level security policies, which pass current_user.
+--     Namespaces p_role (the current role or one it belongs to) may see when tenant_isolation is on (NULL: all); used by the row-level security policies, which pass current_user, and by kb.read_scope.
 -- kb.analyze_query(text,text[])
 --     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
 --     Query analysis (SECURITY DEFINER wrapper for readers).
@@ -559,7 +560,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.chunker_version()
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Current version of the chunking rules (pgkb_plpy.chunker.CHUNKER_VERSION); a document chunked with another is stale.
--- kb.dense_candidates(text,text,integer,timestamp with time zone,text,jsonb,integer,kb.language_moment[])
+-- kb.dense_candidates(text,text,integer,timestamp with time zone,text[],jsonb,integer,kb.language_moment[])
 --     RETURNS TABLE(chunk_id bigint, similarity double precision, score double precision, language text, noise_z double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     Dense leg: HNSW cosine search over the named model's vectors with the visibility condition inside the scan (iterative scan); with language moments, one scan per language group with the group's query vector, the similarity z-scored within its group as the score, and the group's noise level (kb.noise_z).
 -- kb.document_is_current(bigint,timestamp with time zone)
@@ -607,7 +608,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.glossary_expansion(text,text,integer)
 --     RETURNS record LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     Glossary expansion of a query: the glossary terms whose BM25 terms all occur among the query's (global rows and, with p_namespace, that namespace's; else every namespace the caller may see), their equivalents, and the BM25 terms of those equivalents that the query lacks (added_terms, at most p_max_terms; explain: matches, added_terms, dropped_terms).
--- kb.glossary_expansion_of_terms(text[],text,integer)
+-- kb.glossary_expansion_of_terms(text[],text[],integer)
 --     RETURNS record LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     Glossary expansion of a query given as its BM25 terms (kb.query_terms): the glossary terms whose BM25 terms all occur among them, their equivalents, and the equivalents' BM25 terms that the query lacks (added_terms, at most p_max_terms); see kb.glossary_expansion.
 -- kb.glossary_namespaces()
@@ -628,7 +629,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.hnsw_language_index_name(text,text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Name of the partial HNSW index of one model and language group.
--- kb.identifier_candidates(text[],timestamp with time zone,text,jsonb,integer)
+-- kb.identifier_candidates(text[],timestamp with time zone,text[],jsonb,integer)
 --     RETURNS TABLE(chunk_id bigint, matched integer) LANGUAGE sql STABLE PARALLEL SAFE
 --     Chunks that contain the query's identifiers verbatim as whole tokens (trigram-indexed ILIKE, escaped input).
 -- kb.identifier_chunks(kb.retrieval_request,kb.retrieval_plan)
@@ -655,18 +656,18 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.language_correction_explain(kb.retrieval_plan,kb.retrieval_settings,kb.retrieval_stage)
 --     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The explain entry of the language correction: whether it is on for this model (the setting and the provider's language_correction), whether it applied, and the query's offset and scale per language group.
--- kb.language_moments(text,text,text,integer,text)
+-- kb.language_moments(text,text,text[],integer,text)
 --     RETURNS kb.language_moment[] LANGUAGE sql STABLE PARALLEL UNSAFE
---     The query's offset and scale per language group over the statistics the caller may see (one namespace when named), for the vector each group is searched with (query_vector: the query without its language's mean in groups of another language, NULL for the query itself); empty when there are too few vectors for a correction.
--- kb.lexical_candidates(text[],timestamp with time zone,text,jsonb,integer,jsonb,jsonb)
+--     The query's offset and scale per language group over the statistics of the namespaces named (NULL: all the caller may see), for the vector each group is searched with (query_vector: the query without its language's mean in groups of another language, NULL for the query itself); empty when there are too few vectors for a correction.
+-- kb.lexical_candidates(text[],timestamp with time zone,text[],jsonb,integer,jsonb,jsonb)
 --     RETURNS TABLE(chunk_id bigint, score double precision, coverage double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents' terms, a concept counting once per chunk; p_corpus (kb.lexical_corpus of a whole sharded corpus) replaces this database's statistics.
--- kb.lexical_corpus(text[],text)
+-- kb.lexical_corpus(text[],text[])
 --     RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE
---     The BM25 corpus statistics of the terms: chunk_count and total_length (summed over the namespaces the caller may see, or the one named) and each term's df, as jsonb; sums, so that shards' statistics add up to one node's (kb.lexical_candidates ranks with it, or with a coordinator's sum).
+--     The BM25 corpus statistics of the terms: chunk_count and total_length (summed over the namespaces of p_namespaces, the call's scope; NULL: all the caller may see) and each term's df, as jsonb; sums, so that shards' statistics add up to one node's (kb.lexical_candidates ranks with it, or with a coordinator's sum).
 -- kb.log_retrieval(jsonb,kb.retrieval_row[],text,integer)
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
---     Appends one kb_retrieve call to kb.retrieval_log, as the retrieving role, when the setting retrieval_log is true and the transaction may write (query stored only as a hash).
+--     Appends one kb_retrieve call to kb.retrieval_log (for the gateways: it names the session's role), when the setting retrieval_log is true and the transaction may write (query stored only as a hash).
 -- kb.max_context_turns()
 --     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Most earlier turns kb_retrieve takes in context: a follow-up refers to the last few, and each turn costs query analysis (pgkb_plpy.vocabulary.MAX_CONTEXT_TURNS).
@@ -739,7 +740,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.py_embed_queue_batch(text,integer,boolean)
 --     RETURNS jsonb LANGUAGE plpython3u VOLATILE PARALLEL UNSAFE
 --     Claims up to p_batch_size queued chunks of a model with SKIP LOCKED (of the namespaces in pgkb_call.embed_namespaces, when set), embeds and stores them; returns counts and the error, if any.
--- kb.py_language_moments(text,text,text,integer,text)
+-- kb.py_language_moments(text,text,text[],integer,text)
 --     RETURNS SETOF kb.language_moment LANGUAGE plpython3u STABLE PARALLEL UNSAFE
 --     A query's offset (mean similarity) and scale (its standard deviation) per language group of the model's vectors, for the vector each group is searched with (without the query's language component in the groups of other languages), pooled over the namespaces the caller may see (or the one named).
 -- kb.py_parse_file(bytea,text,text)
@@ -760,6 +761,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.read_retrieval_settings()
 --     RETURNS kb.retrieval_settings LANGUAGE sql STABLE PARALLEL SAFE
 --     The retrieval settings in force for this session, typed, in one composite (read once per kb_retrieve call).
+-- kb.read_scope(text)
+--     RETURNS text[] LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     The namespaces a retrieval by the session's role (kb.session_role) may read: the one asked for if the role may read it, else none; without one, every namespace the role may read (NULL: all). Refuses a role without SELECT on kb.documents. Every leg of the pipeline applies it.
 -- kb.recount_language_statistics(text)
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     Recomputes the stale language statistics of a model (default: the active one) over every tenant's vectors, as the owner (SECURITY DEFINER), one recount at a time; returns nothing, so that no caller learns about namespaces it may not see.
@@ -805,17 +809,20 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.run_stage(kb.retrieval_request,kb.retrieval_plan,kb.retrieval_settings,integer,text,text[],boolean)
 --     RETURNS kb.retrieval_stage LANGUAGE plpgsql STABLE PARALLEL UNSAFE
 --     One stage of the staged fallback: the lexical leg (BM25, trigram when a short query matched nothing) and the dense leg for one form of the query, and the evidence of their best hits (kb.calibrate against the thresholds).
+-- kb.session_role()
+--     RETURNS name LANGUAGE sql STABLE PARALLEL SAFE
+--     The role the session acts as (SET ROLE's, else the login), also inside SECURITY DEFINER functions: whose namespaces the retrieval gateways read (kb.read_scope) and whom the retrieval log names.
 -- kb.setting(text)
 --     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The value of a setting: the session GUC pgkb.<key> where the catalogue allows session overrides, else kb.settings; an unknown key is an error.
 -- kb.shard_corpus(text[],text)
---     RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE
+--     RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
 --     A shard's part of a sharded corpus's statistics: the BM25 sizes and df of the terms over every namespace the caller may see here (kb.lexical_corpus), and whether it holds vectors of the model.
 -- kb.shard_passages(jsonb,text,double precision,double precision,integer,double precision,integer)
---     RETURNS SETOF kb.retrieval_row LANGUAGE sql STABLE PARALLEL SAFE
+--     RETURNS SETOF kb.retrieval_row LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
 --     A shard's part of a sharded retrieval: kb.passages over the coordinator's fused hits that are this shard's (by chunk id and namespace), with the freshness ranks computed over all shards' candidates.
 -- kb.shard_stage_candidates(text,integer,text,jsonb,timestamp with time zone,text[],jsonb)
---     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+--     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL UNSAFE SECURITY DEFINER
 --     A shard's part of a sharded retrieval over all namespaces: every stage's lexical and dense candidates and the identifier hits, ranked with the whole corpus's statistics given in p_corpus (BM25 sums, language moments and query vector per stage, glossary expansion), with each chunk's namespace, language and document dates (chunks, by chunk id); jsonb for the coordinator.
 -- kb.snippet(text,text,integer)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
@@ -874,7 +881,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.trg_settings_python_path()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     BEFORE INSERT/UPDATE/DELETE on kb.settings: refuses a change of python_path (which code every backend imports) unless the role is a superuser or owns kb.settings.
--- kb.trigram_candidates(text,timestamp with time zone,text,jsonb,integer)
+-- kb.trigram_candidates(text,timestamp with time zone,text[],jsonb,integer)
 --     RETURNS TABLE(chunk_id bigint, score double precision) LANGUAGE sql STABLE PARALLEL SAFE
 --     pg_trgm leg for short queries: word_similarity over chunk text via the GIN index (pg_trgm.word_similarity_threshold).
 -- kb.upsert_document(jsonb)
@@ -883,12 +890,12 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.validated_request(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)
 --     RETURNS kb.retrieval_request LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     Checks kb_retrieve's arguments before any work (each error names the argument, its hint the fix): a query not blank by kb.is_blank, k in 1..1000, a namespace that can exist, a known mode, as_of, filters of bounded size and depth with typed values, at most kb.max_context_turns() turns, max_per_document in 1..1000 or NULL. Normalises them: query trimmed of blanks and cut to kb.max_query_chars() (so is each turn, with a note), lower-case mode.
--- kb.visible_candidate(bigint,timestamp with time zone,text,jsonb,boolean)
+-- kb.visible_candidate(bigint,timestamp with time zone,text[],jsonb,boolean)
 --     RETURNS SETOF bigint LANGUAGE sql STABLE PARALLEL SAFE
 --     The visibility condition of every retrieval leg: the document id when the document may be used (current at as_of, or matching filters that lift the lifecycle rule), else no row. Inlined into its callers.
--- kb.visible_documents(timestamp with time zone,text,jsonb)
+-- kb.visible_documents(timestamp with time zone,text[],jsonb)
 --     RETURNS SETOF bigint LANGUAGE sql STABLE PARALLEL SAFE
---     Ids of the documents a retrieval may use: current at as_of (docs/LIFECYCLE.md) within the namespace and filters; a status filter or include_history returns history too.
+--     Ids of the documents a retrieval may use: current at as_of (docs/LIFECYCLE.md) within the namespaces (NULL: all) and filters; a status filter or include_history returns history too.
 -- kb.visible_sources(text[])
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
 --     Whether every namespace/source in the list names a document the current role can see; the retrieval log accepts only such rows.
@@ -896,8 +903,8 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     RETURNS kb.retrieval_row[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The rows with their query-aware snippets (200 characters), computed in one call.
 -- kb_retrieve(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)
---     RETURNS SETOF kb.retrieval_row LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
---     Ranked passages for a question from the documents current at as_of: hybrid BM25 + HNSW, per-leg ranks and scores, snippets, provenance. Modes: lexical, dense, hybrid, auto. max_per_document caps the chunks of one document among the k, merge_adjacent joins consecutive chunks of one document into one passage (NULL: the settings of the same names).
+--     RETURNS SETOF kb.retrieval_row LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     Ranked passages for a question from the documents current at as_of that the session's role may read: hybrid BM25 + HNSW, per-leg ranks and scores, snippets, provenance. Modes: lexical, dense, hybrid, auto. max_per_document caps the chunks of one document among the k, merge_adjacent joins consecutive chunks of one document into one passage (NULL: the settings of the same names). Runs with the owner's rights over the namespaces kb.read_scope gives the session's role.
 -- kb_retrieve_explain(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)
---     RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     How kb_retrieve answered: query analysis, stages tried, candidates per leg, evidence and low-confidence flag, model, timings per stage, passage assembly (cap, merges), and the results.

@@ -32,7 +32,7 @@ BEGIN
     -- The gateways run as the owner, so the reader's own right to read
     -- documents is checked here, as a SELECT of its own would check it.
     IF NOT has_table_privilege(who, 'kb.documents', 'SELECT') THEN
-        RAISE EXCEPTION 'kb_retrieve: role % may not read kb.documents', who
+        RAISE EXCEPTION 'kb_retrieve: permission denied: role % may not read kb.documents', who
             USING ERRCODE = 'insufficient_privilege',
             HINT = 'GRANT pgkb_reader TO the role (and, with tenant_isolation on, a namespace in kb.namespace_grants)';
     END IF;

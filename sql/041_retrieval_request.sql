@@ -291,6 +291,7 @@ AS $$
 DECLARE
     plan kb.retrieval_plan;
     provider kb.embedding_providers;
+    readable text[];
 BEGIN
     IF NOT p_settings.fusion = ANY(ARRAY['linear', 'rrf']) THEN
         RAISE EXCEPTION 'kb_retrieve: unknown fusion "%" (setting fusion: linear or rrf)', p_settings.fusion;
@@ -305,14 +306,18 @@ BEGIN
     SELECT m INTO plan.model FROM kb.models AS m WHERE m.active;
     -- a shard is told whether any shard has vectors (request corpus), since a
     -- sharded corpus has them when one of its databases does
+    -- ready when the model has vectors in any namespace the role may read (not
+    -- only the one asked for: a namespace without documents answers with no
+    -- rows, as under isolation off)
+    readable := CASE WHEN p_request.scope IS NOT NULL THEN kb.allowed_namespaces(kb.session_role()) END;
     plan.model_ready := (plan.model).name IS NOT NULL
-        AND coalesce((p_request.corpus ->> 'model_ready')::boolean, CASE WHEN p_request.scope IS NULL
+        AND coalesce((p_request.corpus ->> 'model_ready')::boolean, CASE WHEN readable IS NULL
             THEN EXISTS (SELECT 1 FROM kb.embeddings AS e WHERE e.model = (plan.model).name)
-            -- the scope's chunks first: another tenant's millions of vectors are not read
+            -- the role's chunks first: another tenant's millions of vectors are not read
             ELSE EXISTS (
                 SELECT 1 FROM kb.chunks AS c
                 INNER JOIN kb.embeddings AS e ON e.chunk_id = c.id AND e.model = (plan.model).name
-                WHERE c.namespace = ANY(p_request.scope)
+                WHERE c.namespace = ANY(readable)
             ) END);
     -- a model's options may override its provider's similarity thresholds
     SELECT p.* INTO provider FROM kb.embedding_providers AS p WHERE p.provider = (plan.model).provider;

@@ -189,7 +189,7 @@ BEGIN
         WHERE p.pronamespace = 'kb'::regnamespace AND p.proname IN (
             'retrieve_core', 'run_stage', 'identifier_chunks', 'read_scope',
             'lexical_corpus', 'lexical_candidates', 'trigram_candidates', 'identifier_candidates', 'dense_candidates',
-            'visible_documents', 'document_is_current', 'visible_candidate',
+            'visible_documents', 'visible_candidate',
             'passages', 'merged_passages', 'log_retrieval'
         )
     LOOP

@@ -7,8 +7,10 @@ day it is created:
   or not (so no row, count or statistic of B), and none of its text names B;
 * every relation A's roles may write changes only A's rows, and a write aimed at B fails the
   same way whether B's row exists or not (no duplicate-key or foreign-key oracle);
-* every SECURITY DEFINER function A's roles may call is one reviewed here, with the reason it
-  cannot leak; the ones that take plain arguments give A the same answer with or without B;
+* every SECURITY DEFINER function A's roles may call, in every schema pgkb creates, is one
+  reviewed here, with the reason it cannot leak; the ones that take plain arguments give A the
+  same answer with or without B; the pipeline's internals, which read every tenant's rows as the
+  owner, are not callable by A at all;
 * retrieval in every mode returns and explains A's documents only, and explains it exactly alike
   with or without B (BM25 statistics are per namespace, under row-level security)."""
 
@@ -32,10 +34,33 @@ B_SECRET = f"sk-{SUFFIX}-battery"
 # text that exists only in B's documents or B's secrets; A must never see any of it
 B_MARKERS = (B_NAMESPACE, B_WORD, B_SOURCE, B_SECRET)
 
+# The schemas pgkb creates (kb_shard only on a shard coordinator): the catalogue queries cover them all.
+PGKB_SCHEMAS = ["kb", "public", "kb_shard"]
+
 # SECURITY DEFINER functions a reader or writer may call, and why each cannot leak another
 # tenant's data. A sample call (None: not callable with plain arguments) is compared with and
 # without B's documents.
 REVIEWED_DEFINERS = {
+    "kb_retrieve(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)": (
+        "the reader's door: every leg reads only kb.read_scope of the session's role, never an argument",
+        "(SELECT array_agg(source || ':' || score ORDER BY rank) FROM kb_retrieve('refund days', 5, NULL, 'lexical'))",
+    ),
+    "kb_retrieve_explain(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)": (
+        "the reader's door, as kb_retrieve",
+        "(kb_retrieve_explain('refund days 退款', 5, NULL, 'hybrid') - 'timings_ms')",
+    ),
+    "kb.shard_corpus(text[],text)": (
+        "a shard's door: statistics over kb.read_scope of the session's role",
+        "kb.shard_corpus(ARRAY['refund', 'day'], 'hash-64')",
+    ),
+    "kb.shard_stage_candidates(text,integer,text,jsonb,timestamp with time zone,text[],jsonb)": (
+        "a shard's door: every leg over kb.read_scope of the session's role",
+        "kb.shard_stage_candidates('refund days', 5, 'lexical', '{}', '2030-01-01', NULL, NULL)",
+    ),
+    "kb.shard_passages(jsonb,text,double precision,double precision,integer,double precision,integer)": (
+        "a shard's door: passages of the hits in kb.read_scope of the session's role only",
+        None,
+    ),
     "kb.query_terms(text)": ("pure: terms of its argument", "kb.query_terms('refund glxmarkerword')"),
     "kb.analyze_query(text,text[])": ("pure: analysis of its arguments", "kb.analyze_query('refund days', NULL)"),
     "kb.snippets(text[],text,integer)": ("pure: snippets of the passages given", "kb.snippets(ARRAY['a b'], 'a', 20)"),
@@ -59,7 +84,6 @@ REVIEWED_DEFINERS = {
 # Relations a tenant role may write, and why their keys cannot answer questions about B.
 REVIEWED_WRITABLE = {
     "kb.documents": "row-level security checks the namespace before any key; (namespace, source) is unique",
-    "kb.retrieval_log": "insert only, identity key, policy: own role, visible sources",
     "kb.glossary": "row-level security checks the namespace before any key; the unique key starts with the namespace",
 }
 
@@ -111,10 +135,11 @@ def readable_relations(conn, grantee: str) -> list[str]:
         r["rel"]
         for r in conn.execute(
             """SELECT c.oid::regclass::text AS rel FROM pg_catalog.pg_class AS c
-               WHERE c.relnamespace IN ('kb'::regnamespace, 'public'::regnamespace)
+               INNER JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+               WHERE n.nspname = ANY(%s)
                  AND c.relkind IN ('r', 'v', 'm', 'p') AND has_table_privilege(%s, c.oid, 'SELECT')
                ORDER BY 1""",
-            (grantee,),
+            (PGKB_SCHEMAS, grantee),
         )
     ]
 
@@ -194,14 +219,15 @@ def test_tenant_roles_write_only_reviewed_relations(world):
         r["rel"]
         for r in world.execute(
             """SELECT c.oid::regclass::text AS rel FROM pg_catalog.pg_class AS c
+               INNER JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
                CROSS JOIN unnest(%s::text[]) AS g (grantee)
-               WHERE c.relnamespace IN ('kb'::regnamespace, 'public'::regnamespace)
+               WHERE n.nspname = ANY(%s)
                  AND c.relkind IN ('r', 'v', 'm', 'p')
                  AND (has_any_column_privilege(g.grantee, c.oid, 'INSERT')
                       OR has_any_column_privilege(g.grantee, c.oid, 'UPDATE')
                       OR has_table_privilege(g.grantee, c.oid, 'DELETE')
                       OR has_table_privilege(g.grantee, c.oid, 'TRUNCATE'))""",
-            ([role(n) for n in A_ROLES],),
+            ([role(n) for n in A_ROLES], PGKB_SCHEMAS),
         )
     }
     assert writable == set(REVIEWED_WRITABLE)
@@ -239,10 +265,11 @@ def test_every_definer_function_tenant_roles_may_call_is_reviewed(world):
         r["fn"]
         for r in world.execute(
             """SELECT DISTINCT p.oid::regprocedure::text AS fn FROM pg_catalog.pg_proc AS p
+               INNER JOIN pg_catalog.pg_namespace AS n ON n.oid = p.pronamespace
                CROSS JOIN unnest(%s::text[]) AS g (grantee)
-               WHERE p.pronamespace IN ('kb'::regnamespace, 'public'::regnamespace) AND p.prosecdef
+               WHERE n.nspname = ANY(%s) AND p.prosecdef
                  AND p.prorettype <> 'trigger'::regtype AND has_function_privilege(g.grantee, p.oid, 'EXECUTE')""",
-            ([role(n) for n in A_ROLES],),
+            ([role(n) for n in A_ROLES], PGKB_SCHEMAS),
         )
     }
     assert callable_definers == set(REVIEWED_DEFINERS)
@@ -258,3 +285,45 @@ def test_reviewed_definer_functions_answer_tenant_a_alike_with_or_without_tenant
     before = answers()
     remove_tenant_b(world)
     assert answers() == before
+
+
+def test_no_tenant_role_may_run_a_pipeline_internal_directly(world):
+    """The legs, the pipeline and the log writer read every tenant's rows as the owner behind the
+    gateways; called directly they would skip the scope, the request's bounds and the log."""
+    internals = [
+        "kb.retrieve_core(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)",
+        "kb.lexical_candidates(text[],timestamp with time zone,text[],jsonb,integer,jsonb,jsonb)",
+        "kb.trigram_candidates(text,timestamp with time zone,text[],jsonb,integer)",
+        "kb.identifier_candidates(text[],timestamp with time zone,text[],jsonb,integer)",
+        "kb.dense_candidates(text,text,integer,timestamp with time zone,text[],jsonb,integer,kb.language_moment[])",
+        "kb.lexical_corpus(text[],text[])",
+        "kb.visible_documents(timestamp with time zone,text[],jsonb)",
+        "kb.passages(kb.fused_hit[],text,double precision,double precision,integer,double precision,integer,"
+        "boolean,jsonb)",
+        "kb.log_retrieval(jsonb,kb.retrieval_row[],text,integer)",
+    ]
+    for name in A_ROLES:
+        allowed = world.execute(
+            "SELECT f FROM unnest(%s::text[]) AS f WHERE has_function_privilege(%s, f::regprocedure, 'EXECUTE')",
+            (internals, role(name)),
+        ).fetchall()
+        assert allowed == [], name
+    with acting_as(world, role("acme_reader")), pytest.raises(psycopg.errors.InsufficientPrivilege):
+        world.execute("SELECT * FROM kb.trigram_candidates('refund', now(), NULL, '{}', 10)")
+
+
+def test_a_shard_passage_call_naming_another_tenants_chunk_returns_nothing(world):
+    b_chunk = world.execute(
+        "SELECT c.id, c.namespace FROM kb.chunks AS c WHERE c.namespace = %s LIMIT 1", (B_NAMESPACE,)
+    ).fetchone()
+    hit = Jsonb([{"chunk_id": b_chunk["id"], "namespace": b_chunk["namespace"], "fused_score": 1, "freshness": 0}])
+    call = "SELECT count(*) AS n FROM kb.shard_passages(%s, 'merger', 0, 0, 5, 0, NULL)"
+    assert world.execute(call, (hit,)).fetchone()["n"] == 1, "the owner gets the passage"
+    with acting_as(world, role("acme_reader")):
+        assert world.execute(call, (hit,)).fetchone()["n"] == 0
+
+
+def test_a_role_that_may_not_read_documents_gets_a_named_error_from_the_gateway(world):
+    with temporary_role(world, f"outsider_{SUFFIX}", "NOLOGIN"), acting_as(world, f"outsider_{SUFFIX}"):
+        with pytest.raises(psycopg.errors.InsufficientPrivilege, match="may not read kb.documents"):
+            retrieve(world, "refund days", mode="lexical")

@@ -202,11 +202,11 @@ def test_every_visibility_path_agrees_with_visible_documents(versions, calendar,
     all_ids = {r["id"] for r in versions.execute("SELECT id FROM kb.documents").fetchall()}
     for as_of in ("2020-01-01", "2021-06-01", "2022-06-30", "2022-07-01", "2023-06-01", "2024-06-01", "2031-01-01"):
         for namespace in (None, "default", "other"):
-            params = {"as_of": as_of, "ns": namespace}
+            params = {"as_of": as_of, "ns": namespace, "scope": [namespace] if namespace else None}
             visible = {
                 r["id"]
                 for r in versions.execute(
-                    "SELECT kb.visible_documents(%(as_of)s, %(ns)s, '{}') AS id", params
+                    "SELECT kb.visible_documents(%(as_of)s, %(scope)s::text[], '{}') AS id", params
                 ).fetchall()
             }
             current = {
@@ -222,7 +222,7 @@ def test_every_visibility_path_agrees_with_visible_documents(versions, calendar,
                 for filters, restrict in (("{}", False), ('{"source_prefix": ""}', True))
                 for r in versions.execute(
                     """SELECT v.id FROM kb.documents AS d CROSS JOIN LATERAL
-                           kb.visible_candidate(d.id, %(as_of)s, %(ns)s, %(filters)s, %(restrict)s) AS v (id)
+                           kb.visible_candidate(d.id, %(as_of)s, %(scope)s::text[], %(filters)s, %(restrict)s) AS v (id)
                        WHERE %(ns)s::text IS NULL OR d.namespace = %(ns)s""",
                     {**params, "filters": filters, "restrict": restrict},
                 ).fetchall()

@@ -195,7 +195,7 @@ def test_visible_documents_and_document_is_current_follow_the_specification(roll
                 for r in rolled_back_db.execute(
                     """SELECT d.source FROM kb.documents AS d
                        WHERE d.id IN (SELECT kb.visible_documents(%s, %s, '{}'))""",
-                    (at, namespace),
+                    (at, [namespace]),
                 ).fetchall()
             }
             one_by_one = {

@@ -138,7 +138,7 @@ def test_every_function_pins_search_path_and_ignores_a_malicious_one(fresh_db):
         "kb.calibrate(double precision,double precision,double precision)",
         "kb.in_force(text,date,date,timestamp with time zone,timestamp with time zone)",
         "kb.noise_z(bigint)",
-        "kb.visible_candidate(bigint,timestamp with time zone,text,jsonb,boolean)",
+        "kb.visible_candidate(bigint,timestamp with time zone,text[],jsonb,boolean)",
     ]
     assert all(r["lanname"] == "sql" and not r["prosecdef"] and r["says_inlined"] for r in unpinned)
     insert_document(fresh_db, "x.md", "# X\n\nRefunds take 14 days.")

@@ -53,8 +53,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import __version__, ingest_db, language_statistics, lexical, query_analysis
+from . import __version__, backend, lexical, query_analysis
 from .snippets import make_snippet
+
+# ingest_db (the chunker, the file parsers) and language_statistics (numpy) are imported by the
+# entry points that use them, not here: a backend that only answers lexical queries never loads
+# them, and the first query on a fresh connection does not wait for them.
 
 __all__ = [
     "analyze_query",
@@ -138,6 +142,8 @@ def __getattr__(name: str) -> Any:
 @_entry_point
 def sync_document(plpy, GD, SD, new: dict) -> None:
     """``kb.trg_documents_sync()``: re-chunk, index and embed the document row ``new``."""
+    from . import ingest_db
+
     ingest_db.sync_document(plpy, GD, SD, new)
 
 
@@ -145,26 +151,30 @@ def sync_document(plpy, GD, SD, new: dict) -> None:
 def sync_inserted_documents(plpy, GD, SD) -> None:
     """``kb.trg_documents_inserted()``: chunk, index and embed the rows the INSERT statement
     added (its transition table), all in one pass."""
+    from . import ingest_db
+
     ingest_db.sync_inserted_documents(plpy, GD, SD)
 
 
 @_entry_point
 def embed_queue_batch(plpy, GD, SD, model: str, batch_size: int, include_exhausted: bool) -> str:
     """``kb.embed_queue_batch(...)``: one batch of the embedding queue; its counts as JSON."""
+    from . import ingest_db
+
     return json.dumps(ingest_db.embed_queue_batch(plpy, GD, SD, model, batch_size, include_exhausted))
 
 
 @_entry_point
 def embed_query(plpy, GD, SD, query: str, model: str) -> str:
     """``kb.py_embed_query(query, model)``: the query's vector (pgvector text form)."""
-    return ingest_db.query_vector(plpy, GD, model, query)
+    return backend.query_vector(plpy, GD, model, query)
 
 
 @_entry_point
 def query_terms(plpy, GD, SD, text: str | None) -> list[str]:
     """``kb.py_query_terms(text)``: the BM25 terms of a query."""
     if _TERMS_CHECKED not in SD:
-        stored = ingest_db.settings(plpy, SD, ("lexical_terms_version",))["lexical_terms_version"]
+        stored = backend.settings(plpy, SD, ("lexical_terms_version",))["lexical_terms_version"]
         lexical.check_terms_version(stored)
         SD[_TERMS_CHECKED] = True
     return lexical.query_terms(text or "")
@@ -186,6 +196,8 @@ def snippets(plpy, GD, SD, contents: list[str] | None, query: str | None, width:
 def recount_language_statistics(plpy, GD, SD, model: str, drift: float, sample_size: int) -> str:
     """``kb.py_recount_language_statistics(model, drift, sample)``: refresh the model's language
     statistics (as the owner); its counts as JSON."""
+    from . import language_statistics
+
     return json.dumps(language_statistics.recount(plpy, model, drift, sample_size))
 
 
@@ -196,10 +208,14 @@ def language_moments(
     """``kb.py_language_moments(model, vector, namespaces, min_vectors, query)``: the query's offset
     and scale per language group (and the vector each group is searched with), over the
     statistics the caller may read."""
+    from . import language_statistics
+
     return language_statistics.moments_for_query(plpy, GD, SD, model, query_vector, namespaces, min_vectors, query)
 
 
 @_entry_point
 def parse_file(plpy, GD, SD, content: bytes | None, file_name: str | None, content_type: str | None) -> str:
     """``kb.py_parse_file(content, file_name, content_type)``: the file parsed, as JSON."""
+    from . import ingest_db
+
     return json.dumps(ingest_db.parse_file(content, file_name, content_type), ensure_ascii=False)

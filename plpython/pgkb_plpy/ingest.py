@@ -188,11 +188,6 @@ def chunk_rows(
     return rows
 
 
-def vector_literal(vector: list[float]) -> str:
-    """pgvector's text form; repr keeps full float precision."""
-    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
-
-
 def batches(items: list, size: int) -> list[list]:
     size = max(1, int(size))
     return [items[i : i + size] for i in range(0, len(items), size)]

@@ -7,12 +7,11 @@ stored, and the chunks wait in kb.embed_queue with the error until retried."""
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from . import chunker, embedders, lexical, parsers
+from .backend import _plan, as_embedding_error, model_rows, provider_for, settings, vector_literal
 from .front_matter import RetrievalKeyError
 from .ingest import (
     ChunkPlan,
@@ -24,7 +23,6 @@ from .ingest import (
     document_terms,
     page_span,
     plan_chunk_changes,
-    vector_literal,
 )
 
 #: The settings one document sync reads.
@@ -38,61 +36,6 @@ SYNC_SETTINGS = (
 )
 #: The settings one batch of the embedding queue reads.
 QUEUE_SETTINGS = ("embed_batch_size", "embed_max_attempts")
-
-
-def _plan(plpy, SD, key: str, sql: str, types: list[str]):
-    if key not in SD:
-        SD[key] = plpy.prepare(sql, types)
-    return SD[key]
-
-
-def settings(plpy, SD, keys: tuple[str, ...]) -> dict[str, Any]:
-    """The values of ``keys`` as ``kb.setting`` gives them (a session's ``pgkb.<key>`` where the
-    key allows one, else kb.settings; an unknown key is an error), in one query."""
-    rows = plpy.execute(
-        _plan(
-            plpy,
-            SD,
-            "settings",
-            "SELECT k AS key, kb.setting(k)::text AS value FROM unnest($1::text[]) AS k",
-            ["text[]"],
-        ),
-        [list(keys)],
-    )
-    return {r["key"]: None if r["value"] is None else json.loads(r["value"]) for r in rows}
-
-
-def model_rows(plpy) -> list[dict]:
-    """Every registered model with the options its provider needs: ``kb.models.options``
-    (what readers may see) merged with the model's ``kb.model_secrets`` (an api_key...).
-    Only the SECURITY DEFINER paths (ingest trigger, queue worker, query embedding) run
-    this; the secrets never leave the provider object (see :func:`redact`)."""
-    rows = plpy.execute(
-        """SELECT m.name, m.provider, m.model, m.dimensions, m.active,
-                  (m.options || coalesce(s.secrets, '{}'))::text AS options,
-                  coalesce(s.secrets, '{}')::text AS secrets
-           FROM kb.models AS m LEFT JOIN kb.model_secrets AS s ON s.model = m.name
-           ORDER BY m.name"""
-    )
-    return [dict(r, options=json.loads(r["options"]), secrets=json.loads(r["secrets"])) for r in rows]
-
-
-_URL_CREDENTIALS = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/@\s]*@")
-
-
-def redact(message: str, model: dict) -> str:
-    """``message`` without the model's secret values and without credentials in any URL: errors
-    are stored in kb.embed_queue (readers see it) and reach clients."""
-    for value in model.get("secrets", {}).values():
-        for text in value.values() if isinstance(value, dict) else [value]:
-            if isinstance(text, str) and text:
-                message = message.replace(text, "***")
-    return _URL_CREDENTIALS.sub(r"\1***@", message)
-
-
-def provider_for(GD, model: dict):
-    cache = GD.setdefault("pgkb_providers", {})
-    return embedders.get_provider(cache, model["provider"], model["model"], model["dimensions"], model["options"])
 
 
 def _store_vectors(plpy, SD, model: dict, chunk_ids: list[int], vectors: list[list[float]]) -> None:
@@ -126,44 +69,12 @@ def _enqueue(plpy, SD, model_name: str, chunk_ids: list[int], error: embedders.E
     plpy.execute(plan, [chunk_ids, model_name, 1 if error else 0, kind, str(error) if error else None])
 
 
-def query_vector(plpy, GD, model_name: str, query: str) -> str:
-    """The vector (pgvector text form) of ``query`` from the provider of the model named
-    ``model_name`` (the model whose stored vectors it will be compared with)."""
-    model = next((m for m in model_rows(plpy) if m["name"] == model_name), None)
-    if model is None:
-        plpy.error(f"pgkb: unknown model {model_name!r}")
-    try:
-        vector = provider_for(GD, model).embed_query(query)
-    except embedders.EmbeddingError as exc:
-        raise _redacted(exc, model) from None
-    embedders.check_vectors([vector], 1, model["dimensions"], f"{model['provider']}:{model['model']}")
-    return vector_literal(vector)
-
-
 def embed_texts(GD, model: dict, texts: list[str], batch_size: int) -> list[list[float]]:
     provider = provider_for(GD, model)
     vectors: list[list[float]] = []
     for batch in batches(texts, batch_size):
         vectors.extend(provider.embed_passages(batch))
     return embedders.check_vectors(vectors, len(texts), model["dimensions"], f"{model['provider']}:{model['model']}")
-
-
-def _redacted(exc: embedders.EmbeddingError, model: dict | None) -> embedders.EmbeddingError:
-    """``exc`` itself, or a copy whose message has the secrets of ``model`` masked."""
-    message = redact(str(exc), model or {})
-    if message == str(exc):
-        return exc
-    return embedders.EmbeddingError(
-        exc.kind, message, provider=exc.provider, model=exc.model, status=exc.status, attempts=exc.attempts
-    )
-
-
-def as_embedding_error(exc: Exception, model: dict | None = None) -> embedders.EmbeddingError:
-    """``exc`` as the EmbeddingError recorded on the queue, without the secrets of ``model``."""
-    if isinstance(exc, embedders.EmbeddingError):
-        return _redacted(exc, model)
-    wrapped = embedders.EmbeddingError("bad_response", f"embedding failed: unexpected {type(exc).__name__}: {exc}")
-    return _redacted(wrapped, model)
 
 
 @dataclass

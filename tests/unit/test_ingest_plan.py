@@ -7,7 +7,8 @@ import random
 
 import pytest
 from pgkb_plpy import embedders, ingest_db
-from pgkb_plpy.ingest import ChunkPlan, batches, plan_chunk_changes, vector_literal
+from pgkb_plpy.backend import vector_literal
+from pgkb_plpy.ingest import ChunkPlan, batches, plan_chunk_changes
 
 
 def test_first_insert_inserts_everything():
