@@ -97,7 +97,9 @@ CREATE TYPE kb.retrieval_row AS (
     version text,
     effective_from date,
     effective_to date,
-    provenance jsonb
+    provenance jsonb,
+    answerability text,
+    evidence double precision
 );
 
 CREATE TYPE kb.retrieval_settings AS (
@@ -539,6 +541,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.analyze_query(text,text[])
 --     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
 --     Query analysis (SECURITY DEFINER wrapper for readers).
+-- kb.answerability(double precision,kb.retrieval_settings)
+--     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The answerability decision of a call from the evidence of its best stage: no evidence (at or below min_evidence: kb.abstains returns no rows while the cutoff is on), low confidence (below 1), answer (1: a leg at its strong level or an identifier found verbatim). Every kb_retrieve row carries it.
 -- kb.assembly_max_per_document(kb.retrieval_request)
 --     RETURNS integer LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The per-document cap of a call: its max_per_document argument, else the setting max_per_document (0 there: no cap); NULL for no cap.
@@ -899,6 +904,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.visible_sources(text[])
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
 --     Whether every namespace/source in the list names a document the current role can see; the retrieval log accepts only such rows.
+-- kb.with_answer(kb.retrieval_row[],text,double precision)
+--     RETURNS kb.retrieval_row[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The rows with the call's answerability decision (kb.answerability) and evidence (rounded to 3 places) in every row. Pure.
 -- kb.with_snippets(kb.retrieval_row[],text)
 --     RETURNS kb.retrieval_row[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The rows with their query-aware snippets (200 characters), computed in one call.

@@ -148,6 +148,7 @@ def cmd_query(args) -> int:
         if not rows:
             print("no evidence found (no rows)")
             return 0
+        print(f"{rows[0]['answerability']} (evidence {rows[0]['evidence']:.2f})")
         for r in rows:
             print(
                 f"{r['rank']:>2}. {r['score']:.3f}  {r['source']}  [{r['match_type']}; "

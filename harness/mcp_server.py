@@ -193,8 +193,10 @@ def build_server(dsn: str, role: str | None) -> MCPServer:
         Every result carries source, title, section_path, version, effective_from/effective_to, a snippet, the
         full passage (content), score, match_type and provenance (file name, content type and size, parser and
         chunker versions, pages of a PDF, heading path, content hash, when it was ingested), plus a ready-made
-        `citation` (with page numbers and parser where the document is a parsed file). An empty `results` list
-        means the knowledge base holds no evidence for the question.
+        `citation` (with page numbers and parser where the document is a parsed file). `answerability` says
+        whether the passages answer the question ("answer"), only partly ("low confidence"), or not at all
+        ("no evidence"), with the `evidence` in [0, 1]; an empty `results` list means the knowledge base holds
+        no evidence for the question.
         """
         if not query.strip():
             raise ToolError("query is empty")
@@ -227,6 +229,9 @@ def build_server(dsn: str, role: str | None) -> MCPServer:
             "mode": mode,
             "role": role,
             "count": len(results),
+            # the call's decision, in every row as well: an empty result is "no evidence"
+            "answerability": rows[0]["answerability"] if rows else "no evidence",
+            "evidence": rows[0]["evidence"] if rows else 0.0,
             "results": results,
         }
         if not results:

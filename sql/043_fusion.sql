@@ -261,7 +261,9 @@ AS $$
                 'chunk_id', c.id, 'ordinal', c.ordinal, 'content_hash', c.content_hash,
                 'heading_path', to_jsonb(c.section_path), 'page_start', c.page_start, 'page_end', c.page_end,
                 'char_start', c.char_start, 'char_end', c.char_end))
-        )
+        ),
+        NULL,  -- answerability and evidence: the call's, set by kb.with_answer
+        NULL
     )::kb.retrieval_row
     FROM top
     INNER JOIN kb.chunks AS c ON c.id = top.chunk_id

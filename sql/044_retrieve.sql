@@ -256,6 +256,40 @@ $$;
 COMMENT ON FUNCTION kb.abstains(double precision, kb.retrieval_settings) IS
 'The answerability decision: no rows when the cutoff is on and the best stage''s evidence is at or below min_evidence (0 by default: neither leg above its "no evidence" level).';
 
+CREATE OR REPLACE FUNCTION kb.answerability(p_evidence double precision, p_settings kb.retrieval_settings)
+RETURNS text
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- no evidence: at or below min_evidence (no rows, unless the cutoff is
+    -- off); low confidence: some evidence, but neither leg at its "strong"
+    -- level; answer: a leg at its strong level, or an identifier found verbatim
+    SELECT CASE
+        WHEN coalesce(p_evidence, 0) <= p_settings.min_evidence THEN 'no evidence'
+        WHEN p_evidence < 1 THEN 'low confidence'
+        ELSE 'answer'
+    END
+$$;
+COMMENT ON FUNCTION kb.answerability(double precision, kb.retrieval_settings) IS
+'The answerability decision of a call from the evidence of its best stage: no evidence (at or below min_evidence: kb.abstains returns no rows while the cutoff is on), low confidence (below 1), answer (1: a leg at its strong level or an identifier found verbatim). Every kb_retrieve row carries it.';
+
+CREATE OR REPLACE FUNCTION kb.with_answer(p_rows kb.retrieval_row[], p_decision text, p_evidence double precision)
+RETURNS kb.retrieval_row[]
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT coalesce(array_agg(
+        jsonb_populate_record(p_rows[o], jsonb_build_object('answerability', p_decision,
+            'evidence', round(greatest(coalesce(p_evidence, 0), 0)::numeric, 3)))
+        ORDER BY o
+    ), '{}')
+    FROM generate_subscripts(p_rows, 1) AS o
+$$;
+COMMENT ON FUNCTION kb.with_answer(kb.retrieval_row[], text, double precision) IS
+'The rows with the call''s answerability decision (kb.answerability) and evidence (rounded to 3 places) in every row. Pure.';
+
 CREATE OR REPLACE FUNCTION kb.language_correction_explain(
     p_plan kb.retrieval_plan, p_settings kb.retrieval_settings, p_stage kb.retrieval_stage
 )
@@ -330,7 +364,7 @@ AS $$
         'language_correction', kb.language_correction_explain(p_plan, p_settings, p_best),
         'glossary', p_best.glossary,
         'answerability', jsonb_build_object(
-            'decision', CASE WHEN kb.abstains(p_best.evidence, p_settings) THEN 'no evidence' ELSE 'answer' END,
+            'decision', kb.answerability(p_best.evidence, p_settings),
             'signal', CASE WHEN p_identifier_chunks <> '{}' THEN 'identifier found verbatim'
                 WHEN coalesce(p_best.lexical_evidence, 0) >= coalesce(p_best.dense_evidence, 0)
                     THEN 'lexical: top idf coverage'
@@ -492,6 +526,7 @@ BEGIN
     IF settings.snippets AND cardinality(rows) > 0 THEN
         rows := kb.with_snippets(rows, best.query);
     END IF;
+    rows := kb.with_answer(rows, kb.answerability(best.evidence, settings), best.evidence);
 
     explain := kb.explain_object(request, settings, plan, stages, best, identifier_chunks, cardinality(rows),
         jsonb_build_object(

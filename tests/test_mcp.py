@@ -135,6 +135,8 @@ def test_retrieve_returns_citable_current_passages(corpus, dsn):
     )
     data = payload(now)
     assert data["count"] == len(data["results"]) >= 1
+    assert data["answerability"] in ("answer", "low confidence") and 0 < data["evidence"] <= 1
+    assert {(r["answerability"], r["evidence"]) for r in data["results"]} == {(data["answerability"], data["evidence"])}
     top = data["results"][0]
     assert top["source"] == "policies/refund-v2.md"
     assert top["title"] == "Refund policy"
@@ -168,6 +170,7 @@ def test_no_evidence_is_an_empty_answer_not_an_error(corpus, dsn):
     data = payload(result)
     assert data["count"] == 0 and data["results"] == []
     assert "no evidence" in data["note"]
+    assert data["answerability"] == "no evidence" and data["evidence"] == 0
 
 
 def test_status(corpus, dsn):

@@ -312,13 +312,11 @@ def test_assembly_shows_a_tenant_nothing_of_another(fresh_db):
             # merging a forged row naming the other tenant's chunks is not the reader's to run
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(
-                    """SELECT count(*) AS n, string_agg(m.content, '') AS text
-                   FROM unnest(kb.merged_passages(ARRAY(
-                       SELECT ROW(o::integer, c, 0, 'globex', 'b/guide.md', NULL, NULL, 'x', NULL, 1, NULL, NULL,
-                           NULL, NULL, 'lexical', NULL, 'active', NULL, NULL, NULL,
-                           jsonb_build_object('chunks', jsonb_build_array(jsonb_build_object('chunk_id', c))))
-                           ::kb.retrieval_row
-                       FROM unnest(%s::bigint[]) WITH ORDINALITY AS t (c, o)))) AS m""",
+                    """SELECT kb.merged_passages(ARRAY(
+                           SELECT jsonb_populate_record(NULL::kb.retrieval_row, jsonb_build_object('rank', 1,
+                               'chunk_id', c, 'provenance', jsonb_build_object('chunks', jsonb_build_array(
+                                   jsonb_build_object('chunk_id', c)))))
+                           FROM unnest(%s::bigint[]) AS c))""",
                     (secret_chunks,),
                 )
     assert {r["source"] for r in rows} == {"a/guide.md"}

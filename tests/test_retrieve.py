@@ -408,6 +408,33 @@ def test_no_evidence_returns_no_rows(company, query):
     assert ex["returned"] == 0 and ex["results"] == []
 
 
+@pytest.mark.parametrize(
+    "query",
+    [
+        "refund within 14 days of delivery",  # strong: answer
+        "How often must employees change their laptop password?",  # partial: low confidence
+        "年假需要提前多久申请？",
+    ],
+)
+def test_every_row_carries_the_calls_answerability_and_evidence(company, query):
+    rows = retrieve(company, query, mode="lexical")
+    ex = explain(company, query, mode="lexical")
+    assert {(r["answerability"], r["evidence"]) for r in rows} <= {(ex["answerability"]["decision"], ex["evidence"])}
+    assert {r["answerability"] for r in rows} <= ({"low confidence"} if ex["low_confidence"] else {"answer"})
+
+
+def test_rows_returned_with_the_cutoff_off_say_no_evidence(company):
+    query = "What is the company policy on bringing pets to the office?"
+    company.execute("SET pgkb.no_evidence_cutoff = false")
+    try:
+        rows = retrieve(company, query, mode="lexical")
+    finally:
+        company.execute("RESET pgkb.no_evidence_cutoff")
+    assert rows, "without the cutoff, the weak matches come back"
+    assert {r["answerability"] for r in rows} == {"no evidence"}
+    assert all(r["evidence"] == 0 for r in rows)
+
+
 def test_partial_evidence_is_low_confidence(company):
     # "laptop" is real but "password" is not in the corpus: rows may come, flagged as weak
     ex = explain(company, "How often must employees change their laptop password?", mode="lexical")

@@ -583,6 +583,7 @@ BEGIN
     IF settings.snippets AND cardinality(rows) > 0 THEN
         rows := kb.with_snippets(rows, best.query);
     END IF;
+    rows := kb.with_answer(rows, kb.answerability(best.evidence, settings), best.evidence);
     RETURN QUERY SELECT r.* FROM unnest(rows) AS r ORDER BY r.rank;
 END;
 $$;
