@@ -2,12 +2,24 @@
 
 Under a session advisory lock: create the extensions, apply each file of
 migrations/ once (recorded with its SHA-256 in kb.schema_migrations; an edited
-applied file is refused), then re-create every object of sql/ (idempotent)."""
+applied file is refused), then re-create every object of sql/ (idempotent).
+
+On a live database: re-creating triggers and policies takes exclusive locks
+on tables that readers hold shared locks on, in an order no reader follows, so
+a migrate waiting for one of them while holding another could close a cycle
+with a reader, and PostgreSQL would cancel one of the two ("deadlock
+detected"). So each transaction waits for a lock at most half of the server's
+deadlock_timeout (lock_timeout), and when one is not granted in time it rolls
+back, lets the readers finish and starts again: the cycle is broken by the
+migrate, before any reader's deadlock check runs."""
 
 from __future__ import annotations
 
 import hashlib
+import random
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +29,7 @@ from .config import MIGRATIONS_DIR, SQL_DIR, Settings
 from .install_plpython import install_plpython_modules
 
 MIGRATE_LOCK_KEY = 727_274_001  # arbitrary constant: the advisory lock all migrators share
+LOCK_ATTEMPTS = 60  # transactions tried before a migrate gives up on a database that never lets go of a lock
 EXTENSIONS = ("vector", "pg_trgm", "plpython3u")
 MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
 
@@ -107,20 +120,29 @@ def migrate(
                         )
                     result.already_applied.append(path.name)
                     continue
-                with conn.transaction():
+
+                def apply_migration(path: Path = path, version: str = version, digest: str = digest) -> None:
                     try:
                         conn.execute(path.read_text(encoding="utf-8"))
+                    except psycopg.errors.LockNotAvailable:
+                        raise
                     except psycopg.Error as exc:
                         raise MigrationError(f"migration {path.name} failed: {exc}") from exc
                     conn.execute(
                         "INSERT INTO kb.schema_migrations (version, filename, checksum) VALUES (%s, %s, %s)",
                         (version, path.name, digest),
                     )
+
+                in_one_transaction(conn, apply_migration)
                 result.applied.append(path.name)
-            with conn.transaction():
+
+            def recreate_objects() -> None:
+                result.sql_files.clear()
                 for path in sorted(sql_dir.glob("*.sql")):
                     try:
                         conn.execute(path.read_text(encoding="utf-8"))
+                    except psycopg.errors.LockNotAvailable:
+                        raise
                     except psycopg.Error as exc:
                         raise MigrationError(f"{path.relative_to(sql_dir.parent)} failed: {exc}") from exc
                     result.sql_files.append(path.name)
@@ -131,6 +153,30 @@ def migrate(
                            WHERE kb.settings.value IS DISTINCT FROM excluded.value""",
                         (site,),
                     )
+
+            in_one_transaction(conn, recreate_objects)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK_KEY,))
     return result
+
+
+def in_one_transaction(conn: psycopg.Connection, work: Callable[[], None]) -> None:
+    """Run ``work`` in one transaction whose lock waits end at half the server's deadlock_timeout;
+    when a lock is not granted in time, roll back, wait a moment and run it again (the module's
+    docstring says why), at most ``LOCK_ATTEMPTS`` times."""
+    wait_ms = max(
+        int(conn.execute("SELECT setting FROM pg_settings WHERE name = 'deadlock_timeout'").fetchone()[0]) // 2, 50
+    )
+    for attempt in range(1, LOCK_ATTEMPTS + 1):
+        try:
+            with conn.transaction():
+                conn.execute(f"SET LOCAL lock_timeout = {wait_ms}")
+                work()
+            return
+        except psycopg.errors.LockNotAvailable as exc:
+            if attempt == LOCK_ATTEMPTS:
+                raise MigrationError(
+                    f"migrate could not take the locks it needs in {LOCK_ATTEMPTS} attempts of {wait_ms} ms: {exc}; "
+                    "a long transaction holds kb tables (pg_stat_activity shows which)"
+                ) from exc
+            time.sleep(random.uniform(0.05, 0.25) * attempt**0.5)
