@@ -593,10 +593,10 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Escapes regular expression metacharacters so user text matches literally in ~ and ~*.
 -- kb.explain_assembly(integer,boolean,bigint[],kb.retrieval_row[],kb.retrieval_row[])
---     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The explain entry of passage assembly: the cap in force and which chunks of the uncapped top k it dropped (the next best chunks of other documents took their places), whether adjacent chunks were merged and which passages were (their chunks in document order), chunks selected and rows returned.
 -- kb.explain_object(kb.retrieval_request,kb.retrieval_settings,kb.retrieval_plan,kb.retrieval_stage[],kb.retrieval_stage,bigint[],integer,jsonb)
---     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The explain object of a kb_retrieve call: query analysis, mode, model, fusion, stages tried, candidates, evidence, thresholds, notes, timings.
 -- kb.file_max_bytes()
 --     RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -608,7 +608,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     True when filters (or include_history) decide visibility, so kb.visible_candidate uses kb.visible_documents instead of kb.document_is_current.
 -- kb.fuse(kb.leg_hit[],kb.leg_hit[],bigint[],text,double precision,double precision,double precision)
---     RETURNS SETOF kb.fused_hit LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     RETURNS SETOF kb.fused_hit LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     Fuses the lexical and dense legs' candidates (linear: min-max normalised scores times each hit's evidence, weighted, a dense hit in another language than the question's taking for the lexical leg, which could not read it, the larger of its lexical part and its dense part times what the lexical leg left open; rrf: reciprocal ranks, weighted) and marks identifier hits; a NaN or infinite leg score counts as no evidence, and no fused score is NaN. Pure: testable on hand-made hits.
 -- kb.glossary_expansion(text,text,integer)
 --     RETURNS record LANGUAGE plpgsql STABLE PARALLEL SAFE
@@ -635,10 +635,10 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Name of the partial HNSW index of one model and language group.
 -- kb.identifier_candidates(text[],timestamp with time zone,text[],jsonb,integer)
---     RETURNS TABLE(chunk_id bigint, matched integer) LANGUAGE sql STABLE PARALLEL SAFE
+--     RETURNS TABLE(chunk_id bigint, matched integer) LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     Chunks that contain the query's identifiers verbatim as whole tokens (trigram-indexed ILIKE, escaped input).
 -- kb.identifier_chunks(kb.retrieval_request,kb.retrieval_plan)
---     RETURNS bigint[] LANGUAGE sql STABLE PARALLEL SAFE
+--     RETURNS bigint[] LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     Chunks that hold an identifier of the query verbatim (none in dense mode): strong evidence, and boosted.
 -- kb.in_force(text,date,date,timestamp with time zone,timestamp with time zone)
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
@@ -659,7 +659,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     A JSON string or array of strings as text[] (NULL otherwise).
 -- kb.language_correction_explain(kb.retrieval_plan,kb.retrieval_settings,kb.retrieval_stage)
---     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The explain entry of the language correction: whether it is on for this model (the setting and the provider's language_correction), whether it applied, and the query's offset and scale per language group.
 -- kb.language_moments(text,text,text[],integer,text)
 --     RETURNS kb.language_moment[] LANGUAGE sql STABLE PARALLEL UNSAFE
@@ -668,7 +668,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     RETURNS TABLE(chunk_id bigint, score double precision, coverage double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents' terms, a concept counting once per chunk; p_corpus (kb.lexical_corpus of a whole sharded corpus) replaces this database's statistics.
 -- kb.lexical_corpus(text[],text[])
---     RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE
+--     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The BM25 corpus statistics of the terms: chunk_count and total_length (summed over the namespaces of p_namespaces, the call's scope; NULL: all the caller may see) and each term's df, as jsonb; sums, so that shards' statistics add up to one node's (kb.lexical_candidates ranks with it, or with a coordinator's sum).
 -- kb.log_retrieval(jsonb,kb.retrieval_row[],text,integer)
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -698,7 +698,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     RETURNS oid[] LANGUAGE sql STABLE PARALLEL SAFE
 --     Oids of p_role and every role it is a member of, directly or not, and 0 (PUBLIC): the roles whose namespace grants apply to p_role.
 -- kb.merged_passages(kb.retrieval_row[])
---     RETURNS kb.retrieval_row[] LANGUAGE sql STABLE PARALLEL SAFE
+--     RETURNS kb.retrieval_row[] LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The rows with the chunks of one document that follow each other joined into one passage each: the document's text from the first to the last (their overlap once), at the place and with the scores of its best chunk, the section path of its first, provenance over all of them (provenance.chunks in document order); ranks renumbered.
 -- kb.model_hnsw_indexes(text)
 --     RETURNS TABLE(language text, index_name text) LANGUAGE sql STABLE PARALLEL SAFE
@@ -725,7 +725,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The language groups of passages (pgkb_plpy.query_analysis.passage_language): one partial HNSW index each per model.
 -- kb.passages(kb.fused_hit[],text,double precision,double precision,integer,double precision,integer,boolean,jsonb)
---     RETURNS SETOF kb.retrieval_row LANGUAGE sql STABLE PARALLEL SAFE
+--     RETURNS SETOF kb.retrieval_row LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The top k passages of fused hits as kb.retrieval_row: identifier and title boosts, a freshness preference among near-equals, one chunk per distinct text, a document's chunks after its p_max_per_document best only where no other candidate is left (NULL: no cap), ranks from 1 (with p_with_displaced, then the chunks the cap moved out of the top k, rank NULL; p_freshness: freshness ranks computed over a sharded corpus), match type, provenance (the document's file, parser and chunker versions, the chunk's heading path, pages, offsets, content hash, ingest time; docs/RETRIEVAL.md).
 -- kb.plan_retrieval(kb.retrieval_request,kb.retrieval_settings)
 --     RETURNS kb.retrieval_plan LANGUAGE plpgsql STABLE PARALLEL SAFE
@@ -887,7 +887,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     BEFORE INSERT/UPDATE/DELETE on kb.settings: refuses a change of python_path (which code every backend imports) unless the role is a superuser or owns kb.settings.
 -- kb.trigram_candidates(text,timestamp with time zone,text[],jsonb,integer)
---     RETURNS TABLE(chunk_id bigint, score double precision) LANGUAGE sql STABLE PARALLEL SAFE
+--     RETURNS TABLE(chunk_id bigint, score double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     pg_trgm leg for short queries: word_similarity over chunk text via the GIN index (pg_trgm.word_similarity_threshold).
 -- kb.upsert_document(jsonb)
 --     RETURNS TABLE(id bigint, ingest_status text, ingest_error text) LANGUAGE sql VOLATILE PARALLEL UNSAFE
@@ -905,10 +905,10 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
 --     Whether every namespace/source in the list names a document the current role can see; the retrieval log accepts only such rows.
 -- kb.with_answer(kb.retrieval_row[],text,double precision)
---     RETURNS kb.retrieval_row[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     RETURNS kb.retrieval_row[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The rows with the call's answerability decision (kb.answerability) and evidence (rounded to 3 places) in every row. Pure.
 -- kb.with_snippets(kb.retrieval_row[],text)
---     RETURNS kb.retrieval_row[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     RETURNS kb.retrieval_row[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The rows with their query-aware snippets (200 characters), computed in one call.
 -- kb_retrieve(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)
 --     RETURNS SETOF kb.retrieval_row LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER

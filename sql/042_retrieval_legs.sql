@@ -19,10 +19,11 @@ COMMENT ON FUNCTION kb.bm25_weight(double precision, integer, integer, double pr
 
 CREATE OR REPLACE FUNCTION kb.lexical_corpus(p_terms text[], p_namespaces text[])
 RETURNS jsonb
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
+#variable_conflict use_column
     -- The corpus statistics BM25 ranks with, over the namespaces of the
     -- call's scope (p_namespaces, kb.read_scope; NULL: every namespace the
     -- caller's row-level security shows), so no tenant's statistics reach
@@ -30,6 +31,8 @@ AS $$
     -- term's df from kb.lexical_terms plus the postings of chunks added since
     -- its refresh. Plain sums, so that the statistics of several databases
     -- (shards) add up to those of one holding all their namespaces.
+BEGIN
+    RETURN (
     WITH
     sizes AS (
         SELECT
@@ -67,6 +70,8 @@ AS $$
         'total_length', sz.total_length,
         'df', coalesce((SELECT jsonb_object_agg(f.term, f.df) FROM term_df AS f), '{}'::jsonb))
     FROM sizes AS sz
+    );
+END;
 $$;
 COMMENT ON FUNCTION kb.lexical_corpus(text[], text[]) IS
 'The BM25 corpus statistics of the terms: chunk_count and total_length (summed over the namespaces of p_namespaces, the call''s scope; NULL: all the caller may see) and each term''s df, as jsonb; sums, so that shards'' statistics add up to one node''s (kb.lexical_candidates ranks with it, or with a coordinator''s sum).';
@@ -361,16 +366,19 @@ CREATE OR REPLACE FUNCTION kb.trigram_candidates(
     p_query text, p_as_of timestamptz, p_namespaces text[], p_filters jsonb, p_limit integer
 )
 RETURNS TABLE (chunk_id bigint, score double precision)
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
+#variable_conflict use_column
     -- Fuzzy matching of a short query (typos, partial identifiers) through the
     -- GIN trigram index; <% uses pg_trgm.word_similarity_threshold (default 0.6),
     -- which keeps the candidate set small. Visibility is judged once per
     -- document, best first, until p_limit visible documents are found (their
     -- chunks hold the p_limit best visible chunks), so hidden versions cost a
     -- probe per document, never a place.
+BEGIN
+    RETURN QUERY
     WITH hits AS MATERIALIZED (
         SELECT c.id, c.document_id, word_similarity(p_query, c.content)::float8 AS score
         FROM kb.chunks AS c
@@ -390,7 +398,8 @@ AS $$
     FROM hits AS h
     WHERE h.document_id IN (SELECT v.document_id FROM visible AS v)
     ORDER BY h.score DESC, h.id
-    LIMIT p_limit
+    LIMIT p_limit;
+END;
 $$;
 COMMENT ON FUNCTION kb.trigram_candidates(text, timestamptz, text[], jsonb, integer) IS
 'pg_trgm leg for short queries: word_similarity over chunk text via the GIN index (pg_trgm.word_similarity_threshold).';
@@ -399,14 +408,17 @@ CREATE OR REPLACE FUNCTION kb.identifier_candidates(
     p_identifiers text[], p_as_of timestamptz, p_namespaces text[], p_filters jsonb, p_limit integer
 )
 RETURNS TABLE (chunk_id bigint, matched integer)
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
+#variable_conflict use_column
     -- chunks containing identifiers verbatim (case-insensitive, LIKE-escaped) as
     -- whole tokens: E-4031 is not found inside E-40310 (the ILIKE uses the trigram
     -- index, the regular expression with escaped input rechecks the boundaries).
     -- Visibility once per document, as in kb.trigram_candidates.
+BEGIN
+    RETURN QUERY
     WITH hits AS MATERIALIZED (
         SELECT c.id, c.document_id, count(*)::integer AS matched
         FROM kb.chunks AS c
@@ -431,7 +443,8 @@ AS $$
     FROM hits AS h
     WHERE h.document_id IN (SELECT v.document_id FROM visible AS v)
     ORDER BY h.matched DESC, h.id
-    LIMIT p_limit
+    LIMIT p_limit;
+END;
 $$;
 COMMENT ON FUNCTION kb.identifier_candidates(text[], timestamptz, text[], jsonb, integer) IS
 'Chunks that contain the query''s identifiers verbatim as whole tokens (trigram-indexed ILIKE, escaped input).';

@@ -21,16 +21,21 @@ COMMENT ON FUNCTION kb.ms_since(timestamptz) IS 'Milliseconds elapsed since a cl
 
 CREATE OR REPLACE FUNCTION kb.identifier_chunks(p_request kb.retrieval_request, p_plan kb.retrieval_plan)
 RETURNS bigint[]
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
+#variable_conflict use_column
     -- the same for every stage, so found once per call; the dense mode does not look
+BEGIN
+    RETURN (
     SELECT coalesce(array_agg(i.chunk_id), '{}')
     FROM kb.identifier_candidates(
         p_plan.identifiers, p_request.as_of, p_request.scope, p_request.filters, p_plan.candidates
     ) AS i
     WHERE cardinality(p_plan.identifiers) > 0 AND p_plan.mode <> 'dense'
+    );
+END;
 $$;
 COMMENT ON FUNCTION kb.identifier_chunks(kb.retrieval_request, kb.retrieval_plan) IS
 'Chunks that hold an identifier of the query verbatim (none in dense mode): strong evidence, and boosted.';
@@ -276,16 +281,21 @@ COMMENT ON FUNCTION kb.answerability(double precision, kb.retrieval_settings) IS
 
 CREATE OR REPLACE FUNCTION kb.with_answer(p_rows kb.retrieval_row[], p_decision text, p_evidence double precision)
 RETURNS kb.retrieval_row[]
-LANGUAGE sql
+LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN (
     SELECT coalesce(array_agg(
         jsonb_populate_record(p_rows[o], jsonb_build_object('answerability', p_decision,
             'evidence', round(greatest(coalesce(p_evidence, 0), 0)::numeric, 3)))
         ORDER BY o
     ), '{}')
     FROM generate_subscripts(p_rows, 1) AS o
+    );
+END;
 $$;
 COMMENT ON FUNCTION kb.with_answer(kb.retrieval_row[], text, double precision) IS
 'The rows with the call''s answerability decision (kb.answerability) and evidence (rounded to 3 places) in every row. Pure.';
@@ -294,10 +304,13 @@ CREATE OR REPLACE FUNCTION kb.language_correction_explain(
     p_plan kb.retrieval_plan, p_settings kb.retrieval_settings, p_stage kb.retrieval_stage
 )
 RETURNS jsonb
-LANGUAGE sql
+LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN (
     SELECT jsonb_build_object(
         'enabled', p_plan.language_correction,
         'applied', cardinality(p_stage.language_moments) > 0,
@@ -312,6 +325,8 @@ AS $$
         ), '[]'),
         'min_vectors', p_settings.language_min_vectors
     )
+    );
+END;
 $$;
 COMMENT ON FUNCTION kb.language_correction_explain(kb.retrieval_plan, kb.retrieval_settings, kb.retrieval_stage) IS
 'The explain entry of the language correction: whether it is on for this model (the setting and the provider''s language_correction), whether it applied, and the query''s offset and scale per language group.';
@@ -327,10 +342,13 @@ CREATE OR REPLACE FUNCTION kb.explain_object(
     p_timings jsonb
 )
 RETURNS jsonb
-LANGUAGE sql
+LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
+#variable_conflict use_column
+BEGIN
+    RETURN (
     SELECT jsonb_build_object(
         'query', p_request.query,
         'analysis', p_plan.analysis,
@@ -400,6 +418,8 @@ AS $$
             || coalesce((SELECT array_agg(n ORDER BY s.stage_no) FROM unnest(p_stages) AS s, unnest(s.notes) AS n), '{}')),
         'timings_ms', p_timings
     )
+    );
+END;
 $$;
 COMMENT ON FUNCTION kb.explain_object(
     kb.retrieval_request, kb.retrieval_settings, kb.retrieval_plan, kb.retrieval_stage[], kb.retrieval_stage,
@@ -415,12 +435,15 @@ CREATE OR REPLACE FUNCTION kb.explain_assembly(
     p_rows kb.retrieval_row[]
 )
 RETURNS jsonb
-LANGUAGE sql
+LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
+#variable_conflict use_column
     -- p_dropped: the chunks the cap moved out of the top k, in their uncapped
     -- order; p_selected: the rows before merging; p_rows: the rows returned
+BEGIN
+    RETURN (
     SELECT jsonb_build_object(
         'max_per_document', p_max_per_document,
         'merge_adjacent', p_merge_adjacent,
@@ -438,6 +461,8 @@ AS $$
         ), '[]'),
         'returned', coalesce(cardinality(p_rows), 0)
     )
+    );
+END;
 $$;
 COMMENT ON FUNCTION kb.explain_assembly(integer, boolean, bigint[], kb.retrieval_row[], kb.retrieval_row[]) IS
 'The explain entry of passage assembly: the cap in force and which chunks of the uncapped top k it dropped (the next best chunks of other documents took their places), whether adjacent chunks were merged and which passages were (their chunks in document order), chunks selected and rows returned.';

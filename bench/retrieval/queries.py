@@ -31,6 +31,12 @@ def make_queries(conn, corpus: Corpus, seed: int, n_each: int) -> dict[str, list
     n_chunks = conn.execute("SELECT max(id) FROM kb.chunks").fetchone()[0]
     ids = [rng.randint(1, n_chunks) for _ in range(2 * n_each)]
     texts = dict(conn.execute("SELECT id, content FROM kb.chunks WHERE id = ANY(%s)", [ids]).fetchall())
+    # ids are contiguous in a database as built; where documents were deleted or added since
+    # (bench.query_path's chain), a missing id is replaced by another drawn the same way
+    while missing := [i for i, cid in enumerate(ids) if cid not in texts]:
+        for i in missing:
+            ids[i] = rng.randint(1, n_chunks)
+        texts.update(conn.execute("SELECT id, content FROM kb.chunks WHERE id = ANY(%s)", [ids]).fetchall())
     short, long_ = [], []
     for i, cid in enumerate(ids):
         text = texts[cid]
