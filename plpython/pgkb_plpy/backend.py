@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections import OrderedDict
 from typing import Any
 
 from . import embedders
+from .embedders.options import options_key
 
 __all__ = ["as_embedding_error", "model_rows", "provider_for", "query_vector", "redact", "settings", "vector_literal"]
 
@@ -74,18 +76,34 @@ def provider_for(GD, model: dict):
     return embedders.get_provider(cache, model["provider"], model["model"], model["dimensions"], model["options"])
 
 
+#: Query vectors a backend keeps (in ``GD``, least recently used first out): a question asked
+#: again, a retrieval and its explain, or the lab's comparison embed a text once per backend.
+QUERY_VECTOR_CACHE_SIZE = 256
+_QUERY_VECTORS = "pgkb_query_vectors"
+
+
 def query_vector(plpy, GD, model_name: str, query: str) -> str:
     """The vector (pgvector text form) of ``query`` from the provider of the model named
-    ``model_name`` (the model whose stored vectors it will be compared with)."""
+    ``model_name`` (the model whose stored vectors it will be compared with). Kept per backend
+    under the model's provider, model, dimensions and options, so a model registered again with
+    other options never gets a vector of the old ones."""
     model = next((m for m in model_rows(plpy) if m["name"] == model_name), None)
     if model is None:
         plpy.error(f"pgkb: unknown model {model_name!r}")
+    key = (model["provider"], model["model"], model["dimensions"], options_key(model["options"]), query)
+    cache: OrderedDict = GD.setdefault(_QUERY_VECTORS, OrderedDict())
+    if key in cache:
+        cache.move_to_end(key)
+        return cache[key]
     try:
         vector = provider_for(GD, model).embed_query(query)
     except embedders.EmbeddingError as exc:
         raise _redacted(exc, model) from None
     embedders.check_vectors([vector], 1, model["dimensions"], f"{model['provider']}:{model['model']}")
-    return vector_literal(vector)
+    cache[key] = vector_literal(vector)
+    if len(cache) > QUERY_VECTOR_CACHE_SIZE:
+        cache.popitem(last=False)
+    return cache[key]
 
 
 def _redacted(exc: embedders.EmbeddingError, model: dict | None) -> embedders.EmbeddingError:
