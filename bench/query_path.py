@@ -9,8 +9,9 @@ On a database built by ``bench.retrieval`` (``--build-only``; its documents live
 * with ``--chain N``, stores a policy as N versions (each supersedes the one before) in namespace
   ``bench-chain``, granted to the tenant too, and asks it one question per round;
 * per query, interleaved so that background load hits every series alike: ``kb_retrieve`` in
-  hybrid, dense and lexical mode as the owner and as the tenant, the bare BM25 leg
-  (``kb.lexical_candidates`` with precomputed terms, 100 candidates, as the owner) and bare HNSW
+  hybrid, dense and lexical mode as the owner and as the tenant (a session each, with no
+  settings of their own), the bare BM25 leg (``kb.lexical_candidates`` with precomputed terms,
+  100 candidates, as the owner, in a third session) and bare HNSW
   (``ORDER BY embedding <=> q LIMIT n`` through the model's index, with the leg's ef_search) for
   10 and for the leg's candidate count;
 * checks that the tenant's rows equal the owner's (same chunks, same order) for every query.
@@ -114,7 +115,7 @@ def timed(conn, sql: str, params: list) -> tuple[float, list]:
     return (time.perf_counter() - start) * 1000, rows
 
 
-def measure(owner, tenant, queries, model: tuple[str, int], candidates: int, ef_search: int, chain: int) -> dict:
+def measure(owner, tenant, bare, queries, model: tuple[str, int], candidates: int, ef_search: int, chain: int) -> dict:
     name, dims = model
     bare_hnsw = (
         f"SELECT chunk_id FROM kb.embeddings WHERE model = '{name}' "
@@ -135,11 +136,11 @@ def measure(owner, tenant, queries, model: tuple[str, int], candidates: int, ef_
             s.setdefault(f"tenant_{mode}", []).append(ms_tenant)
             if rows_owner != rows_tenant:
                 mismatches.append({"query": q, "mode": mode, "owner": rows_owner[:3], "tenant": rows_tenant[:3]})
-        s.setdefault("bare_bm25", []).append(timed(owner, bare_bm25, [terms])[0])
-        s.setdefault("bare_hnsw_10", []).append(timed(owner, bare_hnsw, [vec, 10])[0])
-        owner.execute(f"SET hnsw.ef_search = {max(ef_search, candidates * 3 // 2)}")
-        s.setdefault("bare_hnsw_leg", []).append(timed(owner, bare_hnsw, [vec, candidates])[0])
-        owner.execute(f"SET hnsw.ef_search = {ef_search}")
+        s.setdefault("bare_bm25", []).append(timed(bare, bare_bm25, [terms])[0])
+        s.setdefault("bare_hnsw_10", []).append(timed(bare, bare_hnsw, [vec, 10])[0])
+        bare.execute(f"SET hnsw.ef_search = {max(ef_search, candidates * 3 // 2)}")
+        s.setdefault("bare_hnsw_leg", []).append(timed(bare, bare_hnsw, [vec, candidates])[0])
+        bare.execute(f"SET hnsw.ef_search = {ef_search}")
         if chain and n % 4 == 0:
             question = [
                 "SELECT source FROM kb_retrieve('hotel reimbursed per night', 3, %s, 'hybrid')",
@@ -203,9 +204,12 @@ def main(argv: list[str] | None = None) -> int:
     dsn = dsn_for(args.dsn, args.db)
     with psycopg.connect(dsn, autocommit=True, row_factory=tuple_row) as owner:
         set_up_tenant(owner, args.chain)
-        with psycopg.connect(dsn, autocommit=True, row_factory=tuple_row) as tenant:
+        with (
+            psycopg.connect(dsn, autocommit=True, row_factory=tuple_row) as tenant,
+            psycopg.connect(dsn, autocommit=True, row_factory=tuple_row) as bare,
+        ):
             tenant.execute(f"SET ROLE {TENANT}")
-            for conn in (owner, tenant):
+            for conn in (owner, tenant, bare):
                 register_vector(conn)
             model = owner.execute("SELECT name, dimensions FROM kb.models WHERE active").fetchone()
             settings = dict(
@@ -215,11 +219,12 @@ def main(argv: list[str] | None = None) -> int:
             )
             candidates = max(10 * 5, int(settings["candidates_per_leg"]))
             ef_search = int(settings["hnsw_ef_search"])
-            owner.execute(f"SET hnsw.ef_search = {ef_search}")
-            owner.execute("SET jit = off")
+            # the bare legs' own session, so that its settings never touch the two retrieving ones
+            bare.execute(f"SET hnsw.ef_search = {ef_search}")
+            bare.execute("SET jit = off")
             queries = sample_queries(owner, args.queries + args.warmup, args.seed)
-            measure(owner, tenant, queries[: args.warmup], model, candidates, ef_search, args.chain)
-            result = measure(owner, tenant, queries[args.warmup :], model, candidates, ef_search, args.chain)
+            measure(owner, tenant, bare, queries[: args.warmup], model, candidates, ef_search, args.chain)
+            result = measure(owner, tenant, bare, queries[args.warmup :], model, candidates, ef_search, args.chain)
             commit = owner.execute("SELECT count(*) FROM kb.chunks").fetchone()[0]
     report = {
         "database": args.db,

@@ -811,6 +811,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.retrieve_core(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)
 --     RETURNS kb.retrieval_result LANGUAGE plpgsql STABLE PARALLEL UNSAFE
 --     The retrieval pipeline behind kb_retrieve and kb_retrieve_explain: the passages (kb.retrieval_row[]: capped per document, adjacent chunks merged when asked) and the explain object.
+-- kb.rows_with(kb.retrieval_row[],jsonb[])
+--     RETURNS kb.retrieval_row[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     The rows, each with the fields of the object at its place in p_fields set (a row without one keeps its own): how snippets and the answer reach the rows. Pure.
 -- kb.run_stage(kb.retrieval_request,kb.retrieval_plan,kb.retrieval_settings,integer,text,text[],boolean)
 --     RETURNS kb.retrieval_stage LANGUAGE plpgsql STABLE PARALLEL UNSAFE
 --     One stage of the staged fallback: the lexical leg (BM25, trigram when a short query matched nothing) and the dense leg for one form of the query, and the evidence of their best hits (kb.calibrate against the thresholds).

@@ -390,25 +390,36 @@ $$;
 COMMENT ON FUNCTION kb.merged_passages(kb.retrieval_row[]) IS
 'The rows with the chunks of one document that follow each other joined into one passage each: the document''s text from the first to the last (their overlap once), at the place and with the scores of its best chunk, the section path of its first, provenance over all of them (provenance.chunks in document order); ranks renumbered.';
 
+CREATE OR REPLACE FUNCTION kb.rows_with(p_rows kb.retrieval_row[], p_fields jsonb[])
+RETURNS kb.retrieval_row[]
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    RETURN (
+        SELECT coalesce(array_agg(jsonb_populate_record(p_rows[o], coalesce(p_fields[o], '{}')) ORDER BY o), '{}')
+        FROM generate_subscripts(p_rows, 1) AS o
+    );
+END;
+$$;
+COMMENT ON FUNCTION kb.rows_with(kb.retrieval_row[], jsonb[]) IS
+'The rows, each with the fields of the object at its place in p_fields set (a row without one keeps its own): how snippets and the answer reach the rows. Pure.';
+
 CREATE OR REPLACE FUNCTION kb.with_snippets(p_rows kb.retrieval_row[], p_query text)
 RETURNS kb.retrieval_row[]
 LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-#variable_conflict use_column
-    -- one PL/Python call for all rows (MATERIALIZED: evaluated once, not once per row)
+DECLARE
+    -- one PL/Python call for all rows
+    texts text[] := kb.snippets(ARRAY(SELECT u.content FROM unnest(p_rows) WITH ORDINALITY AS u ORDER BY u.ordinality),
+        p_query, 200);
 BEGIN
-    RETURN (
-    WITH snippets AS MATERIALIZED (
-        SELECT kb.snippets(ARRAY(SELECT (p_rows[o]).content FROM generate_subscripts(p_rows, 1) AS o ORDER BY o),
-            p_query, 200) AS texts
-    )
-    SELECT coalesce(array_agg(
-        jsonb_populate_record(p_rows[o], jsonb_build_object('snippet', s.texts[o])) ORDER BY o
-    ), '{}')
-    FROM generate_subscripts(p_rows, 1) AS o, snippets AS s
-    );
+    RETURN kb.rows_with(p_rows, ARRAY(
+        SELECT jsonb_build_object('snippet', t.text) FROM unnest(texts) WITH ORDINALITY AS t (text, n) ORDER BY t.n
+    ));
 END;
 $$;
 COMMENT ON FUNCTION kb.with_snippets(kb.retrieval_row[], text) IS

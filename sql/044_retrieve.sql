@@ -285,16 +285,11 @@ LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-#variable_conflict use_column
 BEGIN
-    RETURN (
-    SELECT coalesce(array_agg(
-        jsonb_populate_record(p_rows[o], jsonb_build_object('answerability', p_decision,
-            'evidence', round(greatest(coalesce(p_evidence, 0), 0)::numeric, 3)))
-        ORDER BY o
-    ), '{}')
-    FROM generate_subscripts(p_rows, 1) AS o
-    );
+    RETURN kb.rows_with(p_rows, array_fill(
+        jsonb_build_object('answerability', p_decision,
+            'evidence', round(greatest(coalesce(p_evidence, 0), 0)::numeric, 3)),
+        ARRAY[coalesce(cardinality(p_rows), 0)]));
 END;
 $$;
 COMMENT ON FUNCTION kb.with_answer(kb.retrieval_row[], text, double precision) IS

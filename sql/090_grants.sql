@@ -1,10 +1,14 @@
--- Privileges. kb_retrieve and kb_retrieve_explain are SECURITY INVOKER and run
--- with the caller's rights; they reach PL/Python only through the SECURITY
--- DEFINER wrappers of 040_reader_gateways.sql (kb.query_terms, kb.analyze_query,
--- kb.snippet, kb.embed_query). The PL/Python functions themselves are not for
--- readers: EXECUTE is revoked from PUBLIC on every plpython3u function of the
--- kb schema (the trigger function still fires for whoever may write documents,
--- since triggers are not subject to EXECUTE checks).
+-- Privileges. Readers reach retrieval through its gateways (kb_retrieve,
+-- kb_retrieve_explain, the shard parts of 045_shard_parts.sql: SECURITY
+-- DEFINER, working out the caller's scope themselves, 040_reader_gateways.sql).
+-- EXECUTE is revoked from PUBLIC on
+-- * every plpython3u function of the kb schema (the trigger functions still
+--   fire for whoever may write documents: triggers are not subject to EXECUTE
+--   checks); the shard coordinator's steps, which still run as their caller,
+--   reach them through the SECURITY DEFINER wrappers of 040;
+-- * the pipeline's internals, which read every tenant's rows as the owner:
+--   called directly they would skip the scope, the bounds of
+--   kb.validated_request and the retrieval log.
 
 DO $$
 DECLARE
@@ -15,7 +19,12 @@ BEGIN
         FROM pg_catalog.pg_proc AS p
         INNER JOIN pg_catalog.pg_namespace AS n ON n.oid = p.pronamespace
         INNER JOIN pg_catalog.pg_language AS l ON l.oid = p.prolang
-        WHERE n.nspname = 'kb' AND l.lanname = 'plpython3u'
+        WHERE n.nspname = 'kb' AND (l.lanname = 'plpython3u' OR p.proname IN (
+            'retrieve_core', 'run_stage', 'identifier_chunks', 'read_scope',
+            'lexical_corpus', 'lexical_candidates', 'trigram_candidates', 'identifier_candidates', 'dense_candidates',
+            'visible_documents', 'visible_candidate',
+            'passages', 'merged_passages', 'log_retrieval'
+        ))
     LOOP
         EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', fn);
     END LOOP;
@@ -174,29 +183,6 @@ $$;
 COMMENT ON FUNCTION kb.allowed_namespaces(name) IS
 'Namespaces p_role (the current role or one it belongs to) may see when tenant_isolation is on (NULL: all); used by the row-level security policies, which pass current_user, and by kb.read_scope.';
 
--- The pipeline's internals read every tenant's rows as the owner: only the
--- gateways (kb_retrieve, kb_retrieve_explain, the shard parts of
--- 045_shard_parts.sql), which work out the caller's scope themselves, may
--- run them. Readers calling a leg directly would skip the scope, the bounds
--- of kb.validated_request and the retrieval log.
-DO $$
-DECLARE
-    fn regprocedure;
-BEGIN
-    FOR fn IN
-        SELECT p.oid::regprocedure
-        FROM pg_catalog.pg_proc AS p
-        WHERE p.pronamespace = 'kb'::regnamespace AND p.proname IN (
-            'retrieve_core', 'run_stage', 'identifier_chunks', 'read_scope',
-            'lexical_corpus', 'lexical_candidates', 'trigram_candidates', 'identifier_candidates', 'dense_candidates',
-            'visible_documents', 'visible_candidate',
-            'passages', 'merged_passages', 'log_retrieval'
-        )
-    LOOP
-        EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', fn);
-    END LOOP;
-END;
-$$;
 
 ALTER TABLE kb.documents ENABLE ROW LEVEL SECURITY;
 ALTER TABLE kb.chunks ENABLE ROW LEVEL SECURITY;
