@@ -304,11 +304,11 @@ BEGIN
     plan.weight_dense := p_settings.weight_dense;
     plan.weight_lexical := p_settings.weight_lexical;
     SELECT m INTO plan.model FROM kb.models AS m WHERE m.active;
-    -- a shard is told whether any shard has vectors (request corpus), since a
-    -- sharded corpus has them when one of its databases does
     -- ready when the model has vectors in any namespace the role may read (not
     -- only the one asked for: a namespace without documents answers with no
-    -- rows, as under isolation off)
+    -- rows, as under isolation off); a shard is told whether any shard has
+    -- vectors (request corpus), since a sharded corpus has them when one of
+    -- its databases does
     readable := CASE WHEN p_request.scope IS NOT NULL THEN kb.allowed_namespaces(kb.session_role()) END;
     plan.model_ready := (plan.model).name IS NOT NULL
         AND coalesce((p_request.corpus ->> 'model_ready')::boolean, CASE WHEN readable IS NULL

@@ -47,10 +47,11 @@ GRANT INSERT, UPDATE, DELETE ON kb.documents TO pgkb_writer, pgkb_admin;
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON kb.chunks, kb.embeddings, kb.lexical_postings, kb.lexical_terms,
 kb.lexical_stats, kb.language_statistics, kb.embed_queue FROM public, pgkb_reader, pgkb_writer, pgkb_admin;
 GRANT EXECUTE ON FUNCTION kb.plpython_init() TO pgkb_writer, pgkb_admin;
--- the one PL/Python function a reader runs itself: it reads the language
--- statistics as its caller, so row-level security picks the namespaces whose
--- statistics correct the reader's dense scores (kb_retrieve calls it after
--- kb.embed_query, which has loaded the modules into the backend)
+-- the one PL/Python function a reader runs itself, for the shard coordinator's
+-- steps that still run as their caller: it reads the language statistics as
+-- that caller, so row-level security picks the namespaces whose statistics
+-- correct the reader's dense scores (kb.embed_query has loaded the modules
+-- into the backend before)
 GRANT EXECUTE ON FUNCTION kb.py_language_moments(text, text, text[], integer, text) TO public;
 GRANT SELECT, INSERT, UPDATE, DELETE ON kb.settings, kb.models, kb.namespace_grants, kb.model_secrets TO pgkb_admin;
 -- what each provider's similarities mean is no secret, and every retrieval reads it
@@ -182,7 +183,6 @@ END;
 $$;
 COMMENT ON FUNCTION kb.allowed_namespaces(name) IS
 'Namespaces p_role (the current role or one it belongs to) may see when tenant_isolation is on (NULL: all); used by the row-level security policies, which pass current_user, and by kb.read_scope.';
-
 
 ALTER TABLE kb.documents ENABLE ROW LEVEL SECURITY;
 ALTER TABLE kb.chunks ENABLE ROW LEVEL SECURITY;
