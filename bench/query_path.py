@@ -10,7 +10,7 @@ On a database built by ``bench.retrieval`` (``--build-only``; its documents live
   ``bench-chain``, granted to the tenant too, and asks it one question per round;
 * per query, interleaved so that background load hits every series alike: ``kb_retrieve`` in
   hybrid, dense and lexical mode as the owner and as the tenant (a session each, with no
-  settings of their own), the bare BM25 leg (``kb.lexical_candidates`` with precomputed terms,
+  settings of their own; who goes first alternates from one query to the next), the bare BM25 leg (``kb.lexical_candidates`` with precomputed terms,
   100 candidates, as the owner, in a third session) and bare HNSW
   (``ORDER BY embedding <=> q LIMIT n`` through the model's index, with the leg's ef_search) for
   10 and for the leg's candidate count;
@@ -130,8 +130,13 @@ def measure(owner, tenant, bare, queries, model: tuple[str, int], candidates: in
         vec = query_vector(q, dims)
         terms = lexical.query_terms(q)
         for mode in MODES:
-            ms_owner, rows_owner = timed(owner, retrieve, [q, mode])
-            ms_tenant, rows_tenant = timed(tenant, retrieve, [q, mode])
+            # who goes first alternates: the second call finds the pages the first one read in memory
+            if n % 2 == 0:
+                ms_owner, rows_owner = timed(owner, retrieve, [q, mode])
+                ms_tenant, rows_tenant = timed(tenant, retrieve, [q, mode])
+            else:
+                ms_tenant, rows_tenant = timed(tenant, retrieve, [q, mode])
+                ms_owner, rows_owner = timed(owner, retrieve, [q, mode])
             s.setdefault(f"owner_{mode}", []).append(ms_owner)
             s.setdefault(f"tenant_{mode}", []).append(ms_tenant)
             if rows_owner != rows_tenant:
