@@ -10,8 +10,9 @@ On a database built by ``bench.retrieval`` (``--build-only``; its documents live
   ``bench-chain``, granted to the tenant too, and asks it one question per round;
 * per query, interleaved so that background load hits every series alike: ``kb_retrieve`` in
   hybrid, dense and lexical mode as the owner and as the tenant (a session each, with no
-  settings of their own; who goes first alternates from one query to the next), the bare BM25 leg (``kb.lexical_candidates`` with precomputed terms,
-  100 candidates, as the owner, in a third session) and bare HNSW
+  settings of their own; who goes first alternates from one query to the next), the bare BM25
+  leg (``kb.lexical_candidates`` with precomputed terms, 100 candidates, as the owner, in a
+  third session) and bare HNSW
   (``ORDER BY embedding <=> q LIMIT n`` through the model's index, with the leg's ef_search) for
   10 and for the leg's candidate count;
 * checks that the tenant's rows equal the owner's (same chunks, same order) for every query.
