@@ -616,6 +616,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.glossary_expansion_of_terms(text[],text[],integer)
 --     RETURNS record LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     Glossary expansion of a query given as its BM25 terms (kb.query_terms): the glossary terms whose BM25 terms all occur among them, their equivalents, and the equivalents' BM25 terms that the query lacks (added_terms, at most p_max_terms); see kb.glossary_expansion.
+-- kb.glossary_match_terms(jsonb)
+--     RETURNS TABLE(n bigint, term text, own boolean) LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The terms of each match of a glossary expansion (kb.glossary_expansion_of_terms(...).explain): its own terms (own) and the terms it adds, numbered by match. Pure. Inlined.
 -- kb.glossary_namespaces()
 --     RETURNS text[] LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The namespaces whose glossary rows the current role may see and write (kb.allowed_namespaces(current_user); NULL: all), for the policies of kb.glossary.
@@ -666,10 +669,16 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     The query's offset and scale per language group over the statistics of the namespaces named (NULL: all the caller may see), for the vector each group is searched with (query_vector: the query without its language's mean in groups of another language, NULL for the query itself); empty when there are too few vectors for a correction.
 -- kb.lexical_candidates(text[],timestamp with time zone,text[],jsonb,integer,jsonb,jsonb)
 --     RETURNS TABLE(chunk_id bigint, score double precision, coverage double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
---     BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents' terms, a concept counting once per chunk; p_corpus (kb.lexical_corpus of a whole sharded corpus) replaces this database's statistics.
+--     BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage (kb.lexical_scores), a second pass over every posting when hidden versions crowded the first; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents' terms, a concept counting once per chunk; p_corpus (kb.lexical_corpus of a whole sharded corpus) replaces this database's statistics.
 -- kb.lexical_corpus(text[],text[])
 --     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The BM25 corpus statistics of the terms: chunk_count and total_length (summed over the namespaces of p_namespaces, the call's scope; NULL: all the caller may see) and each term's df, as jsonb; sums, so that shards' statistics add up to one node's (kb.lexical_candidates ranks with it, or with a coordinator's sum).
+-- kb.lexical_scores(text[],jsonb,jsonb,text[],integer,integer)
+--     RETURNS TABLE(chunk_id bigint, document_id bigint, score double precision, coverage double precision, all_read boolean) LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     The BM25 score and idf coverage of every candidate chunk of the terms in the namespaces given (NULL: all), visible or not: the postings each term's weight (kb.lexical_term_weights) lets the leg read, the exact score of a shortlist of p_shortlist (NULL: every candidate), a glossary concept counted once per chunk; all_read says that no posting was left unread.
+-- kb.lexical_term_weights(text[],jsonb,jsonb,integer)
+--     RETURNS TABLE(term text, pos bigint, df double precision, idf double precision, read_limit integer, truncated boolean, counted boolean) LANGUAGE sql STABLE PARALLEL SAFE
+--     The BM25 weight of each query term (and of the terms a glossary expansion adds): df and Robertson idf from the corpus statistics, how many of its highest-impact postings the leg reads (p_per_term, NULL: all) and whether that truncates it, and whether a chunk's coverage counts it (the query's own terms but CJK bigrams straddling two of its words). Inlined.
 -- kb.log_retrieval(jsonb,kb.retrieval_row[],text,integer)
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Appends one kb_retrieve call to kb.retrieval_log (for the gateways: it names the session's role), when the setting retrieval_log is true and the transaction may write (query stored only as a hash).
@@ -724,6 +733,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.passage_languages()
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The language groups of passages (pgkb_plpy.query_analysis.passage_language): one partial HNSW index each per model.
+-- kb.passage_provenance(kb.documents,kb.chunks)
+--     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The provenance of one chunk as a passage carries it (docs/RETRIEVAL.md): the document's file, parser and chunker versions and when it was indexed, the chunk's heading path, pages, offsets, content hash and ingest time, and the list of its chunks (one here; kb.merged_passages joins several).
 -- kb.passages(kb.fused_hit[],text,double precision,double precision,integer,double precision,integer,boolean,jsonb)
 --     RETURNS SETOF kb.retrieval_row LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The top k passages of fused hits as kb.retrieval_row: identifier and title boosts, a freshness preference among near-equals, one chunk per distinct text, a document's chunks after its p_max_per_document best only where no other candidate is left (NULL: no cap), ranks from 1 (with p_with_displaced, then the chunks the cap moved out of the top k, rank NULL; p_freshness: freshness ranks computed over a sharded corpus), match type, provenance (the document's file, parser and chunker versions, the chunk's heading path, pages, offsets, content hash, ingest time; docs/RETRIEVAL.md).
@@ -808,9 +820,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.retrieval_modes()
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The modes of kb_retrieve: lexical (BM25 + trigram), dense (HNSW), hybrid (both, fused), auto (hybrid when the active model has vectors).
--- kb.retrieve_core(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)
+-- kb.retrieve_core(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean,boolean)
 --     RETURNS kb.retrieval_result LANGUAGE plpgsql STABLE PARALLEL UNSAFE
---     The retrieval pipeline behind kb_retrieve and kb_retrieve_explain: the passages (kb.retrieval_row[]: capped per document, adjacent chunks merged when asked) and the explain object.
+--     The retrieval pipeline behind kb_retrieve and kb_retrieve_explain: the passages (kb.retrieval_row[]: capped per document, adjacent chunks merged when asked) and, with p_explain, the explain object (else only what the retrieval log records: query, modes, low_confidence, no_evidence, timings_ms).
 -- kb.rows_with(kb.retrieval_row[],jsonb[])
 --     RETURNS kb.retrieval_row[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The rows, each with the fields of the object at its place in p_fields set (a row without one keeps its own): how snippets and the answer reach the rows. Pure.

@@ -2,7 +2,8 @@
 
 Under a session advisory lock: create the extensions, apply each file of
 migrations/ once (recorded with its SHA-256 in kb.schema_migrations; an edited
-applied file is refused), then re-create every object of sql/ (idempotent).
+applied file is refused), then re-create every object of sql/ (idempotent),
+all of it in one transaction.
 
 On a live database: re-creating triggers and policies takes exclusive locks
 on tables that readers hold shared locks on, in an order no reader follows, so
@@ -107,6 +108,7 @@ def migrate(
                 row[0]: (row[1], row[2])
                 for row in conn.execute("SELECT version, filename, checksum FROM kb.schema_migrations")
             }
+            pending: list[tuple[Path, str, str]] = []
             for path in files:
                 version = path.name[:4]
                 digest = checksum(path)
@@ -119,32 +121,23 @@ def migrate(
                             "applied migrations are immutable: add a new migration instead"
                         )
                     result.already_applied.append(path.name)
-                    continue
+                else:
+                    pending.append((path, version, digest))
 
-                def apply_migration(path: Path = path, version: str = version, digest: str = digest) -> None:
-                    try:
-                        conn.execute(path.read_text(encoding="utf-8"))
-                    except psycopg.errors.LockNotAvailable:
-                        raise
-                    except psycopg.Error as exc:
-                        raise MigrationError(f"migration {path.name} failed: {exc}") from exc
+            def apply_everything() -> None:
+                # one transaction: a live reader sees the schema before or after, never a
+                # migration applied without the functions that go with it
+                result.applied.clear()
+                result.sql_files.clear()
+                for path, version, digest in pending:
+                    run_file(conn, path, f"migration {path.name}")
                     conn.execute(
                         "INSERT INTO kb.schema_migrations (version, filename, checksum) VALUES (%s, %s, %s)",
                         (version, path.name, digest),
                     )
-
-                in_one_transaction(conn, apply_migration)
-                result.applied.append(path.name)
-
-            def recreate_objects() -> None:
-                result.sql_files.clear()
+                    result.applied.append(path.name)
                 for path in sorted(sql_dir.glob("*.sql")):
-                    try:
-                        conn.execute(path.read_text(encoding="utf-8"))
-                    except psycopg.errors.LockNotAvailable:
-                        raise
-                    except psycopg.Error as exc:
-                        raise MigrationError(f"{path.relative_to(sql_dir.parent)} failed: {exc}") from exc
+                    run_file(conn, path, str(path.relative_to(sql_dir.parent)))
                     result.sql_files.append(path.name)
                 if site:
                     conn.execute(
@@ -154,10 +147,21 @@ def migrate(
                         (site,),
                     )
 
-            in_one_transaction(conn, recreate_objects)
+            in_one_transaction(conn, apply_everything)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATE_LOCK_KEY,))
     return result
+
+
+def run_file(conn: psycopg.Connection, path: Path, name: str) -> None:
+    """Execute one SQL file; a failure names the file (a lock not granted in time is left to
+    :func:`in_one_transaction`, which tries again)."""
+    try:
+        conn.execute(path.read_text(encoding="utf-8"))
+    except psycopg.errors.LockNotAvailable:
+        raise
+    except psycopg.Error as exc:
+        raise MigrationError(f"{name} failed: {exc}") from exc
 
 
 def in_one_transaction(conn: psycopg.Connection, work: Callable[[], None]) -> None:

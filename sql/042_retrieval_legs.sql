@@ -76,6 +76,244 @@ $$;
 COMMENT ON FUNCTION kb.lexical_corpus(text[], text[]) IS
 'The BM25 corpus statistics of the terms: chunk_count and total_length (summed over the namespaces of p_namespaces, the call''s scope; NULL: all the caller may see) and each term''s df, as jsonb; sums, so that shards'' statistics add up to one node''s (kb.lexical_candidates ranks with it, or with a coordinator''s sum).';
 
+CREATE OR REPLACE FUNCTION kb.glossary_match_terms(p_glossary jsonb)
+RETURNS TABLE (n bigint, term text, own boolean)
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+-- no SET search_path, so that it is inlined into the lexical leg (see 030_lifecycle.sql)
+AS $$
+    -- each glossary match n: its own (query) terms and the terms it adds
+    SELECT m.n, o.term, true
+    FROM jsonb_array_elements(coalesce(p_glossary -> 'matches', '[]'::jsonb)) WITH ORDINALITY AS m (match, n)
+    CROSS JOIN LATERAL jsonb_array_elements_text(m.match -> 'terms') AS o (term)
+    UNION ALL
+    SELECT m.n, a.term, false
+    FROM jsonb_array_elements(coalesce(p_glossary -> 'matches', '[]'::jsonb)) WITH ORDINALITY AS m (match, n)
+    CROSS JOIN LATERAL jsonb_array_elements_text(m.match -> 'added_terms') AS a (term)
+$$;
+COMMENT ON FUNCTION kb.glossary_match_terms(jsonb) IS
+'The terms of each match of a glossary expansion (kb.glossary_expansion_of_terms(...).explain): its own terms (own) and the terms it adds, numbered by match. Pure. Inlined.';
+
+CREATE OR REPLACE FUNCTION kb.lexical_term_weights(
+    p_terms text[], p_glossary jsonb, p_corpus jsonb, p_per_term integer
+)
+RETURNS TABLE (
+    term text, pos bigint, df double precision, idf double precision, read_limit integer, truncated boolean,
+    counted boolean
+)
+LANGUAGE sql
+STABLE PARALLEL SAFE
+-- no SET search_path, so that it is inlined into the lexical leg (see 030_lifecycle.sql)
+AS $$
+    -- Robertson idf from the corpus statistics (kb.lexical_corpus, or a
+    -- coordinator's sum of it over the shards); a term a glossary match adds
+    -- (p_glossary: kb.glossary_expansion_of_terms(p_terms, ...).explain; its
+    -- terms come after the query's own) weighs glossary_weight x its idf.
+    -- read_limit: the postings the leg reads of a term without filters
+    -- (p_per_term, NULL: all), more for rarer terms; a term with more
+    -- postings is truncated. counted: a term of the query whose idf mass a
+    -- chunk should cover.
+    WITH
+    terms AS (
+        SELECT t.term, min(t.pos) AS pos
+        FROM unnest(p_terms || ARRAY(
+            SELECT jsonb_array_elements_text(coalesce(p_glossary -> 'added_terms', '[]'::jsonb))
+        )) WITH ORDINALITY AS t (term, pos)  -- added: after the query's own
+        GROUP BY t.term
+    ),
+    raw_idf AS MATERIALIZED (
+        SELECT f.term, f.pos, f.df,
+            ln(1 + (greatest(greatest((p_corpus ->> 'chunk_count')::numeric, 1)::float8, f.df) - f.df + 0.5)
+                / (f.df + 0.5)) AS idf
+        FROM (
+            SELECT t.term, t.pos, coalesce((p_corpus -> 'df' ->> t.term)::float8, 0) AS df FROM terms AS t
+        ) AS f
+    ),
+    match_terms AS MATERIALIZED (SELECT * FROM kb.glossary_match_terms(p_glossary)),
+    scaling AS (
+        -- the terms a match adds weigh together at most what its own terms
+        -- weigh: an equivalent of six CJK bigrams counts like the word it stands for
+        SELECT s.term, max(least(1, s.own_mass / nullif(s.added_mass, 0))) AS factor
+        FROM (
+            SELECT mt.term, mt.own,
+                sum(r.idf) FILTER (WHERE mt.own) OVER (PARTITION BY mt.n) AS own_mass,
+                sum(r.idf) FILTER (WHERE NOT mt.own) OVER (PARTITION BY mt.n) AS added_mass
+            FROM match_terms AS mt
+            INNER JOIN raw_idf AS r ON mt.term = r.term
+        ) AS s
+        WHERE NOT s.own
+        GROUP BY s.term
+    ),
+    idf AS MATERIALIZED (
+        SELECT w.*, coalesce(w.df > w.read_limit, false) AS truncated
+        FROM (
+            SELECT x.term, x.pos, x.df, x.idf,
+                greatest(ceil(p_per_term * x.idf / nullif(max(x.idf) OVER (), 0)), p_per_term / 10)::integer
+                    AS read_limit
+            FROM (
+                SELECT r.term, r.pos, r.df,
+                    r.idf * CASE WHEN r.pos > cardinality(p_terms)
+                        THEN (kb.setting('glossary_weight') #>> '{}')::float8 * coalesce(sc.factor, 1) ELSE 1 END
+                        AS idf
+                FROM raw_idf AS r
+                LEFT JOIN scaling AS sc ON r.term = sc.term
+            ) AS x
+        ) AS w
+    ),
+    junction AS (
+        -- a CJK bigram that no chunk contains, between two query bigrams that some
+        -- chunk does contain (公司|司员|员工): a word boundary of the query, not a
+        -- missing concept, so it does not count against coverage (a bigram the
+        -- glossary matched counts as contained: 会话|话过|过期)
+        SELECT i.term
+        FROM idf AS i
+        INNER JOIN idf AS prev ON prev.pos = i.pos - 1
+        INNER JOIN idf AS nxt ON nxt.pos = i.pos + 1
+        WHERE i.df = 0 AND nxt.pos <= cardinality(p_terms)
+            AND NOT EXISTS (SELECT 1 FROM match_terms AS m WHERE m.own AND m.term = i.term)
+            AND (prev.df > 0 OR EXISTS (SELECT 1 FROM match_terms AS m WHERE m.own AND m.term = prev.term))
+            AND (nxt.df > 0 OR EXISTS (SELECT 1 FROM match_terms AS m WHERE m.own AND m.term = nxt.term))
+            AND length(i.term) = 2 AND length(prev.term) = 2 AND length(nxt.term) = 2
+            AND right(prev.term, 1) = left(i.term, 1) AND right(i.term, 1) = left(nxt.term, 1)
+    )
+    SELECT i.term, i.pos, i.df, i.idf, i.read_limit, i.truncated,
+        i.pos <= cardinality(p_terms) AND i.term NOT IN (SELECT j.term FROM junction AS j)
+    FROM idf AS i
+$$;
+COMMENT ON FUNCTION kb.lexical_term_weights(text[], jsonb, jsonb, integer) IS
+'The BM25 weight of each query term (and of the terms a glossary expansion adds): df and Robertson idf from the corpus statistics, how many of its highest-impact postings the leg reads (p_per_term, NULL: all) and whether that truncates it, and whether a chunk''s coverage counts it (the query''s own terms but CJK bigrams straddling two of its words). Inlined.';
+
+CREATE OR REPLACE FUNCTION kb.lexical_scores(
+    p_terms text[], p_glossary jsonb, p_corpus jsonb, p_namespaces text[], p_per_term integer, p_shortlist integer
+)
+RETURNS TABLE (
+    chunk_id bigint, document_id bigint, score double precision, coverage double precision, all_read boolean
+)
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    own_count integer := cardinality(p_terms);
+    credited boolean := jsonb_array_length(coalesce(p_glossary -> 'added_terms', '[]'::jsonb)) > 0;
+    k1 double precision := (kb.setting('bm25_k1') #>> '{}')::float8;
+    b double precision := (kb.setting('bm25_b') #>> '{}')::float8;
+    avgdl double precision := greatest(coalesce(
+        (p_corpus ->> 'total_length')::numeric / nullif((p_corpus ->> 'chunk_count')::numeric, 0), 1), 1)::float8;
+BEGIN
+    -- Candidates from the postings of each term (at most its read_limit
+    -- best, by impact, in the namespaces of the scope), a shortlist of the
+    -- best p_shortlist by their partial score (NULL: all), and for those the
+    -- exact score: the truncated terms' weights looked up per chunk. With a
+    -- glossary, a concept counts once per chunk (below). all_read: no
+    -- posting was left unread (no term truncated, nothing cut from the
+    -- shortlist), so every score of every chunk with a posting is here.
+    RETURN QUERY
+    WITH
+    idf AS MATERIALIZED (SELECT * FROM kb.lexical_term_weights(p_terms, p_glossary, p_corpus, p_per_term)),
+    match_terms AS MATERIALIZED (SELECT * FROM kb.glossary_match_terms(p_glossary)),
+    own AS (SELECT i.term, i.idf FROM idf AS i WHERE i.counted),
+    total AS (SELECT nullif(sum(o.idf), 0) AS idf_mass FROM own AS o),
+    candidates AS MATERIALIZED (
+        SELECT
+            p.chunk_id,
+            p.document_id,
+            sum(p.weight) AS partial_score,
+            coalesce(sum(p.weight) FILTER (WHERE NOT i.truncated), 0) AS exact_part,
+            coalesce(sum(i.idf) FILTER (WHERE NOT i.truncated AND i.pos <= own_count), 0) AS exact_idf,
+            -- with a glossary: which terms, and their weights (same order)
+            array_agg(i.term) FILTER (WHERE NOT i.truncated AND credited) AS exact_terms,
+            array_agg(p.weight) FILTER (WHERE NOT i.truncated AND credited) AS exact_weights
+        FROM idf AS i
+        CROSS JOIN LATERAL (
+            SELECT lp.chunk_id, lp.document_id, kb.bm25_weight(i.idf, lp.tf, lp.chunk_length, k1, b, avgdl) AS weight
+            FROM kb.lexical_postings AS lp
+            WHERE lp.term = i.term AND (p_namespaces IS NULL OR lp.namespace = ANY(p_namespaces))
+            ORDER BY lp.impact DESC
+            LIMIT i.read_limit  -- NULL: all
+        ) AS p
+        GROUP BY p.chunk_id, p.document_id
+    ),
+    shortlisted AS MATERIALIZED (
+        SELECT c.* FROM candidates AS c
+        ORDER BY c.partial_score DESC, c.chunk_id
+        LIMIT p_shortlist
+    ),
+    completed AS (
+        -- the shortlisted chunks' exact part, plus the truncated terms' weights
+        -- by primary-key probes (LIMIT 1 keeps each a (term, chunk_id) lookup)
+        SELECT s.chunk_id, s.document_id, s.exact_part AS weight, s.exact_idf AS idf,
+            s.exact_terms AS terms, s.exact_weights AS weights
+        FROM shortlisted AS s
+        UNION ALL
+        SELECT s.chunk_id, s.document_id, w.weight, CASE WHEN i.pos <= own_count THEN w.idf ELSE 0 END,
+            CASE WHEN credited THEN ARRAY[i.term] END, CASE WHEN credited THEN ARRAY[w.weight] END
+        FROM shortlisted AS s
+        CROSS JOIN idf AS i
+        CROSS JOIN LATERAL (
+            SELECT i.idf, kb.bm25_weight(i.idf, x.tf, x.chunk_length, k1, b, avgdl) AS weight
+            FROM kb.lexical_postings AS x
+            WHERE x.term = i.term AND x.chunk_id = s.chunk_id
+            LIMIT 1
+        ) AS w
+        WHERE i.truncated
+    ),
+    -- With a glossary, a concept counts once per chunk, in whichever words the
+    -- chunk has it: the terms a match adds count only in chunks that lack
+    -- some of its own terms, and a chunk that contains an added term covers
+    -- the own terms of its match (a passage in the other language can
+    -- answer as fully as one in the query's). Rows only when credited.
+    chunk_terms AS MATERIALIZED (
+        SELECT c.chunk_id, u.term, u.weight
+        FROM completed AS c
+        CROSS JOIN LATERAL unnest(c.terms, c.weights) AS u (term, weight)
+    ),
+    complete_matches AS (
+        -- the matches whose own terms the chunk all contains
+        SELECT ct.chunk_id, mt.n
+        FROM chunk_terms AS ct
+        INNER JOIN match_terms AS mt ON mt.own AND ct.term = mt.term
+        GROUP BY ct.chunk_id, mt.n
+        HAVING count(DISTINCT mt.term) = (SELECT count(*) FROM match_terms AS x WHERE x.n = mt.n AND x.own)
+    ),
+    redundant AS (
+        SELECT r.chunk_id, sum(r.weight) AS weight
+        FROM (
+            SELECT DISTINCT ct.chunk_id, ct.term, ct.weight
+            FROM chunk_terms AS ct
+            INNER JOIN match_terms AS ma ON NOT ma.own AND ct.term = ma.term
+            INNER JOIN complete_matches AS cm ON ct.chunk_id = cm.chunk_id AND ma.n = cm.n
+        ) AS r
+        GROUP BY r.chunk_id
+    ),
+    covered AS (
+        SELECT cv.chunk_id, sum(o.idf) AS idf
+        FROM (
+            SELECT DISTINCT ct.chunk_id, coalesce(mo.term, ct.term) AS term
+            FROM chunk_terms AS ct
+            LEFT JOIN match_terms AS ma ON NOT ma.own AND ct.term = ma.term
+            LEFT JOIN match_terms AS mo ON mo.own AND ma.n = mo.n
+        ) AS cv
+        INNER JOIN own AS o ON cv.term = o.term
+        GROUP BY cv.chunk_id
+    )
+    SELECT s.chunk_id, s.document_id, s.score - coalesce(rd.weight, 0),
+        coalesce(CASE WHEN credited THEN cv.idf ELSE s.idf END / (SELECT t.idf_mass FROM total AS t), 0),
+        NOT (EXISTS (SELECT 1 FROM idf AS i WHERE i.truncated)
+            OR (SELECT count(*) FROM candidates) > (SELECT count(*) FROM shortlisted))
+    FROM (
+        SELECT c.chunk_id, c.document_id, sum(c.weight) AS score, sum(c.idf) AS idf
+        FROM completed AS c
+        GROUP BY c.chunk_id, c.document_id
+    ) AS s
+    LEFT JOIN redundant AS rd ON s.chunk_id = rd.chunk_id
+    LEFT JOIN covered AS cv ON s.chunk_id = cv.chunk_id;
+END;
+$$;
+COMMENT ON FUNCTION kb.lexical_scores(text[], jsonb, jsonb, text[], integer, integer) IS
+'The BM25 score and idf coverage of every candidate chunk of the terms in the namespaces given (NULL: all), visible or not: the postings each term''s weight (kb.lexical_term_weights) lets the leg read, the exact score of a shortlist of p_shortlist (NULL: every candidate), a glossary concept counted once per chunk; all_read says that no posting was left unread.';
+
 CREATE OR REPLACE FUNCTION kb.lexical_candidates(
     p_terms text[], p_as_of timestamptz, p_namespaces text[], p_filters jsonb, p_limit integer,
     p_glossary jsonb DEFAULT NULL, p_corpus jsonb DEFAULT NULL
@@ -94,230 +332,35 @@ DECLARE
     per_term integer := CASE WHEN NOT restricted
         THEN (kb.setting('bm25_postings_per_term') #>> '{}')::integer END;  -- NULL: read all
     shortlist integer := CASE WHEN NOT restricted THEN greatest(2 * p_limit, 200) END;  -- NULL: all
+    -- p_corpus: the statistics of a whole sharded corpus (kb.lexical_corpus summed
+    -- over the shards), else this database's own
+    corpus jsonb := coalesce(p_corpus, kb.lexical_corpus(
+        p_terms || ARRAY(SELECT jsonb_array_elements_text(coalesce(p_glossary -> 'added_terms', '[]'::jsonb))),
+        p_namespaces));
     ids bigint[];
     scores double precision[];
     coverages double precision[];
     crowded boolean;
-    -- p_glossary: kb.glossary_expansion_of_terms(p_terms, ...).explain; its
-    -- matches say which terms each matched glossary term adds (docs/GLOSSARY.md)
-    own_count integer := cardinality(p_terms);
-    added text[] := ARRAY(SELECT jsonb_array_elements_text(coalesce(p_glossary -> 'added_terms', '[]'::jsonb)));
-    credited boolean := cardinality(added) > 0;
-    glossary_weight double precision := CASE WHEN credited
-        THEN (kb.setting('glossary_weight') #>> '{}')::float8 END;
-    glossary_own text[] := ARRAY(
-        SELECT DISTINCT o.term
-        FROM jsonb_array_elements(coalesce(p_glossary -> 'matches', '[]'::jsonb)) AS m (match)
-        CROSS JOIN LATERAL jsonb_array_elements_text(m.match -> 'terms') AS o (term)
-    );
-    -- p_corpus: the statistics of a whole sharded corpus (kb.lexical_corpus summed
-    -- over the shards), else this database's own
-    corpus jsonb := coalesce(p_corpus, kb.lexical_corpus(p_terms || added, p_namespaces));
-    corpus_chunks numeric := (corpus ->> 'chunk_count')::numeric;
-    corpus_length numeric := (corpus ->> 'total_length')::numeric;
-    document_frequency jsonb := corpus -> 'df';
 BEGIN
-    -- BM25: Robertson idf, k1/b from settings, N, average length and df from
-    -- kb.lexical_corpus (or a coordinator's sum of it over the shards).
-    -- coverage = share of the query's idf mass that the chunk contains (CJK
-    -- bigrams that merely straddle two words of the query left out).
-    -- Without filters a term with more than bm25_postings_per_term postings is
-    -- "truncated": only that many of its highest-impact postings are read (an
-    -- index range, not all its postings) to find candidates. The best
-    -- candidates (a shortlist of 2 x p_limit, at least 200) then get their
-    -- exact score: the truncated terms' weights are looked up per chunk. With
-    -- filters every posting is read and every score is exact. Visibility is
-    -- judged last, once per document, until p_limit visible chunks are found.
-    -- Hidden candidates take places in the shortlist and among a truncated
-    -- term's best postings (many versions of one text score alike, and ties
-    -- go to the older chunk): when the first pass finds fewer than p_limit
-    -- visible chunks while some candidates were hidden and some postings were
-    -- left unread, a second pass reads every posting and scores every
-    -- candidate, so a current document is never lost behind hidden ones; its
-    -- cost is that of a filtered query, proportional to the terms' postings.
+    -- BM25 (kb.lexical_scores: Robertson idf, k1/b from settings, N, average
+    -- length and df from kb.lexical_corpus or a coordinator's sum of it over
+    -- the shards; coverage = share of the query's idf mass that the chunk
+    -- contains). Without filters only the best postings of a common term are
+    -- read and only a shortlist gets its exact score; with filters every
+    -- posting is read and every score is exact. Visibility is judged last,
+    -- once per document, until p_limit visible chunks are found. Hidden
+    -- candidates take places in the shortlist and among a truncated term's
+    -- best postings (many versions of one text score alike, and ties go to
+    -- the older chunk): when the first pass finds fewer than p_limit visible
+    -- chunks while some candidates were hidden and some postings were left
+    -- unread, a second pass reads every posting and scores every candidate,
+    -- so a current document is never lost behind hidden ones; its cost is
+    -- that of a filtered query, proportional to the terms' postings.
     -- (plpgsql for its plan cache: a SQL function would plan this on every call)
     FOR pass IN 1 .. 2 LOOP
         WITH
-        params AS (
-            SELECT
-                (kb.setting('bm25_k1') #>> '{}')::float8 AS k1,
-                (kb.setting('bm25_b') #>> '{}')::float8 AS b,
-                greatest(corpus_chunks, 1)::float8 AS n,
-                greatest(coalesce(corpus_length / nullif(corpus_chunks, 0), 1), 1)::float8 AS avgdl
-        ),
-        terms AS (
-            SELECT t.term, min(t.pos) AS pos
-            FROM unnest(p_terms || added) WITH ORDINALITY AS t (term, pos)  -- added: after own_count
-            GROUP BY t.term
-        ),
-        term_df AS MATERIALIZED (
-            SELECT t.term, t.pos, coalesce((document_frequency ->> t.term)::float8, 0) AS df
-            FROM terms AS t
-        ),
-        raw_idf AS MATERIALIZED (
-            SELECT f.term, f.pos, f.df, ln(1 + (greatest(pr.n, f.df) - f.df + 0.5) / (f.df + 0.5)) AS idf
-            FROM term_df AS f
-            CROSS JOIN params AS pr
-        ),
-        match_terms AS MATERIALIZED (
-            -- each glossary match n: its own (query) terms and the terms it adds
-            SELECT m.n, o.term, true AS own
-            FROM jsonb_array_elements(coalesce(p_glossary -> 'matches', '[]'::jsonb)) WITH ORDINALITY AS m (match, n)
-            CROSS JOIN LATERAL jsonb_array_elements_text(m.match -> 'terms') AS o (term)
-            UNION ALL
-            SELECT m.n, a.term, false AS own
-            FROM jsonb_array_elements(coalesce(p_glossary -> 'matches', '[]'::jsonb)) WITH ORDINALITY AS m (match, n)
-            CROSS JOIN LATERAL jsonb_array_elements_text(m.match -> 'added_terms') AS a (term)
-        ),
-        scaling AS (
-            -- the terms a match adds weigh together at most what its own terms
-            -- weigh: an equivalent of six CJK bigrams counts like the word it stands for
-            SELECT s.term, max(least(1, s.own_mass / nullif(s.added_mass, 0))) AS factor
-            FROM (
-                SELECT mt.term, mt.own,
-                    sum(r.idf) FILTER (WHERE mt.own) OVER (PARTITION BY mt.n) AS own_mass,
-                    sum(r.idf) FILTER (WHERE NOT mt.own) OVER (PARTITION BY mt.n) AS added_mass
-                FROM match_terms AS mt
-                INNER JOIN raw_idf AS r ON mt.term = r.term
-            ) AS s
-            WHERE NOT s.own
-            GROUP BY s.term
-        ),
-        idf AS MATERIALIZED (
-            SELECT w.*, coalesce(w.df > w.read_limit, false) AS truncated
-            FROM (
-                SELECT x.term, x.pos, x.df, x.idf,
-                    greatest(ceil(per_term * x.idf / nullif(max(x.idf) OVER (), 0)), per_term / 10)::integer
-                        AS read_limit
-                FROM (
-                    SELECT r.term, r.pos, r.df,
-                        r.idf * CASE WHEN r.pos > own_count THEN glossary_weight * coalesce(sc.factor, 1) ELSE 1 END
-                            AS idf
-                    FROM raw_idf AS r
-                    LEFT JOIN scaling AS sc ON r.term = sc.term
-                ) AS x
-            ) AS w
-        ),
-        junction AS (
-            -- a CJK bigram that no chunk contains, between two query bigrams that some
-            -- chunk does contain (公司|司员|员工): a word boundary of the query, not a
-            -- missing concept, so it does not count against coverage (a bigram the
-            -- glossary matched counts as contained: 会话|话过|过期)
-            SELECT i.term
-            FROM idf AS i
-            INNER JOIN idf AS prev ON prev.pos = i.pos - 1
-            INNER JOIN idf AS nxt ON nxt.pos = i.pos + 1
-            WHERE i.df = 0 AND nxt.pos <= own_count AND i.term <> all(glossary_own)
-                AND (prev.df > 0 OR prev.term = any(glossary_own)) AND (nxt.df > 0 OR nxt.term = any(glossary_own))
-                AND length(i.term) = 2 AND length(prev.term) = 2 AND length(nxt.term) = 2
-                AND right(prev.term, 1) = left(i.term, 1) AND right(i.term, 1) = left(nxt.term, 1)
-        ),
-        own AS (
-            -- the query's own terms, whose idf mass a chunk should cover
-            SELECT i.term, i.idf
-            FROM idf AS i
-            WHERE i.term NOT IN (SELECT j.term FROM junction AS j) AND i.pos <= own_count
-        ),
-        total AS (
-            SELECT nullif(sum(o.idf), 0) AS idf_mass FROM own AS o
-        ),
-        candidates AS MATERIALIZED (
-            SELECT
-                p.chunk_id,
-                p.document_id,
-                sum(p.weight) AS partial_score,
-                coalesce(sum(p.weight) FILTER (WHERE NOT i.truncated), 0) AS exact_part,
-                coalesce(sum(i.idf) FILTER (WHERE NOT i.truncated AND i.pos <= own_count), 0) AS exact_idf,
-                -- with a glossary: which terms, and their weights (same order)
-                array_agg(i.term) FILTER (WHERE NOT i.truncated AND credited) AS exact_terms,
-                array_agg(p.weight) FILTER (WHERE NOT i.truncated AND credited) AS exact_weights
-            FROM idf AS i
-            CROSS JOIN params AS pr
-            CROSS JOIN LATERAL (
-                SELECT lp.chunk_id, lp.document_id,
-                    kb.bm25_weight(i.idf, lp.tf, lp.chunk_length, pr.k1, pr.b, pr.avgdl) AS weight
-                FROM kb.lexical_postings AS lp
-                WHERE lp.term = i.term AND (p_namespaces IS NULL OR lp.namespace = ANY(p_namespaces))
-                ORDER BY lp.impact DESC
-                LIMIT i.read_limit  -- NULL: all
-            ) AS p
-            GROUP BY p.chunk_id, p.document_id
-        ),
-        shortlisted AS MATERIALIZED (
-            SELECT c.* FROM candidates AS c
-            ORDER BY c.partial_score DESC, c.chunk_id
-            LIMIT shortlist
-        ),
-        completed AS (
-            -- the shortlisted chunks' exact part, plus the truncated terms' weights
-            -- by primary-key probes (LIMIT 1 keeps each a (term, chunk_id) lookup)
-            SELECT s.chunk_id, s.document_id, s.exact_part AS weight, s.exact_idf AS idf,
-                s.exact_terms AS terms, s.exact_weights AS weights
-            FROM shortlisted AS s
-            UNION ALL
-            SELECT s.chunk_id, s.document_id, w.weight, CASE WHEN i.pos <= own_count THEN w.idf ELSE 0 END,
-                CASE WHEN credited THEN ARRAY[i.term] END, CASE WHEN credited THEN ARRAY[w.weight] END
-            FROM shortlisted AS s
-            CROSS JOIN idf AS i
-            CROSS JOIN params AS pr
-            CROSS JOIN LATERAL (
-                SELECT i.idf, kb.bm25_weight(i.idf, x.tf, x.chunk_length, pr.k1, pr.b, pr.avgdl) AS weight
-                FROM kb.lexical_postings AS x
-                WHERE x.term = i.term AND x.chunk_id = s.chunk_id
-                LIMIT 1
-            ) AS w
-            WHERE i.truncated
-        ),
-        -- With a glossary, a concept counts once per chunk, in whichever words the
-        -- chunk has it: the terms a match adds count only in chunks that lack
-        -- some of its own terms, and a chunk that contains an added term covers
-        -- the own terms of its match (a passage in the other language can
-        -- answer as fully as one in the query's). Rows only when credited.
-        chunk_terms AS MATERIALIZED (
-            SELECT c.chunk_id, u.term, u.weight
-            FROM completed AS c
-            CROSS JOIN LATERAL unnest(c.terms, c.weights) AS u (term, weight)
-        ),
-        complete_matches AS (
-            -- the matches whose own terms the chunk all contains
-            SELECT ct.chunk_id, mt.n
-            FROM chunk_terms AS ct
-            INNER JOIN match_terms AS mt ON mt.own AND ct.term = mt.term
-            GROUP BY ct.chunk_id, mt.n
-            HAVING count(DISTINCT mt.term) = (SELECT count(*) FROM match_terms AS x WHERE x.n = mt.n AND x.own)
-        ),
-        redundant AS (
-            SELECT r.chunk_id, sum(r.weight) AS weight
-            FROM (
-                SELECT DISTINCT ct.chunk_id, ct.term, ct.weight
-                FROM chunk_terms AS ct
-                INNER JOIN match_terms AS ma ON NOT ma.own AND ct.term = ma.term
-                INNER JOIN complete_matches AS cm ON ct.chunk_id = cm.chunk_id AND ma.n = cm.n
-            ) AS r
-            GROUP BY r.chunk_id
-        ),
-        covered AS (
-            SELECT cv.chunk_id, sum(o.idf) AS idf
-            FROM (
-                SELECT DISTINCT ct.chunk_id, coalesce(mo.term, ct.term) AS term
-                FROM chunk_terms AS ct
-                LEFT JOIN match_terms AS ma ON NOT ma.own AND ct.term = ma.term
-                LEFT JOIN match_terms AS mo ON mo.own AND ma.n = mo.n
-            ) AS cv
-            INNER JOIN own AS o ON cv.term = o.term
-            GROUP BY cv.chunk_id
-        ),
         ranked AS MATERIALIZED (
-            SELECT s.chunk_id, s.document_id, s.score - coalesce(rd.weight, 0) AS score,
-                coalesce(CASE WHEN credited THEN cv.idf ELSE s.idf END / (SELECT t.idf_mass FROM total AS t), 0)
-                    AS coverage
-            FROM (
-                SELECT c.chunk_id, c.document_id, sum(c.weight) AS score, sum(c.idf) AS idf
-                FROM completed AS c
-                GROUP BY c.chunk_id, c.document_id
-            ) AS s
-            LEFT JOIN redundant AS rd ON s.chunk_id = rd.chunk_id
-            LEFT JOIN covered AS cv ON s.chunk_id = cv.chunk_id
+            SELECT * FROM kb.lexical_scores(p_terms, p_glossary, corpus, p_namespaces, per_term, shortlist)
         ),
         visible AS MATERIALIZED (
             -- judged lazily, once per document, best exact score first, until
@@ -349,8 +392,7 @@ BEGIN
             -- (then every document was judged), while postings were left unread
             (SELECT count(*) FROM best) < p_limit
             AND (SELECT count(DISTINCT r.document_id) FROM ranked AS r) > (SELECT count(*) FROM visible)
-            AND (EXISTS (SELECT 1 FROM idf AS i WHERE i.truncated)
-                OR (SELECT count(*) FROM candidates) > (SELECT count(*) FROM shortlisted))
+            AND NOT (SELECT bool_and(r.all_read) FROM ranked AS r)
         INTO ids, scores, coverages, crowded;
         EXIT WHEN NOT crowded;
         per_term := NULL;
@@ -360,7 +402,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb.lexical_candidates(text[], timestamptz, text[], jsonb, integer, jsonb, jsonb) IS
-'BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents'' terms, a concept counting once per chunk; p_corpus (kb.lexical_corpus of a whole sharded corpus) replaces this database''s statistics.';
+'BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage (kb.lexical_scores), a second pass over every posting when hidden versions crowded the first; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents'' terms, a concept counting once per chunk; p_corpus (kb.lexical_corpus of a whole sharded corpus) replaces this database''s statistics.';
 
 CREATE OR REPLACE FUNCTION kb.trigram_candidates(
     p_query text, p_as_of timestamptz, p_namespaces text[], p_filters jsonb, p_limit integer

@@ -139,6 +139,39 @@ $$;
 COMMENT ON FUNCTION kb.fuse(kb.leg_hit[], kb.leg_hit[], bigint[], text, double precision, double precision, double precision) IS
 'Fuses the lexical and dense legs'' candidates (linear: min-max normalised scores times each hit''s evidence, weighted, a dense hit in another language than the question''s taking for the lexical leg, which could not read it, the larger of its lexical part and its dense part times what the lexical leg left open; rrf: reciprocal ranks, weighted) and marks identifier hits; a NaN or infinite leg score counts as no evidence, and no fused score is NaN. Pure: testable on hand-made hits.';
 
+CREATE OR REPLACE FUNCTION kb.passage_provenance(d kb.documents, c kb.chunks)
+RETURNS jsonb
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- every key always present (NULL where it does not apply: no file, no pages)
+    SELECT jsonb_build_object(
+        'file_name', d.file_name,
+        'content_type', d.content_type,
+        'byte_size', d.byte_size,
+        'file_sha256', d.file_sha256,
+        'parser', d.parser,
+        'parser_version', d.parser_version,
+        'parsed_at', d.parsed_at,
+        'chunker_version', d.chunker_version,
+        'indexed_at', d.indexed_at,
+        'heading_path', to_jsonb(c.section_path),
+        'page_start', c.page_start,
+        'page_end', c.page_end,
+        'char_start', c.char_start,
+        'char_end', c.char_end,
+        'content_hash', c.content_hash,
+        'ingested_at', c.created_at,
+        'chunks', jsonb_build_array(jsonb_build_object(
+            'chunk_id', c.id, 'ordinal', c.ordinal, 'content_hash', c.content_hash,
+            'heading_path', to_jsonb(c.section_path), 'page_start', c.page_start, 'page_end', c.page_end,
+            'char_start', c.char_start, 'char_end', c.char_end))
+    )
+$$;
+COMMENT ON FUNCTION kb.passage_provenance(kb.documents, kb.chunks) IS
+'The provenance of one chunk as a passage carries it (docs/RETRIEVAL.md): the document''s file, parser and chunker versions and when it was indexed, the chunk''s heading path, pages, offsets, content hash and ingest time, and the list of its chunks (one here; kb.merged_passages joins several).';
+
 CREATE OR REPLACE FUNCTION kb.passages(
     p_fused kb.fused_hit[],
     p_core_terms text,
@@ -161,9 +194,9 @@ AS $$
     -- more). Freshness: a small preference for the newer of near-equal
     -- passages, a share of the fused score up to p_freshness_margin by the
     -- rank of the document's effective date (then creation) among the
-    -- candidates' documents, so that
-    -- of two current versions of a policy that answer alike the newer comes
-    -- first, while a clearly better older passage keeps its place. Chunks of
+    -- candidates' documents, so that of two current versions of a policy that
+    -- answer alike the newer comes first, while a clearly better older
+    -- passage keeps its place. Chunks of
     -- identical text (content hash) count once, at their best. The cap: a
     -- document's chunks after its p_max_per_document best go after every
     -- other candidate, so the next best chunks of other documents take their
@@ -257,29 +290,7 @@ BEGIN
         d.version,
         d.effective_from,
         d.effective_to,
-        -- every key always present (NULL where it does not apply: no file, no pages)
-        jsonb_build_object(
-            'file_name', d.file_name,
-            'content_type', d.content_type,
-            'byte_size', d.byte_size,
-            'file_sha256', d.file_sha256,
-            'parser', d.parser,
-            'parser_version', d.parser_version,
-            'parsed_at', d.parsed_at,
-            'chunker_version', d.chunker_version,
-            'indexed_at', d.indexed_at,
-            'heading_path', to_jsonb(c.section_path),
-            'page_start', c.page_start,
-            'page_end', c.page_end,
-            'char_start', c.char_start,
-            'char_end', c.char_end,
-            'content_hash', c.content_hash,
-            'ingested_at', c.created_at,
-            'chunks', jsonb_build_array(jsonb_build_object(
-                'chunk_id', c.id, 'ordinal', c.ordinal, 'content_hash', c.content_hash,
-                'heading_path', to_jsonb(c.section_path), 'page_start', c.page_start, 'page_end', c.page_end,
-                'char_start', c.char_start, 'char_end', c.char_end))
-        ),
+        kb.passage_provenance(d, c),
         NULL,  -- answerability and evidence: the call's, set by kb.with_answer
         NULL
     )::kb.retrieval_row AS passage, top.rank, top.uncapped_rank
@@ -312,7 +323,7 @@ AS $$
     -- chunk_id), the section path of its first; its provenance spans its
     -- chunks (pages, offsets, the latest ingested_at) and lists them in
     -- document order. Ranks are renumbered from 1. Reads only the documents
-    -- and chunks of the rows, under the caller's row-level security.
+    -- and chunks of the rows (the gateways' rows: readers may not call it).
 BEGIN
     RETURN (
     WITH

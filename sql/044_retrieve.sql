@@ -401,8 +401,8 @@ BEGIN
         'candidates', jsonb_build_object('lexical', coalesce(cardinality(p_best.lexical), 0),
             'dense', coalesce(cardinality(p_best.dense), 0), 'identifier', cardinality(p_identifier_chunks)),
         'evidence', round(greatest(coalesce(p_best.evidence, 0), 0)::numeric, 3),
-        'low_confidence', coalesce(p_best.evidence, -1) < 1,
-        'no_evidence', coalesce(p_best.evidence, -1) <= p_settings.min_evidence,
+        'low_confidence', kb.answerability(p_best.evidence, p_settings) <> 'answer',
+        'no_evidence', kb.answerability(p_best.evidence, p_settings) = 'no evidence',
         'thresholds', jsonb_build_object('min_lexical_coverage', p_settings.min_lexical_coverage,
             'strong_lexical_coverage', p_settings.strong_lexical_coverage, 'min_dense_z', p_settings.min_dense_z,
             'same_language_z_margin', p_settings.same_language_z_margin, 'strong_dense_z', p_settings.strong_dense_z, 'min_similarity', p_plan.min_similarity,
@@ -471,7 +471,8 @@ CREATE OR REPLACE FUNCTION kb.retrieve_core(
     p_as_of timestamptz,
     p_context text[],
     p_max_per_document integer,
-    p_merge_adjacent boolean
+    p_merge_adjacent boolean,
+    p_explain boolean
 )
 RETURNS kb.retrieval_result
 LANGUAGE plpgsql
@@ -507,6 +508,7 @@ DECLARE
     dropped bigint[];
     selected kb.retrieval_row[] := '{}';
     fuse_ms numeric;
+    timings jsonb;
     explain jsonb;
 BEGIN
     -- the namespaces this call may read, from the session's role (kb.read_scope):
@@ -548,19 +550,27 @@ BEGIN
     END IF;
     rows := kb.with_answer(rows, kb.answerability(best.evidence, settings), best.evidence);
 
-    explain := kb.explain_object(request, settings, plan, stages, best, identifier_chunks, cardinality(rows),
-        jsonb_build_object(
-            'embed', analysis_ms + (SELECT coalesce(sum(s.embed_ms), 0) FROM unnest(stages) AS s),
-            'lexical', identifier_ms + (SELECT coalesce(sum(s.lexical_ms), 0) FROM unnest(stages) AS s),
-            'dense', (SELECT coalesce(sum(s.dense_ms), 0) FROM unnest(stages) AS s),
-            'fuse', fuse_ms, 'snippets', kb.ms_since(t), 'total', kb.ms_since(started)))
-        || jsonb_build_object('assembly', kb.explain_assembly(max_per_document, merge_adjacent, dropped, selected,
-            rows));
+    timings := jsonb_build_object(
+        'embed', analysis_ms + (SELECT coalesce(sum(s.embed_ms), 0) FROM unnest(stages) AS s),
+        'lexical', identifier_ms + (SELECT coalesce(sum(s.lexical_ms), 0) FROM unnest(stages) AS s),
+        'dense', (SELECT coalesce(sum(s.dense_ms), 0) FROM unnest(stages) AS s),
+        'fuse', fuse_ms, 'snippets', kb.ms_since(t), 'total', kb.ms_since(started));
+    IF p_explain THEN
+        explain := kb.explain_object(request, settings, plan, stages, best, identifier_chunks, cardinality(rows),
+            timings)
+            || jsonb_build_object('assembly', kb.explain_assembly(max_per_document, merge_adjacent, dropped, selected,
+                rows));
+    ELSE
+        -- what the retrieval log records (kb.log_retrieval), without the rest of the explain object
+        explain := jsonb_build_object('query', request.query, 'mode_requested', request.mode_requested,
+            'mode', plan.mode, 'low_confidence', kb.answerability(best.evidence, settings) <> 'answer',
+            'no_evidence', kb.answerability(best.evidence, settings) = 'no evidence', 'timings_ms', timings);
+    END IF;
     RETURN ROW(rows, explain);
 END;
 $$;
-COMMENT ON FUNCTION kb.retrieve_core(text, integer, text, text, jsonb, timestamptz, text[], integer, boolean) IS
-'The retrieval pipeline behind kb_retrieve and kb_retrieve_explain: the passages (kb.retrieval_row[]: capped per document, adjacent chunks merged when asked) and the explain object.';
+COMMENT ON FUNCTION kb.retrieve_core(text, integer, text, text, jsonb, timestamptz, text[], integer, boolean, boolean) IS
+'The retrieval pipeline behind kb_retrieve and kb_retrieve_explain: the passages (kb.retrieval_row[]: capped per document, adjacent chunks merged when asked) and, with p_explain, the explain object (else only what the retrieval log records: query, modes, low_confidence, no_evidence, timings_ms).';
 
 CREATE OR REPLACE FUNCTION public.kb_retrieve(
     query text,
@@ -585,7 +595,7 @@ BEGIN
     -- one statement, one snapshot: the whole retrieval (kb.retrieve_core is
     -- STABLE); the log row is written after it, by a statement of its own
     result := kb.retrieve_core(query, k, namespace, mode, filters, as_of, context, max_per_document,
-        merge_adjacent);
+        merge_adjacent, false);
     PERFORM kb.log_retrieval(result.explain, result.rows, namespace, k);
     RETURN QUERY SELECT r.* FROM unnest(result.rows) AS r ORDER BY r.rank;
 END;
@@ -615,7 +625,7 @@ DECLARE
 BEGIN
     -- as kb_retrieve: the retrieval on one snapshot, then the log
     result := kb.retrieve_core(query, k, namespace, mode, filters, as_of, context, max_per_document,
-        merge_adjacent);
+        merge_adjacent, true);
     PERFORM kb.log_retrieval(result.explain, result.rows, namespace, k);
     -- the results as kb_retrieve returns them, without the passage text
     -- and whether the call was logged (not on a hot standby, nor in a read-only transaction)

@@ -21,7 +21,8 @@ BEGIN
         INNER JOIN pg_catalog.pg_language AS l ON l.oid = p.prolang
         WHERE n.nspname = 'kb' AND (l.lanname = 'plpython3u' OR p.proname IN (
             'retrieve_core', 'run_stage', 'identifier_chunks', 'read_scope',
-            'lexical_corpus', 'lexical_candidates', 'trigram_candidates', 'identifier_candidates', 'dense_candidates',
+            'lexical_corpus', 'lexical_term_weights', 'lexical_scores', 'lexical_candidates',
+            'trigram_candidates', 'identifier_candidates', 'dense_candidates',
             'visible_documents', 'visible_candidate',
             'passages', 'merged_passages', 'log_retrieval'
         ))

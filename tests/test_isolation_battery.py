@@ -291,7 +291,7 @@ def test_no_tenant_role_may_run_a_pipeline_internal_directly(world):
     """The legs, the pipeline and the log writer read every tenant's rows as the owner behind the
     gateways; called directly they would skip the scope, the request's bounds and the log."""
     internals = [
-        "kb.retrieve_core(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)",
+        "kb.retrieve_core(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean,boolean)",
         "kb.lexical_candidates(text[],timestamp with time zone,text[],jsonb,integer,jsonb,jsonb)",
         "kb.trigram_candidates(text,timestamp with time zone,text[],jsonb,integer)",
         "kb.identifier_candidates(text[],timestamp with time zone,text[],jsonb,integer)",

@@ -291,7 +291,7 @@ def test_kb_retrieve_has_one_signature_with_the_assembly_arguments(rolled_back_d
     assert [r["proname"] for r in found] == ["kb_retrieve", "kb_retrieve_explain", "retrieve_core"]
     for r in found:
         assert r["args"].endswith("max_per_document integer, merge_adjacent boolean") or r["args"].endswith(
-            "p_max_per_document integer, p_merge_adjacent boolean"
+            "p_max_per_document integer, p_merge_adjacent boolean, p_explain boolean"
         ), r
 
 

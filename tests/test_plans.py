@@ -39,7 +39,16 @@ def plans(rolled_back_db):
 
 
 @pytest.mark.parametrize(
-    "function", ["kb.in_force(", "kb.visible_candidate(", "kb.bm25_weight(", "kb.calibrate(", "kb.noise_z("]
+    "function",
+    [
+        "kb.in_force(",
+        "kb.visible_candidate(",
+        "kb.bm25_weight(",
+        "kb.calibrate(",
+        "kb.noise_z(",
+        "kb.lexical_term_weights(",
+        "kb.glossary_match_terms(",
+    ],
 )
 def test_the_inlined_functions_never_appear_as_calls_in_a_plan(plans, function):
     explained = plans("SELECT * FROM kb_retrieve('refunds days', mode => 'hybrid')")

@@ -136,7 +136,9 @@ def test_every_function_pins_search_path_and_ignores_a_malicious_one(fresh_db):
     assert [r["fn"] for r in unpinned] == [
         "kb.bm25_weight(double precision,integer,integer,double precision,double precision,double precision)",
         "kb.calibrate(double precision,double precision,double precision)",
+        "kb.glossary_match_terms(jsonb)",
         "kb.in_force(text,date,date,timestamp with time zone,timestamp with time zone)",
+        "kb.lexical_term_weights(text[],jsonb,jsonb,integer)",
         "kb.noise_z(bigint)",
         "kb.visible_candidate(bigint,timestamp with time zone,text[],jsonb,boolean)",
     ]
