@@ -131,8 +131,9 @@ def measure(owner, tenant, bare, queries, model: tuple[str, int], candidates: in
         vec = query_vector(q, dims)
         terms = lexical.query_terms(q)
         for mode in MODES:
-            # who goes first alternates: the second call finds the pages the first one read in memory
-            if n % 2 == 0:
+            # who goes first alternates within each kind of query (short and long alternate, so
+            # n // 2): the second call finds in memory the pages the first one read
+            if n // 2 % 2 == 0:
                 ms_owner, rows_owner = timed(owner, retrieve, [q, mode])
                 ms_tenant, rows_tenant = timed(tenant, retrieve, [q, mode])
             else:
