@@ -250,17 +250,6 @@ COMMENT ON FUNCTION kb.run_stage(
 ) IS
 'One stage of the staged fallback: the lexical leg (BM25, trigram when a short query matched nothing) and the dense leg for one form of the query, and the evidence of their best hits (kb.calibrate against the thresholds).';
 
-CREATE OR REPLACE FUNCTION kb.abstains(p_evidence double precision, p_settings kb.retrieval_settings)
-RETURNS boolean
-LANGUAGE sql
-IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$
-    SELECT p_settings.no_evidence_cutoff AND coalesce(p_evidence, 0) <= p_settings.min_evidence
-$$;
-COMMENT ON FUNCTION kb.abstains(double precision, kb.retrieval_settings) IS
-'The answerability decision: no rows when the cutoff is on and the best stage''s evidence is at or below min_evidence (0 by default: neither leg above its "no evidence" level).';
-
 CREATE OR REPLACE FUNCTION kb.answerability(p_evidence double precision, p_settings kb.retrieval_settings)
 RETURNS text
 LANGUAGE sql
@@ -278,6 +267,17 @@ AS $$
 $$;
 COMMENT ON FUNCTION kb.answerability(double precision, kb.retrieval_settings) IS
 'The answerability decision of a call from the evidence of its best stage: no evidence (at or below min_evidence: kb.abstains returns no rows while the cutoff is on), low confidence (below 1), answer (1: a leg at its strong level or an identifier found verbatim). Every kb_retrieve row carries it.';
+
+CREATE OR REPLACE FUNCTION kb.abstains(p_evidence double precision, p_settings kb.retrieval_settings)
+RETURNS boolean
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT p_settings.no_evidence_cutoff AND kb.answerability(p_evidence, p_settings) = 'no evidence'
+$$;
+COMMENT ON FUNCTION kb.abstains(double precision, kb.retrieval_settings) IS
+'Whether a call returns no rows: the cutoff is on and its answerability (kb.answerability) is no evidence, i.e. the best stage''s evidence is at or below min_evidence (0 by default: neither leg above its "no evidence" level).';
 
 CREATE OR REPLACE FUNCTION kb.with_answer(p_rows kb.retrieval_row[], p_decision text, p_evidence double precision)
 RETURNS kb.retrieval_row[]
@@ -508,6 +508,7 @@ DECLARE
     dropped bigint[];
     selected kb.retrieval_row[] := '{}';
     fuse_ms numeric;
+    decision text;
     timings jsonb;
     explain jsonb;
 BEGIN
@@ -548,7 +549,8 @@ BEGIN
     IF settings.snippets AND cardinality(rows) > 0 THEN
         rows := kb.with_snippets(rows, best.query);
     END IF;
-    rows := kb.with_answer(rows, kb.answerability(best.evidence, settings), best.evidence);
+    decision := kb.answerability(best.evidence, settings);
+    rows := kb.with_answer(rows, decision, best.evidence);
 
     timings := jsonb_build_object(
         'embed', analysis_ms + (SELECT coalesce(sum(s.embed_ms), 0) FROM unnest(stages) AS s),
@@ -563,8 +565,8 @@ BEGIN
     ELSE
         -- what the retrieval log records (kb.log_retrieval), without the rest of the explain object
         explain := jsonb_build_object('query', request.query, 'mode_requested', request.mode_requested,
-            'mode', plan.mode, 'low_confidence', kb.answerability(best.evidence, settings) <> 'answer',
-            'no_evidence', kb.answerability(best.evidence, settings) = 'no evidence', 'timings_ms', timings);
+            'mode', plan.mode, 'low_confidence', decision <> 'answer', 'no_evidence', decision = 'no evidence',
+            'timings_ms', timings);
     END IF;
     RETURN ROW(rows, explain);
 END;
