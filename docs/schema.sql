@@ -528,7 +528,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 
 -- kb.abstains(double precision,kb.retrieval_settings)
 --     RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     The answerability decision: no rows when the cutoff is on and the best stage's evidence is at or below min_evidence (0 by default: neither leg above its "no evidence" level).
+--     Whether a call returns no rows: the cutoff is on and its answerability (kb.answerability) is no evidence, i.e. the best stage's evidence is at or below min_evidence (0 by default: neither leg above its "no evidence" level).
 -- kb.activate_model(text)
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     Switches the active model in one statement; vectors of other models stay stored but are never used for retrieval. SECURITY DEFINER (every document's status is recomputed), executable by pgkb_admin.
@@ -709,6 +709,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.merged_passages(kb.retrieval_row[])
 --     RETURNS kb.retrieval_row[] LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The rows with the chunks of one document that follow each other joined into one passage each: the document's text from the first to the last (their overlap once), at the place and with the scores of its best chunk, the section path of its first, provenance over all of them (provenance.chunks in document order); ranks renumbered.
+-- kb.model_has_vectors(text,text[])
+--     RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     Whether the model has vectors of chunks in the namespaces given (NULL: in any the caller may see): the readiness that mode auto and a shard's corpus statistics report.
 -- kb.model_hnsw_indexes(text)
 --     RETURNS TABLE(language text, index_name text) LANGUAGE sql STABLE PARALLEL SAFE
 --     The names of a model's partial HNSW indexes: its own (language NULL) and one per language group (kb.passage_languages).

@@ -282,6 +282,27 @@ $$;
 COMMENT ON FUNCTION kb.assembly_merge_adjacent(kb.retrieval_request) IS
 'Whether a call merges adjacent chunks: its merge_adjacent argument, else the setting merge_adjacent.';
 
+CREATE OR REPLACE FUNCTION kb.model_has_vectors(p_model text, p_namespaces text[])
+RETURNS boolean
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    IF p_namespaces IS NULL THEN
+        RETURN EXISTS (SELECT 1 FROM kb.embeddings AS e WHERE e.model = p_model);
+    END IF;
+    -- the namespaces' chunks first: another tenant's millions of vectors are not read
+    RETURN EXISTS (
+        SELECT 1 FROM kb.chunks AS c
+        INNER JOIN kb.embeddings AS e ON e.chunk_id = c.id AND e.model = p_model
+        WHERE c.namespace = ANY(p_namespaces)
+    );
+END;
+$$;
+COMMENT ON FUNCTION kb.model_has_vectors(text, text[]) IS
+'Whether the model has vectors of chunks in the namespaces given (NULL: in any the caller may see): the readiness that mode auto and a shard''s corpus statistics report.';
+
 CREATE OR REPLACE FUNCTION kb.plan_retrieval(p_request kb.retrieval_request, p_settings kb.retrieval_settings)
 RETURNS kb.retrieval_plan
 LANGUAGE plpgsql
@@ -291,7 +312,6 @@ AS $$
 DECLARE
     plan kb.retrieval_plan;
     provider kb.embedding_providers;
-    readable text[];
 BEGIN
     IF NOT p_settings.fusion = ANY(ARRAY['linear', 'rrf']) THEN
         RAISE EXCEPTION 'kb_retrieve: unknown fusion "%" (setting fusion: linear or rrf)', p_settings.fusion;
@@ -309,16 +329,9 @@ BEGIN
     -- rows, as under isolation off); a shard is told whether any shard has
     -- vectors (request corpus), since a sharded corpus has them when one of
     -- its databases does
-    readable := CASE WHEN p_request.scope IS NOT NULL THEN kb.allowed_namespaces(kb.session_role()) END;
     plan.model_ready := (plan.model).name IS NOT NULL
-        AND coalesce((p_request.corpus ->> 'model_ready')::boolean, CASE WHEN readable IS NULL
-            THEN EXISTS (SELECT 1 FROM kb.embeddings AS e WHERE e.model = (plan.model).name)
-            -- the role's chunks first: another tenant's millions of vectors are not read
-            ELSE EXISTS (
-                SELECT 1 FROM kb.chunks AS c
-                INNER JOIN kb.embeddings AS e ON e.chunk_id = c.id AND e.model = (plan.model).name
-                WHERE c.namespace = ANY(readable)
-            ) END);
+        AND coalesce((p_request.corpus ->> 'model_ready')::boolean, kb.model_has_vectors((plan.model).name,
+            CASE WHEN p_request.scope IS NOT NULL THEN kb.allowed_namespaces(kb.session_role()) END));
     -- a model's options may override its provider's similarity thresholds
     SELECT p.* INTO provider FROM kb.embedding_providers AS p WHERE p.provider = (plan.model).provider;
     plan.min_similarity := coalesce(((plan.model).options ->> 'min_similarity')::float8, provider.min_similarity);

@@ -18,13 +18,7 @@ AS $$
     -- a gateway, as kb_retrieve: the owner's rights over the caller's scope
     SELECT jsonb_build_object(
         'lexical', kb.lexical_corpus(p_terms, s.namespaces),
-        'model_ready', CASE WHEN s.namespaces IS NULL
-            THEN EXISTS (SELECT 1 FROM kb.embeddings AS e WHERE e.model = p_model)
-            ELSE EXISTS (
-                SELECT 1 FROM kb.chunks AS c
-                INNER JOIN kb.embeddings AS e ON e.chunk_id = c.id AND e.model = p_model
-                WHERE c.namespace = ANY(s.namespaces)
-            ) END)
+        'model_ready', kb.model_has_vectors(p_model, s.namespaces))
     FROM (SELECT kb.read_scope(NULL) AS namespaces) AS s
 $$;
 COMMENT ON FUNCTION kb.shard_corpus(text[], text) IS
