@@ -33,7 +33,7 @@ the header ``concept, zh, en`` (several terms of a cell separated by ``|``).
 ``--measure`` loads the glossary into the eval namespace (``beir-<folder>``, replacing its
 glossary), runs ``--mode`` (default lexical) once with it and once after deleting it again, and
 prints both; the database's glossary is left empty. It measures whatever the database's lexical
-leg does: when ``kb.run_stage`` does not call ``kb.glossary_expansion`` the two runs are the same
+leg does: when ``kb_pipeline.lexical_inputs`` does not call ``kb.glossary_expansion`` the two runs are the same
 (a note says so)."""
 
 from __future__ import annotations
@@ -225,10 +225,13 @@ def measure(args, glossary_file: Path) -> dict:
     namespace = "beir-" + Path(args.corpus).resolve().name
     settings = dict(item.split("=", 1) for item in (args.set or []))
     with psycopg.connect(dsn, autocommit=True, row_factory=psycopg.rows.dict_row) as conn:
-        source = conn.execute("SELECT pg_get_functiondef('kb.run_stage'::regproc) AS s").fetchone()["s"]
+        source = conn.execute("SELECT pg_get_functiondef('kb_pipeline.lexical_inputs'::regproc) AS s").fetchone()["s"]
         integrated = "glossary_expansion" in source
         if not integrated:
-            print("note: kb.run_stage does not call kb.glossary_expansion: both runs are the same", file=sys.stderr)
+            print(
+                "note: kb_pipeline.lexical_inputs does not call kb.glossary_expansion: both runs are the same",
+                file=sys.stderr,
+            )
     report = {"integrated": integrated, "namespace": namespace, "settings": settings, "runs": {}}
     for queries in args.measure.split(","):
         for label in ("without", "with"):

@@ -11,7 +11,7 @@ On a database built by ``bench.retrieval`` (``--build-only``; its documents live
 * per query, interleaved so that background load hits every series alike: ``kb_retrieve`` in
   hybrid, dense and lexical mode as the owner and as the tenant (a session each, with no
   settings of their own; who goes first alternates from one query to the next), the bare BM25
-  leg (``kb.lexical_candidates`` with precomputed terms, 100 candidates, as the owner, in a
+  leg (``kb_pipeline.lexical_candidates`` with precomputed terms, 100 candidates, as the owner, in a
   third session) and bare HNSW
   (``ORDER BY embedding <=> q LIMIT n`` through the model's index, with the leg's ef_search) for
   10 and for the leg's candidate count;
@@ -122,7 +122,7 @@ def measure(owner, tenant, bare, queries, model: tuple[str, int], candidates: in
         f"SELECT chunk_id FROM kb.embeddings WHERE model = '{name}' "
         f"ORDER BY embedding::vector({dims}) <=> %s::vector({dims}) LIMIT %s"
     )
-    bare_bm25 = "SELECT chunk_id FROM kb.lexical_candidates(%s::text[], now(), NULL, '{}', 100)"
+    bare_bm25 = "SELECT chunk_id FROM kb_pipeline.lexical_candidates(%s::text[], now(), NULL, '{}', 100)"
     retrieve = "SELECT chunk_id FROM kb_retrieve(%s, 10, NULL, %s)"
     series: dict[str, dict[str, list[float]]] = {}
     mismatches: list[dict] = []

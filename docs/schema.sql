@@ -4,17 +4,6 @@
 
 -- Composite types
 
-CREATE TYPE kb.fused_hit AS (
-    chunk_id bigint,
-    lexical_rank integer,
-    lexical_score double precision,
-    trigram boolean,
-    dense_rank integer,
-    dense_score double precision,
-    identifier_hit boolean,
-    fused_score double precision
-);
-
 CREATE TYPE kb.language_moment AS (
     language text,
     vectors bigint,
@@ -26,54 +15,6 @@ CREATE TYPE kb.language_moment AS (
     zh_scale double precision,
     en_offset double precision,
     en_scale double precision
-);
-
-CREATE TYPE kb.leg_hit AS (
-    chunk_id bigint,
-    rank integer,
-    score double precision,
-    coverage double precision,
-    trigram boolean,
-    similarity double precision,
-    evidence double precision,
-    other_language boolean
-);
-
-CREATE TYPE kb.retrieval_plan AS (
-    analysis jsonb,
-    mode text,
-    model kb.models,
-    model_ready boolean,
-    candidates integer,
-    weight_dense double precision,
-    weight_lexical double precision,
-    min_similarity double precision,
-    strong_similarity double precision,
-    stages text[],
-    identifiers text[],
-    notes text[],
-    language_correction boolean
-);
-
-CREATE TYPE kb.retrieval_request AS (
-    query text,
-    k integer,
-    namespace text,
-    mode_requested text,
-    filters jsonb,
-    filters_restrict boolean,
-    as_of timestamp with time zone,
-    context text[],
-    notes text[],
-    max_per_document integer,
-    merge_adjacent boolean,
-    corpus jsonb,
-    scope text[]
-);
-
-CREATE TYPE kb.retrieval_result AS (
-    rows kb.retrieval_row[],
-    explain jsonb
 );
 
 CREATE TYPE kb.retrieval_row AS (
@@ -102,7 +43,91 @@ CREATE TYPE kb.retrieval_row AS (
     evidence double precision
 );
 
-CREATE TYPE kb.retrieval_settings AS (
+CREATE TYPE kb_pipeline.candidate AS (
+    chunk_id bigint,
+    document_id bigint,
+    namespace text,
+    content_hash text,
+    title text,
+    effective_from date,
+    created_at timestamp with time zone
+);
+
+CREATE TYPE kb_pipeline.fused_hit AS (
+    chunk_id bigint,
+    lexical_rank integer,
+    lexical_score double precision,
+    trigram boolean,
+    dense_rank integer,
+    dense_score double precision,
+    identifier_hit boolean,
+    fused_score double precision
+);
+
+CREATE TYPE kb_pipeline.leg_hit AS (
+    chunk_id bigint,
+    rank integer,
+    score double precision,
+    coverage double precision,
+    trigram boolean,
+    similarity double precision,
+    evidence double precision,
+    other_language boolean,
+    language text
+);
+
+CREATE TYPE kb_pipeline.ranked_hit AS (
+    chunk_id bigint,
+    document_id bigint,
+    namespace text,
+    lexical_rank integer,
+    lexical_score double precision,
+    trigram boolean,
+    dense_rank integer,
+    dense_score double precision,
+    identifier_hit boolean,
+    final_score double precision,
+    rank integer,
+    uncapped_rank integer
+);
+
+CREATE TYPE kb_pipeline.retrieval_plan AS (
+    analysis jsonb,
+    mode text,
+    model kb.models,
+    model_ready boolean,
+    candidates integer,
+    weight_dense double precision,
+    weight_lexical double precision,
+    min_similarity double precision,
+    strong_similarity double precision,
+    stages text[],
+    identifiers text[],
+    notes text[],
+    language_correction boolean
+);
+
+CREATE TYPE kb_pipeline.retrieval_request AS (
+    query text,
+    k integer,
+    namespace text,
+    mode_requested text,
+    filters jsonb,
+    filters_restrict boolean,
+    as_of timestamp with time zone,
+    context text[],
+    notes text[],
+    max_per_document integer,
+    merge_adjacent boolean,
+    scope text[]
+);
+
+CREATE TYPE kb_pipeline.retrieval_result AS (
+    rows kb.retrieval_row[],
+    explain jsonb
+);
+
+CREATE TYPE kb_pipeline.retrieval_settings AS (
     candidates_per_leg integer,
     fusion text,
     weight_dense double precision,
@@ -120,16 +145,20 @@ CREATE TYPE kb.retrieval_settings AS (
     same_language_z_margin double precision,
     strong_dense_z double precision,
     min_evidence double precision,
-    freshness_margin double precision
+    freshness_margin double precision,
+    glossary_expansion boolean,
+    glossary_max_terms integer,
+    max_per_document integer,
+    merge_adjacent boolean
 );
 
-CREATE TYPE kb.retrieval_stage AS (
+CREATE TYPE kb_pipeline.retrieval_stage AS (
     stage_no integer,
     query text,
     terms text[],
     skipped boolean,
-    lexical kb.leg_hit[],
-    dense kb.leg_hit[],
+    lexical kb_pipeline.leg_hit[],
+    dense kb_pipeline.leg_hit[],
     lexical_top_coverage double precision,
     dense_top_similarity double precision,
     evidence double precision,
@@ -446,6 +475,11 @@ ALTER TABLE kb.namespace_grants ENABLE ROW LEVEL SECURITY;
 CREATE POLICY admin_grants ON kb.namespace_grants USING (true);
 CREATE POLICY own_grants ON kb.namespace_grants USING ((role_id = ANY (( SELECT kb.member_role_ids(CURRENT_USER) AS member_role_ids)::oid[])));
 
+-- Empty: its lock is the door to kb_pipeline. A retrieval takes ACCESS SHARE on it first, a migrate ACCESS EXCLUSIVE before re-creating kb_pipeline.
+CREATE TABLE kb.pipeline_door (
+
+);
+
 -- (no comment)
 CREATE TABLE kb.retrieval_log (
     id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
@@ -526,9 +560,6 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 
 -- Functions and procedures (bodies in sql/)
 
--- kb.abstains(double precision,kb.retrieval_settings)
---     RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     Whether a call returns no rows: the cutoff is on and its answerability (kb.answerability) is no evidence, i.e. the best stage's evidence is at or below min_evidence (0 by default: neither leg above its "no evidence" level).
 -- kb.activate_model(text)
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     Switches the active model in one statement; vectors of other models stay stored but are never used for retrieval. SECURITY DEFINER (every document's status is recomputed), executable by pgkb_admin.
@@ -541,33 +572,12 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.analyze_query(text,text[])
 --     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
 --     Query analysis (SECURITY DEFINER wrapper for readers).
--- kb.answerability(double precision,kb.retrieval_settings)
---     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     The answerability decision of a call from the evidence of its best stage: no evidence (at or below min_evidence: kb.abstains returns no rows while the cutoff is on), low confidence (below 1), answer (1: a leg at its strong level or an identifier found verbatim). Every kb_retrieve row carries it.
--- kb.assembly_max_per_document(kb.retrieval_request)
---     RETURNS integer LANGUAGE plpgsql STABLE PARALLEL SAFE
---     The per-document cap of a call: its max_per_document argument, else the setting max_per_document (0 there: no cap); NULL for no cap.
--- kb.assembly_merge_adjacent(kb.retrieval_request)
---     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
---     Whether a call merges adjacent chunks: its merge_adjacent argument, else the setting merge_adjacent.
 -- kb.blank_class()
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The characters that show nothing by themselves (controls, format characters, spaces and separators), as the inside of a regular expression bracket; pgkb_plpy.vocabulary.BLANK is the same class, and tests compare them.
--- kb.bm25_weight(double precision,integer,integer,double precision,double precision,double precision)
---     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     A posting's BM25 weight: idf x tf saturation (k1) with length normalisation (b, average length avgdl). Inlined.
--- kb.calibrate(double precision,double precision,double precision)
---     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     Maps a leg's top score to evidence in [0, 1]: 0 at or below the "no evidence" level, 1 at or above the "strong" level. Inlined into its callers.
--- kb.check_filters(jsonb)
---     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     Validates kb_retrieve filters: bounded size and depth, known keys, each value of its key's type (errors name the key and the expected type).
 -- kb.chunker_version()
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Current version of the chunking rules (pgkb_plpy.chunker.CHUNKER_VERSION); a document chunked with another is stale.
--- kb.dense_candidates(text,text,integer,timestamp with time zone,text[],jsonb,integer,kb.language_moment[])
---     RETURNS TABLE(chunk_id bigint, similarity double precision, score double precision, language text, noise_z double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
---     Dense leg: HNSW cosine search over the named model's vectors with the visibility condition inside the scan (iterative scan); with language moments, one scan per language group with the group's query vector, the similarity z-scored within its group as the score, and the group's noise level (kb.noise_z).
 -- kb.document_is_current(bigint,timestamp with time zone)
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
 --     Whether one document is current at as_of (docs/LIFECYCLE.md: in force and not replaced by a document that took effect, through chains); the same rule as kb.visible_documents.
@@ -586,39 +596,27 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.ensure_hnsw_indexes(text)
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     Creates the partial HNSW indexes of a model that do not exist yet, with the options of the settings hnsw_m and hnsw_ef_construction: one over all its vectors and one per language group, which the language-corrected dense leg scans (kb.register_model and every migrate call it; building them on a large corpus takes minutes).
+-- kb.enter_pipeline()
+--     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     Every retrieval door's first step: ACCESS SHARE on kb.pipeline_door to the end of the transaction, so that a migrate never re-creates kb_pipeline under a retrieval in flight (sql/040_pipeline_schema.sql).
 -- kb.escape_like(text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Escapes \, % and _ so user text matches literally in LIKE/ILIKE.
 -- kb.escape_regex(text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Escapes regular expression metacharacters so user text matches literally in ~ and ~*.
--- kb.explain_assembly(integer,boolean,bigint[],kb.retrieval_row[],kb.retrieval_row[])
---     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     The explain entry of passage assembly: the cap in force and which chunks of the uncapped top k it dropped (the next best chunks of other documents took their places), whether adjacent chunks were merged and which passages were (their chunks in document order), chunks selected and rows returned.
--- kb.explain_object(kb.retrieval_request,kb.retrieval_settings,kb.retrieval_plan,kb.retrieval_stage[],kb.retrieval_stage,bigint[],integer,jsonb)
---     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     The explain object of a kb_retrieve call: query analysis, mode, model, fusion, stages tried, candidates, evidence, thresholds, notes, timings.
 -- kb.file_max_bytes()
 --     RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Largest file (bytes) kb.documents.file is parsed from (pgkb_plpy.parsers.MAX_FILE_BYTES); a larger one is stored and marked failed.
--- kb.filter_value_error(text,jsonb)
---     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     What is wrong with the value of one kb_retrieve filter key (NULL when it has the key's type): doc_type, status and tags take a string or a non-empty array of strings, source_prefix a string, metadata an object, include_history a boolean.
 -- kb.filters_restrict(jsonb)
 --     RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     True when filters (or include_history) decide visibility, so kb.visible_candidate uses kb.visible_documents instead of kb.document_is_current.
--- kb.fuse(kb.leg_hit[],kb.leg_hit[],bigint[],text,double precision,double precision,double precision)
---     RETURNS SETOF kb.fused_hit LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     Fuses the lexical and dense legs' candidates (linear: min-max normalised scores times each hit's evidence, weighted, a dense hit in another language than the question's taking for the lexical leg, which could not read it, the larger of its lexical part and its dense part times what the lexical leg left open; rrf: reciprocal ranks, weighted) and marks identifier hits; a NaN or infinite leg score counts as no evidence, and no fused score is NaN. Pure: testable on hand-made hits.
 -- kb.glossary_expansion(text,text,integer)
 --     RETURNS record LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     Glossary expansion of a query: the glossary terms whose BM25 terms all occur among the query's (global rows and, with p_namespace, that namespace's; else every namespace the caller may see), their equivalents, and the BM25 terms of those equivalents that the query lacks (added_terms, at most p_max_terms; explain: matches, added_terms, dropped_terms).
 -- kb.glossary_expansion_of_terms(text[],text[],integer)
 --     RETURNS record LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     Glossary expansion of a query given as its BM25 terms (kb.query_terms): the glossary terms whose BM25 terms all occur among them, their equivalents, and the equivalents' BM25 terms that the query lacks (added_terms, at most p_max_terms); see kb.glossary_expansion.
--- kb.glossary_match_terms(jsonb)
---     RETURNS TABLE(n bigint, term text, own boolean) LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     The terms of each match of a glossary expansion (kb.glossary_expansion_of_terms(...).explain): its own terms (own) and the terms it adds, numbered by match. Pure. Inlined.
 -- kb.glossary_namespaces()
 --     RETURNS text[] LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The namespaces whose glossary rows the current role may see and write (kb.allowed_namespaces(current_user); NULL: all), for the policies of kb.glossary.
@@ -637,12 +635,6 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.hnsw_language_index_name(text,text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Name of the partial HNSW index of one model and language group.
--- kb.identifier_candidates(text[],timestamp with time zone,text[],jsonb,integer)
---     RETURNS TABLE(chunk_id bigint, matched integer) LANGUAGE plpgsql STABLE PARALLEL SAFE
---     Chunks that contain the query's identifiers verbatim as whole tokens (trigram-indexed ILIKE, escaped input).
--- kb.identifier_chunks(kb.retrieval_request,kb.retrieval_plan)
---     RETURNS bigint[] LANGUAGE plpgsql STABLE PARALLEL SAFE
---     Chunks that hold an identifier of the query verbatim (none in dense mode): strong evidence, and boosted.
 -- kb.in_force(text,date,date,timestamp with time zone,timestamp with time zone)
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
 --     The lifecycle rule's first half (docs/LIFECYCLE.md): whether a document with these attributes is in force at as_of, the day read in the knowledge base's calendar. Inlined into its callers; written by kb.install_lifecycle_calendar.
@@ -661,42 +653,12 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.json_text_list(jsonb)
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     A JSON string or array of strings as text[] (NULL otherwise).
--- kb.language_correction_explain(kb.retrieval_plan,kb.retrieval_settings,kb.retrieval_stage)
---     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     The explain entry of the language correction: whether it is on for this model (the setting and the provider's language_correction), whether it applied, and the query's offset and scale per language group.
 -- kb.language_moments(text,text,text[],integer,text)
 --     RETURNS kb.language_moment[] LANGUAGE sql STABLE PARALLEL UNSAFE
 --     The query's offset and scale per language group over the statistics of the namespaces named (NULL: all the caller may see), for the vector each group is searched with (query_vector: the query without its language's mean in groups of another language, NULL for the query itself); empty when there are too few vectors for a correction.
--- kb.lexical_candidates(text[],timestamp with time zone,text[],jsonb,integer,jsonb,jsonb)
---     RETURNS TABLE(chunk_id bigint, score double precision, coverage double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
---     BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage (kb.lexical_scores), a second pass over every posting when hidden versions crowded the first; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents' terms, a concept counting once per chunk; p_corpus (kb.lexical_corpus of a whole sharded corpus) replaces this database's statistics.
--- kb.lexical_corpus(text[],text[])
---     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
---     The BM25 corpus statistics of the terms: chunk_count and total_length (summed over the namespaces of p_namespaces, the call's scope; NULL: all the caller may see) and each term's df, as jsonb; sums, so that shards' statistics add up to one node's (kb.lexical_candidates ranks with it, or with a coordinator's sum).
--- kb.lexical_scores(text[],jsonb,jsonb,text[],integer,integer)
---     RETURNS TABLE(chunk_id bigint, document_id bigint, score double precision, coverage double precision, all_read boolean) LANGUAGE plpgsql STABLE PARALLEL SAFE
---     The BM25 score and idf coverage of every candidate chunk of the terms in the namespaces given (NULL: all), visible or not: the postings each term's weight (kb.lexical_term_weights) lets the leg read, the exact score of a shortlist of p_shortlist (NULL: every candidate), a glossary concept counted once per chunk; all_read says that no posting was left unread.
--- kb.lexical_term_weights(text[],jsonb,jsonb,integer)
---     RETURNS TABLE(term text, pos bigint, df double precision, idf double precision, read_limit integer, truncated boolean, counted boolean) LANGUAGE sql STABLE PARALLEL SAFE
---     The BM25 weight of each query term (and of the terms a glossary expansion adds): df and Robertson idf from the corpus statistics, how many of its highest-impact postings the leg reads (p_per_term, NULL: all) and whether that truncates it, and whether a chunk's coverage counts it (the query's own terms but CJK bigrams straddling two of its words). Inlined.
 -- kb.log_retrieval(jsonb,kb.retrieval_row[],text,integer)
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Appends one kb_retrieve call to kb.retrieval_log (for the gateways: it names the session's role), when the setting retrieval_log is true and the transaction may write (query stored only as a hash).
--- kb.max_context_turns()
---     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     Most earlier turns kb_retrieve takes in context: a follow-up refers to the last few, and each turn costs query analysis (pgkb_plpy.vocabulary.MAX_CONTEXT_TURNS).
--- kb.max_filters_bytes()
---     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     Largest kb_retrieve filters argument (bytes of its JSON text): a filter lists a few values, and a bigger one would cost every candidate's visibility check.
--- kb.max_filters_depth()
---     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     Deepest nesting of values inside kb_retrieve filters ({"metadata": {"a": 1}} is 2 deep): enough for metadata objects, and containment of deeper ones costs more than it selects.
--- kb.max_namespace_chars()
---     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     Longest namespace: the limit of the CHECK documents_namespace_valid, so a longer kb_retrieve namespace can name no document.
--- kb.max_query_chars()
---     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     Characters of a query kb_retrieve uses; a longer query is cut there, with a note in the explain output.
 -- kb.maybe_refresh_language_statistics()
 --     RETURNS void LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     Refreshes the active model's language statistics after vectors change: always while it has fewer than 2,000 vectors, else at most once a minute, never waiting on another recount.
@@ -706,24 +668,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.member_role_ids(name)
 --     RETURNS oid[] LANGUAGE sql STABLE PARALLEL SAFE
 --     Oids of p_role and every role it is a member of, directly or not, and 0 (PUBLIC): the roles whose namespace grants apply to p_role.
--- kb.merged_passages(kb.retrieval_row[])
---     RETURNS kb.retrieval_row[] LANGUAGE plpgsql STABLE PARALLEL SAFE
---     The rows with the chunks of one document that follow each other joined into one passage each: the document's text from the first to the last (their overlap once), at the place and with the scores of its best chunk, the section path of its first, provenance over all of them (provenance.chunks in document order); ranks renumbered.
--- kb.model_has_vectors(text,text[])
---     RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL SAFE
---     Whether the model has vectors of chunks in the namespaces given (NULL: in any the caller may see): the readiness that mode auto and a shard's corpus statistics report.
 -- kb.model_hnsw_indexes(text)
 --     RETURNS TABLE(language text, index_name text) LANGUAGE sql STABLE PARALLEL SAFE
 --     The names of a model's partial HNSW indexes: its own (language NULL) and one per language group (kb.passage_languages).
--- kb.ms_since(timestamp with time zone)
---     RETURNS numeric LANGUAGE sql VOLATILE PARALLEL SAFE
---     Milliseconds elapsed since a clock_timestamp(), for explain timings.
--- kb.namespace_pattern()
---     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     The pattern of the CHECK documents_namespace_valid: a kb_retrieve namespace outside it can name no document.
--- kb.noise_z(bigint)
---     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     sqrt(2 ln n): about the best z-score n unrelated passages reach by chance; the dense leg's evidence thresholds are offsets from it. Inlined into its callers.
 -- kb.page_of(integer[],integer)
 --     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The 1-based page holding character p_offset of a body whose pages start at p_page_starts (NULL without pages).
@@ -736,15 +683,6 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.passage_languages()
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The language groups of passages (pgkb_plpy.query_analysis.passage_language): one partial HNSW index each per model.
--- kb.passage_provenance(kb.documents,kb.chunks)
---     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     The provenance of one chunk as a passage carries it (docs/RETRIEVAL.md): the document's file, parser and chunker versions and when it was indexed, the chunk's heading path, pages, offsets, content hash and ingest time, and the list of its chunks (one here; kb.merged_passages joins several).
--- kb.passages(kb.fused_hit[],text,double precision,double precision,integer,double precision,integer,boolean,jsonb)
---     RETURNS SETOF kb.retrieval_row LANGUAGE plpgsql STABLE PARALLEL SAFE
---     The top k passages of fused hits as kb.retrieval_row: identifier and title boosts, a freshness preference among near-equals, one chunk per distinct text, a document's chunks after its p_max_per_document best only where no other candidate is left (NULL: no cap), ranks from 1 (with p_with_displaced, then the chunks the cap moved out of the top k, rank NULL; p_freshness: freshness ranks computed over a sharded corpus), match type, provenance (the document's file, parser and chunker versions, the chunk's heading path, pages, offsets, content hash, ingest time; docs/RETRIEVAL.md).
--- kb.plan_retrieval(kb.retrieval_request,kb.retrieval_settings)
---     RETURNS kb.retrieval_plan LANGUAGE plpgsql STABLE PARALLEL SAFE
---     What a kb_retrieve call will do: query analysis and its stages, the mode (auto: hybrid when the active model has vectors, here or, for a shard, on any shard: request corpus), the active model, base fusion weights and similarity thresholds (used when the language correction does not apply).
 -- kb.plpython_expected_version()
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The pgkb_plpy.__version__ this schema expects; a backend running another version must reconnect.
@@ -778,9 +716,6 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.query_terms(text)
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
 --     BM25 terms of a query (SECURITY DEFINER wrapper for readers).
--- kb.read_retrieval_settings()
---     RETURNS kb.retrieval_settings LANGUAGE sql STABLE PARALLEL SAFE
---     The retrieval settings in force for this session, typed, in one composite (read once per kb_retrieve call).
 -- kb.read_scope(text)
 --     RETURNS text[] LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The namespaces a retrieval by the session's role (kb.session_role) may read: the one asked for if the role may read it, else none; without one, every namespace the role may read (NULL: all). Refuses a role without SELECT on kb.documents. Every leg of the pipeline applies it.
@@ -820,18 +755,6 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.retrieval_metadata(jsonb)
 --     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The metadata keys that change how a document is indexed (rag_include, concept_keys, aliases, synonyms; docs/INGEST.md): a change of them re-indexes the document.
--- kb.retrieval_modes()
---     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     The modes of kb_retrieve: lexical (BM25 + trigram), dense (HNSW), hybrid (both, fused), auto (hybrid when the active model has vectors).
--- kb.retrieve_core(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean,boolean)
---     RETURNS kb.retrieval_result LANGUAGE plpgsql STABLE PARALLEL UNSAFE
---     The retrieval pipeline behind kb_retrieve and kb_retrieve_explain: the passages (kb.retrieval_row[]: capped per document, adjacent chunks merged when asked) and, with p_explain, the explain object (else only what the retrieval log records: query, modes, low_confidence, no_evidence, timings_ms).
--- kb.rows_with(kb.retrieval_row[],jsonb[])
---     RETURNS kb.retrieval_row[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     The rows, each with the fields of the object at its place in p_fields set (a row without one keeps its own): how snippets and the answer reach the rows. Pure.
--- kb.run_stage(kb.retrieval_request,kb.retrieval_plan,kb.retrieval_settings,integer,text,text[],boolean)
---     RETURNS kb.retrieval_stage LANGUAGE plpgsql STABLE PARALLEL UNSAFE
---     One stage of the staged fallback: the lexical leg (BM25, trigram when a short query matched nothing) and the dense leg for one form of the query, and the evidence of their best hits (kb.calibrate against the thresholds).
 -- kb.session_role()
 --     RETURNS name LANGUAGE sql STABLE PARALLEL SAFE
 --     The role the session acts as (SET ROLE's, else the login), also inside SECURITY DEFINER functions: whose namespaces the retrieval gateways read (kb.read_scope) and whom the retrieval log names.
@@ -839,23 +762,20 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The value of a setting: the session GUC pgkb.<key> where the catalogue allows session overrides, else kb.settings; an unknown key is an error.
 -- kb.shard_corpus(text[],text)
---     RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
---     A shard's part of a sharded corpus's statistics: the BM25 sizes and df of the terms over every namespace the caller may see here (kb.lexical_corpus), and whether it holds vectors of the model.
--- kb.shard_passages(jsonb,text,double precision,double precision,integer,double precision,integer)
---     RETURNS SETOF kb.retrieval_row LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
---     A shard's part of a sharded retrieval: kb.passages over the coordinator's fused hits that are this shard's (by chunk id and namespace), with the freshness ranks computed over all shards' candidates.
+--     RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     A shard's part of a sharded corpus's statistics: the BM25 sizes and df of the terms over every namespace the caller may see here (kb_pipeline.lexical_corpus), and whether it holds vectors of the model.
+-- kb.shard_passages(jsonb)
+--     RETURNS SETOF kb.retrieval_row LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     The door to a shard's rows of a sharded retrieval (kb_pipeline.shard_rows): the coordinator's ranked hits that are this shard's and the caller's to read.
 -- kb.shard_stage_candidates(text,integer,text,jsonb,timestamp with time zone,text[],jsonb)
---     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL UNSAFE SECURITY DEFINER
---     A shard's part of a sharded retrieval over all namespaces: every stage's lexical and dense candidates and the identifier hits, ranked with the whole corpus's statistics given in p_corpus (BM25 sums, language moments and query vector per stage, glossary expansion), with each chunk's namespace, language and document dates (chunks, by chunk id); jsonb for the coordinator.
+--     RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     The door to a shard's part of a sharded retrieval (kb_pipeline.shard_gather): every stage's candidates over the namespaces the caller may read here, ranked with the whole corpus's statistics the coordinator gives.
 -- kb.snippet(text,text,integer)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
 --     Query-aware snippet (SECURITY DEFINER wrapper for readers).
 -- kb.snippets(text[],text,integer)
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
 --     Query-aware snippets of several passages in one call (SECURITY DEFINER wrapper for readers).
--- kb.stage_evidence(kb.retrieval_stage,kb.retrieval_plan,kb.retrieval_settings,boolean,text[])
---     RETURNS kb.retrieval_stage LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     The evidence of a stage's legs: lexical from the top hit's idf coverage, dense from the z-score of the best hit of each language against its group's noise level (with language moments) or from the top cosine similarity; the better leg decides, an identifier found verbatim is 1 (kb.calibrate against the thresholds). Pure.
 -- kb.strip_blank(text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The text without kb.blank_class() characters at either end (pgkb_plpy.vocabulary.strip_blank in SQL).
@@ -904,15 +824,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.trg_settings_python_path()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     BEFORE INSERT/UPDATE/DELETE on kb.settings: refuses a change of python_path (which code every backend imports) unless the role is a superuser or owns kb.settings.
--- kb.trigram_candidates(text,timestamp with time zone,text[],jsonb,integer)
---     RETURNS TABLE(chunk_id bigint, score double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
---     pg_trgm leg for short queries: word_similarity over chunk text via the GIN index (pg_trgm.word_similarity_threshold).
 -- kb.upsert_document(jsonb)
 --     RETURNS TABLE(id bigint, ingest_status text, ingest_error text) LANGUAGE sql VOLATILE PARALLEL UNSAFE
 --     Inserts or updates one document given as jsonb (the columns of kb.documents the folder loader writes), as the loader does: an unchanged document returns no row. The write a shard coordinator routes by namespace.
--- kb.validated_request(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)
---     RETURNS kb.retrieval_request LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     Checks kb_retrieve's arguments before any work (each error names the argument, its hint the fix): a query not blank by kb.is_blank, k in 1..1000, a namespace that can exist, a known mode, as_of, filters of bounded size and depth with typed values, at most kb.max_context_turns() turns, max_per_document in 1..1000 or NULL. Normalises them: query trimmed of blanks and cut to kb.max_query_chars() (so is each turn, with a note), lower-case mode.
 -- kb.visible_candidate(bigint,timestamp with time zone,text[],jsonb,boolean)
 --     RETURNS SETOF bigint LANGUAGE sql STABLE PARALLEL SAFE
 --     The visibility condition of every retrieval leg: the document id when the document may be used (current at as_of, or matching filters that lift the lifecycle rule), else no row. Inlined into its callers.
@@ -922,15 +836,198 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.visible_sources(text[])
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
 --     Whether every namespace/source in the list names a document the current role can see; the retrieval log accepts only such rows.
--- kb.with_answer(kb.retrieval_row[],text,double precision)
+-- kb_pipeline.abstains(double precision,kb_pipeline.retrieval_settings)
+--     RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     Whether a call returns no rows: the cutoff is on and its answerability (kb_pipeline.answerability) is no evidence, i.e. the best stage's evidence is at or below min_evidence (0 by default: neither leg above its "no evidence" level).
+-- kb_pipeline.answerability(double precision,kb_pipeline.retrieval_settings)
+--     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The answerability decision of a call from the evidence of its best stage: no evidence (at or below min_evidence: kb_pipeline.abstains returns no rows while the cutoff is on), low confidence (below 1), answer (1: a leg at its strong level or an identifier found verbatim). Every kb_retrieve row carries it.
+-- kb_pipeline.assembly_max_per_document(kb_pipeline.retrieval_request,kb_pipeline.retrieval_settings)
+--     RETURNS integer LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     The per-document cap of a call: its max_per_document argument, else the setting max_per_document (0 there: no cap); NULL for no cap. Pure.
+-- kb_pipeline.assembly_merge_adjacent(kb_pipeline.retrieval_request,kb_pipeline.retrieval_settings)
+--     RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     Whether a call merges adjacent chunks: its merge_adjacent argument, else the setting merge_adjacent. Pure.
+-- kb_pipeline.best_stage(kb_pipeline.retrieval_stage[])
+--     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The judge of a call: which of its stages answers (its place in p_stages): the first at full evidence, else the one with the most evidence (the earlier on a tie); skipped stages never. Pure.
+-- kb_pipeline.bm25_weight(double precision,integer,integer,double precision,double precision,double precision)
+--     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     A posting's BM25 weight: idf x tf saturation (k1) with length normalisation (b, average length avgdl). Inlined.
+-- kb_pipeline.calibrate(double precision,double precision,double precision)
+--     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     Maps a leg's top score to evidence in [0, 1]: 0 at or below the "no evidence" level, 1 at or above the "strong" level. Inlined into its callers.
+-- kb_pipeline.candidate_facts(bigint[])
+--     RETURNS kb_pipeline.candidate[] LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     What ranking needs to know of the chunks besides their scores (kb_pipeline.candidate: document, namespace, content hash, title, dates), in one read. Reads the chunks given: the doors' candidates only.
+-- kb_pipeline.check_filters(jsonb)
+--     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     Validates kb_retrieve filters: bounded size and depth, known keys, each value of its key's type (errors name the key and the expected type).
+-- kb_pipeline.coordinator_steps()
+--     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The kb_pipeline functions a shard coordinator, which runs as its caller, may execute (pure, or reading only what every reader may read); 090_grants.sql revokes the others from PUBLIC.
+-- kb_pipeline.dense_candidates(text,text,integer,timestamp with time zone,text[],jsonb,integer,kb.language_moment[])
+--     RETURNS TABLE(chunk_id bigint, similarity double precision, score double precision, language text, noise_z double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     Dense leg: HNSW cosine search over the named model's vectors with the visibility condition inside the scan (iterative scan); with language moments, one scan per language group with the group's query vector, the similarity z-scored within its group as the score, and the group's noise level (kb_pipeline.noise_z).
+-- kb_pipeline.dense_inputs(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,text)
+--     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     What the dense leg of a stage is given, as jsonb: query_vector (kb.embed_query), language_moments (kb.language_moments over the request's scope, when the correction applies), a note when the embedding failed (outside dense mode), embed_ms. Empty outside dense and hybrid mode.
+-- kb_pipeline.explain_assembly(integer,boolean,bigint[],kb.retrieval_row[],kb.retrieval_row[])
+--     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     The explain entry of passage assembly: the cap in force and which chunks of the uncapped top k it dropped (the next best chunks of other documents took their places), whether adjacent chunks were merged and which passages were (their chunks in document order), chunks selected and rows returned.
+-- kb_pipeline.explain_object(kb_pipeline.retrieval_request,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_stage[],kb_pipeline.retrieval_stage,bigint[],integer,jsonb)
+--     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     The explain object of a kb_retrieve call: query analysis, mode, model, fusion, stages tried, candidates, evidence, thresholds, notes, timings.
+-- kb_pipeline.filter_value_error(text,jsonb)
+--     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     What is wrong with the value of one kb_retrieve filter key (NULL when it has the key's type): doc_type, status and tags take a string or a non-empty array of strings, source_prefix a string, metadata an object, include_history a boolean.
+-- kb_pipeline.fuse(kb_pipeline.leg_hit[],kb_pipeline.leg_hit[],bigint[],text,double precision,double precision,double precision)
+--     RETURNS SETOF kb_pipeline.fused_hit LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     Fuses the lexical and dense legs' candidates (linear: min-max normalised scores times each hit's evidence, weighted, a dense hit in another language than the question's taking for the lexical leg, which could not read it, the larger of its lexical part and its dense part times what the lexical leg left open; rrf: reciprocal ranks, weighted) and marks identifier hits; a NaN or infinite leg score counts as no evidence, and no fused score is NaN. Pure: testable on hand-made hits.
+-- kb_pipeline.gather_here(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,boolean)
+--     RETURNS kb_pipeline.retrieval_stage[] LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+--     The stages of a call over this database (kb_pipeline.gather_stage with this database's inputs and statistics, judged by kb_pipeline.stage_evidence), until one is at full evidence.
+-- kb_pipeline.gather_stage(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,integer,jsonb,jsonb,jsonb)
+--     RETURNS kb_pipeline.retrieval_stage LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+--     The legs of one stage of the staged fallback over this database: BM25 (trigram when a short query matched nothing) and HNSW, with the inputs given (kb_pipeline.lexical_inputs, kb_pipeline.dense_inputs or a coordinator's) and p_lexical_corpus (a sharded corpus's BM25 statistics; NULL: this database's). Its evidence is kb_pipeline.stage_evidence's.
+-- kb_pipeline.global_id(bigint,text)
+--     RETURNS bigint LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     A shard's chunk or document id as a coordinator knows it: id x 256 + the shard number of its namespace, unique over all shards (the id on its shard: the quotient by 256).
+-- kb_pipeline.glossary_match_terms(jsonb)
+--     RETURNS TABLE(n bigint, term text, own boolean) LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The terms of each match of a glossary expansion (kb.glossary_expansion_of_terms(...).explain): its own terms (own) and the terms it adds, numbered by match. Pure. Inlined.
+-- kb_pipeline.identifier_candidates(text[],timestamp with time zone,text[],jsonb,integer)
+--     RETURNS TABLE(chunk_id bigint, matched integer) LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     Chunks that contain the query's identifiers verbatim as whole tokens (trigram-indexed ILIKE, escaped input).
+-- kb_pipeline.identifier_chunks(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan)
+--     RETURNS bigint[] LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     Chunks that hold an identifier of the query verbatim (none in dense mode), most identifiers matched first: strong evidence, and boosted.
+-- kb_pipeline.language_correction_explain(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage)
+--     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     The explain entry of the language correction: whether it is on for this model (the setting and the provider's language_correction), whether it applied, and the query's offset and scale per language group.
+-- kb_pipeline.lexical_candidates(text[],timestamp with time zone,text[],jsonb,integer,jsonb,jsonb)
+--     RETURNS TABLE(chunk_id bigint, score double precision, coverage double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage (kb_pipeline.lexical_scores), a second pass over every posting when hidden versions crowded the first; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents' terms, a concept counting once per chunk; p_corpus (kb_pipeline.lexical_corpus of a whole sharded corpus) replaces this database's statistics.
+-- kb_pipeline.lexical_corpus(text[],text[])
+--     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     The BM25 corpus statistics of the terms: chunk_count and total_length (summed over the namespaces of p_namespaces, the call's scope; NULL: all the caller may see) and each term's df, as jsonb; sums, so that shards' statistics add up to one node's (kb_pipeline.lexical_candidates ranks with it, or with a coordinator's sum).
+-- kb_pipeline.lexical_inputs(kb_pipeline.retrieval_plan,text[],kb_pipeline.retrieval_settings)
+--     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     What the lexical leg of each stage is given, as a jsonb array: terms (the analysis's stage_terms), skipped (same terms as the stage before) and glossary (kb.glossary_expansion_of_terms over the namespaces of p_scope; NULL when off, in dense mode or without entries).
+-- kb_pipeline.lexical_scores(text[],jsonb,jsonb,text[],integer,integer)
+--     RETURNS TABLE(chunk_id bigint, document_id bigint, score double precision, coverage double precision, all_read boolean) LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     The BM25 score and idf coverage of every candidate chunk of the terms in the namespaces given (NULL: all), visible or not: the postings each term's weight (kb_pipeline.lexical_term_weights) lets the leg read, the exact score of a shortlist of p_shortlist (NULL: every candidate), a glossary concept counted once per chunk; all_read says that no posting was left unread.
+-- kb_pipeline.lexical_term_weights(text[],jsonb,jsonb,integer)
+--     RETURNS TABLE(term text, pos bigint, df double precision, idf double precision, read_limit integer, truncated boolean, counted boolean) LANGUAGE sql STABLE PARALLEL SAFE
+--     The BM25 weight of each query term (and of the terms a glossary expansion adds): df and Robertson idf from the corpus statistics, how many of its highest-impact postings the leg reads (p_per_term, NULL: all) and whether that truncates it, and whether a chunk's coverage counts it (the query's own terms but CJK bigrams straddling two of its words). Inlined.
+-- kb_pipeline.max_context_turns()
+--     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     Most earlier turns kb_retrieve takes in context: a follow-up refers to the last few, and each turn costs query analysis (pgkb_plpy.vocabulary.MAX_CONTEXT_TURNS).
+-- kb_pipeline.max_filters_bytes()
+--     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     Largest kb_retrieve filters argument (bytes of its JSON text): a filter lists a few values, and a bigger one would cost every candidate's visibility check.
+-- kb_pipeline.max_filters_depth()
+--     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     Deepest nesting of values inside kb_retrieve filters ({"metadata": {"a": 1}} is 2 deep): enough for metadata objects, and containment of deeper ones costs more than it selects.
+-- kb_pipeline.max_namespace_chars()
+--     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     Longest namespace: the limit of the CHECK documents_namespace_valid, so a longer kb_retrieve namespace can name no document.
+-- kb_pipeline.max_query_chars()
+--     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     Characters of a query kb_retrieve uses; a longer query is cut there, with a note in the explain output.
+-- kb_pipeline.merged_leg(jsonb[],integer,text,integer,boolean)
+--     RETURNS kb_pipeline.leg_hit[] LANGUAGE sql STABLE PARALLEL SAFE
+--     One leg (lexical or dense) of one stage merged over the shards' answers, as one node's leg would have found it over all their documents: the best p_limit by score (trigram hits only when no shard has a BM25 hit), or with p_by_language the p_limit nearest of each language group; chunk ids as the coordinator knows them.
+-- kb_pipeline.merged_passages(kb.retrieval_row[])
+--     RETURNS kb.retrieval_row[] LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     The rows with the chunks of one document that follow each other joined into one passage each: the document's text from the first to the last (their overlap once), at the place and with the scores of its best chunk, the section path of its first, provenance over all of them (provenance.chunks in document order); ranks renumbered.
+-- kb_pipeline.merged_stage(jsonb[],kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,integer,jsonb,boolean)
+--     RETURNS kb_pipeline.retrieval_stage LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     One stage of a sharded retrieval: its legs merged over the shards' answers (kb_pipeline.merged_leg) and judged by the node's rule (kb_pipeline.stage_evidence).
+-- kb_pipeline.model_has_vectors(text,text[])
+--     RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     Whether the model has vectors of chunks in the namespaces given (NULL: in any the caller may see): the readiness that mode auto and a shard's corpus statistics report.
+-- kb_pipeline.ms_since(timestamp with time zone)
+--     RETURNS numeric LANGUAGE sql VOLATILE PARALLEL SAFE
+--     Milliseconds elapsed since a clock_timestamp(), for explain timings.
+-- kb_pipeline.namespace_pattern()
+--     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The pattern of the CHECK documents_namespace_valid: a kb_retrieve namespace outside it can name no document.
+-- kb_pipeline.noise_z(bigint)
+--     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     sqrt(2 ln n): about the best z-score n unrelated passages reach by chance; the dense leg's evidence thresholds are offsets from it. Inlined into its callers.
+-- kb_pipeline.passage_provenance(kb.documents,kb.chunks)
+--     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The provenance of one chunk as a passage carries it (docs/RETRIEVAL.md): the document's file, parser and chunker versions and when it was indexed, the chunk's heading path, pages, offsets, content hash and ingest time, and the list of its chunks (one here; kb_pipeline.merged_passages joins several).
+-- kb_pipeline.passage_rows(kb_pipeline.ranked_hit[])
+--     RETURNS kb.retrieval_row[] LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     The ranked hits (rank NOT NULL) of this database as kb.retrieval_row, in rank order: the passage, its document, scores per leg, match type, provenance (the document's file, parser and chunker versions, the chunk's heading path, pages, offsets, content hash, ingest time; docs/RETRIEVAL.md). Snippet, answerability and evidence are set later.
+-- kb_pipeline.plan_retrieval(kb_pipeline.retrieval_request,kb_pipeline.retrieval_settings,boolean)
+--     RETURNS kb_pipeline.retrieval_plan LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     What a kb_retrieve call will do: query analysis (its stages and each stage's BM25 terms, one PL/Python call), the mode (auto: hybrid when the active model has vectors the role may read, or, p_model_ready, on any database of a sharded corpus), the active model, base fusion weights and similarity thresholds (used when the language correction does not apply).
+-- kb_pipeline.rank(kb_pipeline.fused_hit[],kb_pipeline.candidate[],text,kb_pipeline.retrieval_settings,integer,integer)
+--     RETURNS SETOF kb_pipeline.ranked_hit LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     The top k of fused hits (kb_pipeline.ranked_hit): identifier and title boosts, a freshness preference among near-equals, one chunk per distinct text, a document's chunks after its p_max_per_document best only where no other candidate is left (NULL: no cap), ranks from 1, then the chunks the cap moved out of the top k (rank NULL). Pure: the facts of every candidate are given (kb_pipeline.candidate_facts, or a sharded corpus's shards).
+-- kb_pipeline.ranked(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage,bigint[],kb_pipeline.candidate[])
+--     RETURNS kb_pipeline.ranked_hit[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     The best stage's hits fused (kb_pipeline.fuse) and ranked (kb_pipeline.rank: the top k, then the chunks the cap displaced), or none when the call abstains. Pure: the candidates' facts are given.
+-- kb_pipeline.read_retrieval_settings()
+--     RETURNS kb_pipeline.retrieval_settings LANGUAGE sql STABLE PARALLEL SAFE
+--     The retrieval settings in force for this session, typed, in one composite (read once per kb_retrieve call).
+-- kb_pipeline.result_of(kb_pipeline.retrieval_request,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_stage[],kb_pipeline.retrieval_stage,bigint[],kb_pipeline.ranked_hit[],kb.retrieval_row[],jsonb,boolean)
+--     RETURNS kb_pipeline.retrieval_result LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+--     The end of every retrieval, on one node or over shards: the ranked rows with adjacent chunks merged (when asked), snippets and the answerability decision, and the explain object (p_explain; else what the retrieval log records). p_timings: started (the call's clock_timestamp), analysis, identifiers and fuse in ms, and any others to report.
+-- kb_pipeline.retrieval_modes()
+--     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The modes of kb_retrieve: lexical (BM25 + trigram), dense (HNSW), hybrid (both, fused), auto (hybrid when the active model has vectors).
+-- kb_pipeline.retrieve(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean,boolean)
+--     RETURNS kb_pipeline.retrieval_result LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     A retrieval and its log row: kb_pipeline.retrieve_core on one snapshot, then kb.log_retrieval. What the doors kb_retrieve and kb_retrieve_explain call once they hold kb.pipeline_door.
+-- kb_pipeline.retrieve_core(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean,boolean)
+--     RETURNS kb_pipeline.retrieval_result LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+--     The retrieval pipeline of one database, behind kb_retrieve and kb_retrieve_explain: analyse (request, scope, plan), gather and judge (kb_pipeline.gather_here, kb_pipeline.best_stage), fuse and rank (kb_pipeline.ranked), passages (kb_pipeline.passage_rows, kb_pipeline.result_of). Returns the rows and, with p_explain, the explain object (else what the retrieval log records).
+-- kb_pipeline.retrieve_over_shards(text,integer,text,jsonb,timestamp with time zone,text[],integer,boolean,boolean)
+--     RETURNS kb_pipeline.retrieval_result LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     The retrieval pipeline of a shard coordinator over all namespaces (kb_shard.retrieve, kb_shard.retrieve_explain): every stage's inputs and the corpus statistics here (kb_pipeline.stage_inputs_over_shards), the legs on every shard (merged: kb_pipeline.merged_stage), then the node's judge, fusion, ranking and result (kb_pipeline.best_stage, kb_pipeline.ranked, kb_pipeline.result_of), the rows from the shards holding them. Ranks like one node holding every shard's documents. merge_adjacent is refused.
+-- kb_pipeline.rows_over_shards(kb_pipeline.ranked_hit[])
+--     RETURNS kb.retrieval_row[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     Round 3 of a sharded retrieval: the rows of the ranked hits (rank NOT NULL), each from the shard that holds it (kb.shard_passages), in rank order.
+-- kb_pipeline.rows_with(kb.retrieval_row[],jsonb[])
 --     RETURNS kb.retrieval_row[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     The rows with the call's answerability decision (kb.answerability) and evidence (rounded to 3 places) in every row. Pure.
--- kb.with_snippets(kb.retrieval_row[],text)
+--     The rows, each with the fields of the object at its place in p_fields set (a row without one keeps its own): how snippets and the answer reach the rows. Pure.
+-- kb_pipeline.shard_facts(jsonb[])
+--     RETURNS kb_pipeline.candidate[] LANGUAGE sql STABLE PARALLEL SAFE
+--     The facts of every candidate of the shards' answers (kb_pipeline.shard_gather), with chunk and document ids as the coordinator knows them (kb_pipeline.global_id).
+-- kb_pipeline.shard_gather(text,integer,text,jsonb,timestamp with time zone,text[],jsonb)
+--     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+--     A shard's part of a sharded retrieval over all namespaces: every stage's legs (kb_pipeline.gather_stage with the coordinator's inputs: the whole corpus's BM25 statistics, query vectors, language moments, glossary expansions), the identifier hits, and the facts of every candidate (by chunk id); jsonb for the coordinator.
+-- kb_pipeline.shard_rows(jsonb)
+--     RETURNS kb.retrieval_row[] LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     A shard's part of a sharded retrieval: the rows (kb_pipeline.passage_rows) of the coordinator's ranked hits that are this shard's (by chunk id and namespace) and that the caller may read.
+-- kb_pipeline.stage_candidates(kb_pipeline.retrieval_stage,bigint[])
+--     RETURNS bigint[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     Every chunk a stage's legs or the identifier hits named, once: the candidates whose facts ranking needs. Pure.
+-- kb_pipeline.stage_evidence(kb_pipeline.retrieval_stage,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,boolean)
+--     RETURNS kb_pipeline.retrieval_stage LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     The evidence of a stage's legs: lexical from the top hit's idf coverage, dense from the z-score of the best hit of each language (the hits carry it) against its group's noise level (with language moments) or from the top cosine similarity; the better leg decides, an identifier found verbatim is 1 (kb_pipeline.calibrate against the thresholds). Pure: a coordinator judges the legs it merged from several shards by the rule one node uses.
+-- kb_pipeline.stage_inputs_over_shards(kb_pipeline.retrieval_request,kb_pipeline.retrieval_settings)
+--     RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     What every shard is given for a retrieval over all namespaces: model_ready (any shard has vectors), lexical_corpus (the BM25 statistics summed over the shards: round 1), and each stage's lexical and dense inputs (kb_pipeline.lexical_inputs, kb_pipeline.dense_inputs over the copy of all shards' statistics).
+-- kb_pipeline.trigram_candidates(text,timestamp with time zone,text[],jsonb,integer)
+--     RETURNS TABLE(chunk_id bigint, score double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     pg_trgm leg for short queries: word_similarity over chunk text via the GIN index (pg_trgm.word_similarity_threshold).
+-- kb_pipeline.validated_request(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)
+--     RETURNS kb_pipeline.retrieval_request LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     Checks kb_retrieve's arguments before any work (each error names the argument, its hint the fix): a query not blank by kb.is_blank, k in 1..1000, a namespace that can exist, a known mode, as_of, filters of bounded size and depth with typed values, at most kb_pipeline.max_context_turns() turns, max_per_document in 1..1000 or NULL. Normalises them: query trimmed of blanks and cut to kb_pipeline.max_query_chars() (so is each turn, with a note), lower-case mode.
+-- kb_pipeline.with_answer(kb.retrieval_row[],text,double precision)
+--     RETURNS kb.retrieval_row[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     The rows with the call's answerability decision (kb_pipeline.answerability) and evidence (rounded to 3 places) in every row. Pure.
+-- kb_pipeline.with_snippets(kb.retrieval_row[],text)
 --     RETURNS kb.retrieval_row[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The rows with their query-aware snippets (200 characters), computed in one call.
 -- kb_retrieve(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)
 --     RETURNS SETOF kb.retrieval_row LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
---     Ranked passages for a question from the documents current at as_of that the session's role may read: hybrid BM25 + HNSW, per-leg ranks and scores, snippets, provenance. Modes: lexical, dense, hybrid, auto. max_per_document caps the chunks of one document among the k, merge_adjacent joins consecutive chunks of one document into one passage (NULL: the settings of the same names). Runs with the owner's rights over the namespaces kb.read_scope gives the session's role.
+--     Ranked passages for a question from the documents current at as_of that the session's role may read: hybrid BM25 + HNSW, per-leg ranks and scores, snippets, provenance, and the call's answerability on every row. Modes: lexical, dense, hybrid, auto. max_per_document caps the chunks of one document among the k, merge_adjacent joins consecutive chunks of one document into one passage (NULL: the settings of the same names). Runs with the owner's rights over the namespaces kb.read_scope gives the session's role.
 -- kb_retrieve_explain(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)
 --     RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
---     How kb_retrieve answered: query analysis, stages tried, candidates per leg, evidence and low-confidence flag, model, timings per stage, passage assembly (cap, merges), and the results.
+--     How kb_retrieve answered: query analysis, stages tried, candidates per leg, evidence and the answerability decision, model, timings per stage, passage assembly (cap, merges), and the results.

@@ -129,6 +129,12 @@ def migrate(
                 # migration applied without the functions that go with it
                 result.applied.clear()
                 result.sql_files.clear()
+                # The retrieval door before any other lock: a reader waiting at the door
+                # holds no lock the migrate needs, while one let in would take locks on the
+                # documents that the migrate's earlier files already hold, and wait for it
+                # as it waits for the door (sql/040_pipeline_schema.sql locks it again: a no-op).
+                if conn.execute("SELECT to_regclass('kb.pipeline_door') IS NOT NULL").fetchone()[0]:
+                    conn.execute("LOCK TABLE kb.pipeline_door IN ACCESS EXCLUSIVE MODE")
                 for path, version, digest in pending:
                     run_file(conn, path, f"migration {path.name}")
                     conn.execute(

@@ -35,16 +35,16 @@ HEADER = (
 )
 
 _TYPES = """
-SELECT t.typname AS name,
+SELECT format('%I.%I', n.nspname, t.typname) AS name,
        string_agg(format('    %I %s', a.attname, format_type(a.atttypid, a.atttypmod)), E',\n' ORDER BY a.attnum)
            AS attributes
 FROM pg_type AS t
 JOIN pg_namespace AS n ON n.oid = t.typnamespace
 JOIN pg_class AS c ON c.oid = t.typrelid AND c.relkind = 'c'
 JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-WHERE n.nspname = 'kb'
-GROUP BY t.typname
-ORDER BY t.typname
+WHERE n.nspname IN ('kb', 'kb_pipeline')
+GROUP BY n.nspname, t.typname
+ORDER BY n.nspname, t.typname
 """
 
 _TABLES = """
@@ -109,7 +109,7 @@ SELECT p.oid::regprocedure::text AS signature,
        p.prosecdef AS security_definer,
        obj_description(p.oid, 'pg_proc') AS comment
 FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace JOIN pg_language AS l ON l.oid = p.prolang
-WHERE n.nspname = 'kb' OR (n.nspname = 'public' AND p.proname LIKE 'kb\\_%')
+WHERE n.nspname IN ('kb', 'kb_pipeline') OR (n.nspname = 'public' AND p.proname LIKE 'kb\\_%')
 ORDER BY 1
 """
 
@@ -127,7 +127,7 @@ def describe(conn: psycopg.Connection) -> str:
     cur = conn.cursor(row_factory=tuple_row)
     out = [HEADER, "\n-- Composite types\n"]
     for name, attributes in cur.execute(_TYPES).fetchall():
-        out.append(f"\nCREATE TYPE kb.{name} AS (\n{attributes}\n);\n")
+        out.append(f"\nCREATE TYPE {name} AS (\n{attributes}\n);\n")
     out.append("\n-- Tables\n")
     for oid, name, rls, comment in cur.execute(_TABLES).fetchall():
         columns = ",\n".join(r[0] for r in cur.execute(_COLUMNS, (oid,)))

@@ -70,7 +70,7 @@ FROM (VALUES
     ('strong_lexical_coverage', 'number', '0.6', NULL, true,
         'top BM25 idf coverage at or above which the lexical leg gives strong evidence (no later stage is tried)'),
     ('min_dense_z', 'number', '-0.8', NULL, true,
-        'the dense leg gives no evidence at or below this z-score above its language group''s noise level (kb.noise_z: about the best z of as many unrelated passages); language correction applied'),
+        'the dense leg gives no evidence at or below this z-score above its language group''s noise level (kb_pipeline.noise_z: about the best z of as many unrelated passages); language correction applied'),
     ('same_language_z_margin', 'number', '0.5', NULL, true,
         'added to min_dense_z in hybrid mode for a dense hit in the question''s own language, which the lexical leg could have vouched for and did not'),
     ('strong_dense_z', 'number', '2.0', NULL, true,
@@ -167,33 +167,3 @@ SELECT
 FROM kb.settings AS s;
 COMMENT ON VIEW kb.settings_catalogue IS
 'Every setting with the value in force for this session, where it comes from (session, kb.settings or default), its type and description.';
-
-CREATE OR REPLACE FUNCTION kb.read_retrieval_settings()
-RETURNS kb.retrieval_settings
-LANGUAGE sql
-STABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$
-    SELECT ROW(
-        (kb.setting('candidates_per_leg') #>> '{}')::integer,
-        kb.setting('fusion') #>> '{}',
-        (kb.setting('weight_dense') #>> '{}')::float8,
-        (kb.setting('weight_lexical') #>> '{}')::float8,
-        (kb.setting('rrf_k') #>> '{}')::float8,
-        (kb.setting('boost_identifier') #>> '{}')::float8,
-        (kb.setting('boost_title') #>> '{}')::float8,
-        (kb.setting('min_lexical_coverage') #>> '{}')::float8,
-        (kb.setting('strong_lexical_coverage') #>> '{}')::float8,
-        (kb.setting('no_evidence_cutoff') #>> '{}')::boolean,
-        (kb.setting('snippets') #>> '{}')::boolean,
-        (kb.setting('language_correction') #>> '{}')::boolean,
-        (kb.setting('language_min_vectors') #>> '{}')::integer,
-        (kb.setting('min_dense_z') #>> '{}')::float8,
-        (kb.setting('same_language_z_margin') #>> '{}')::float8,
-        (kb.setting('strong_dense_z') #>> '{}')::float8,
-        (kb.setting('min_evidence') #>> '{}')::float8,
-        (kb.setting('freshness_margin') #>> '{}')::float8
-    )::kb.retrieval_settings
-$$;
-COMMENT ON FUNCTION kb.read_retrieval_settings() IS
-'The retrieval settings in force for this session, typed, in one composite (read once per kb_retrieve call).';

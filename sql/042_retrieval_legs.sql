@@ -3,7 +3,7 @@
 -- ranking): BM25 over the postings, pg_trgm for short fuzzy queries,
 -- verbatim identifiers, and HNSW over the active model's vectors.
 
-CREATE OR REPLACE FUNCTION kb.bm25_weight(
+CREATE OR REPLACE FUNCTION kb_pipeline.bm25_weight(
     p_idf double precision, p_tf integer, p_length integer, p_k1 double precision, p_b double precision,
     p_avgdl double precision
 )
@@ -14,10 +14,10 @@ IMMUTABLE PARALLEL SAFE
 AS $$
     SELECT p_idf * p_tf * (p_k1 + 1) / (p_tf + p_k1 * (1 - p_b + p_b * p_length / p_avgdl))
 $$;
-COMMENT ON FUNCTION kb.bm25_weight(double precision, integer, integer, double precision, double precision, double precision) IS
+COMMENT ON FUNCTION kb_pipeline.bm25_weight(double precision, integer, integer, double precision, double precision, double precision) IS
 'A posting''s BM25 weight: idf x tf saturation (k1) with length normalisation (b, average length avgdl). Inlined.';
 
-CREATE OR REPLACE FUNCTION kb.lexical_corpus(p_terms text[], p_namespaces text[])
+CREATE OR REPLACE FUNCTION kb_pipeline.lexical_corpus(p_terms text[], p_namespaces text[])
 RETURNS jsonb
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
@@ -73,10 +73,10 @@ BEGIN
     );
 END;
 $$;
-COMMENT ON FUNCTION kb.lexical_corpus(text[], text[]) IS
-'The BM25 corpus statistics of the terms: chunk_count and total_length (summed over the namespaces of p_namespaces, the call''s scope; NULL: all the caller may see) and each term''s df, as jsonb; sums, so that shards'' statistics add up to one node''s (kb.lexical_candidates ranks with it, or with a coordinator''s sum).';
+COMMENT ON FUNCTION kb_pipeline.lexical_corpus(text[], text[]) IS
+'The BM25 corpus statistics of the terms: chunk_count and total_length (summed over the namespaces of p_namespaces, the call''s scope; NULL: all the caller may see) and each term''s df, as jsonb; sums, so that shards'' statistics add up to one node''s (kb_pipeline.lexical_candidates ranks with it, or with a coordinator''s sum).';
 
-CREATE OR REPLACE FUNCTION kb.glossary_match_terms(p_glossary jsonb)
+CREATE OR REPLACE FUNCTION kb_pipeline.glossary_match_terms(p_glossary jsonb)
 RETURNS TABLE (n bigint, term text, own boolean)
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
@@ -91,10 +91,10 @@ AS $$
     FROM jsonb_array_elements(coalesce(p_glossary -> 'matches', '[]'::jsonb)) WITH ORDINALITY AS m (match, n)
     CROSS JOIN LATERAL jsonb_array_elements_text(m.match -> 'added_terms') AS a (term)
 $$;
-COMMENT ON FUNCTION kb.glossary_match_terms(jsonb) IS
+COMMENT ON FUNCTION kb_pipeline.glossary_match_terms(jsonb) IS
 'The terms of each match of a glossary expansion (kb.glossary_expansion_of_terms(...).explain): its own terms (own) and the terms it adds, numbered by match. Pure. Inlined.';
 
-CREATE OR REPLACE FUNCTION kb.lexical_term_weights(
+CREATE OR REPLACE FUNCTION kb_pipeline.lexical_term_weights(
     p_terms text[], p_glossary jsonb, p_corpus jsonb, p_per_term integer
 )
 RETURNS TABLE (
@@ -105,7 +105,7 @@ LANGUAGE sql
 STABLE PARALLEL SAFE
 -- no SET search_path, so that it is inlined into the lexical leg (see 030_lifecycle.sql)
 AS $$
-    -- Robertson idf from the corpus statistics (kb.lexical_corpus, or a
+    -- Robertson idf from the corpus statistics (kb_pipeline.lexical_corpus, or a
     -- coordinator's sum of it over the shards); a term a glossary match adds
     -- (p_glossary: kb.glossary_expansion_of_terms(p_terms, ...).explain; its
     -- terms come after the query's own) weighs glossary_weight x its idf.
@@ -129,7 +129,7 @@ AS $$
             SELECT t.term, t.pos, coalesce((p_corpus -> 'df' ->> t.term)::float8, 0) AS df FROM terms AS t
         ) AS f
     ),
-    match_terms AS MATERIALIZED (SELECT * FROM kb.glossary_match_terms(p_glossary)),
+    match_terms AS MATERIALIZED (SELECT * FROM kb_pipeline.glossary_match_terms(p_glossary)),
     scaling AS (
         -- the terms a match adds weigh together at most what its own terms
         -- weigh: an equivalent of six CJK bigrams counts like the word it stands for
@@ -180,10 +180,10 @@ AS $$
         i.pos <= cardinality(p_terms) AND i.term NOT IN (SELECT j.term FROM junction AS j)
     FROM idf AS i
 $$;
-COMMENT ON FUNCTION kb.lexical_term_weights(text[], jsonb, jsonb, integer) IS
+COMMENT ON FUNCTION kb_pipeline.lexical_term_weights(text[], jsonb, jsonb, integer) IS
 'The BM25 weight of each query term (and of the terms a glossary expansion adds): df and Robertson idf from the corpus statistics, how many of its highest-impact postings the leg reads (p_per_term, NULL: all) and whether that truncates it, and whether a chunk''s coverage counts it (the query''s own terms but CJK bigrams straddling two of its words). Inlined.';
 
-CREATE OR REPLACE FUNCTION kb.lexical_scores(
+CREATE OR REPLACE FUNCTION kb_pipeline.lexical_scores(
     p_terms text[], p_glossary jsonb, p_corpus jsonb, p_namespaces text[], p_per_term integer, p_shortlist integer
 )
 RETURNS TABLE (
@@ -211,8 +211,8 @@ BEGIN
     -- shortlist), so every score of every chunk with a posting is here.
     RETURN QUERY
     WITH
-    idf AS MATERIALIZED (SELECT * FROM kb.lexical_term_weights(p_terms, p_glossary, p_corpus, p_per_term)),
-    match_terms AS MATERIALIZED (SELECT * FROM kb.glossary_match_terms(p_glossary)),
+    idf AS MATERIALIZED (SELECT * FROM kb_pipeline.lexical_term_weights(p_terms, p_glossary, p_corpus, p_per_term)),
+    match_terms AS MATERIALIZED (SELECT * FROM kb_pipeline.glossary_match_terms(p_glossary)),
     own AS (SELECT i.term, i.idf FROM idf AS i WHERE i.counted),
     total AS (SELECT nullif(sum(o.idf), 0) AS idf_mass FROM own AS o),
     candidates AS MATERIALIZED (
@@ -227,7 +227,7 @@ BEGIN
             array_agg(p.weight) FILTER (WHERE NOT i.truncated AND credited) AS exact_weights
         FROM idf AS i
         CROSS JOIN LATERAL (
-            SELECT lp.chunk_id, lp.document_id, kb.bm25_weight(i.idf, lp.tf, lp.chunk_length, k1, b, avgdl) AS weight
+            SELECT lp.chunk_id, lp.document_id, kb_pipeline.bm25_weight(i.idf, lp.tf, lp.chunk_length, k1, b, avgdl) AS weight
             FROM kb.lexical_postings AS lp
             WHERE lp.term = i.term AND (p_namespaces IS NULL OR lp.namespace = ANY(p_namespaces))
             ORDER BY lp.impact DESC
@@ -252,7 +252,7 @@ BEGIN
         FROM shortlisted AS s
         CROSS JOIN idf AS i
         CROSS JOIN LATERAL (
-            SELECT i.idf, kb.bm25_weight(i.idf, x.tf, x.chunk_length, k1, b, avgdl) AS weight
+            SELECT i.idf, kb_pipeline.bm25_weight(i.idf, x.tf, x.chunk_length, k1, b, avgdl) AS weight
             FROM kb.lexical_postings AS x
             WHERE x.term = i.term AND x.chunk_id = s.chunk_id
             LIMIT 1
@@ -311,10 +311,10 @@ BEGIN
     LEFT JOIN covered AS cv ON s.chunk_id = cv.chunk_id;
 END;
 $$;
-COMMENT ON FUNCTION kb.lexical_scores(text[], jsonb, jsonb, text[], integer, integer) IS
-'The BM25 score and idf coverage of every candidate chunk of the terms in the namespaces given (NULL: all), visible or not: the postings each term''s weight (kb.lexical_term_weights) lets the leg read, the exact score of a shortlist of p_shortlist (NULL: every candidate), a glossary concept counted once per chunk; all_read says that no posting was left unread.';
+COMMENT ON FUNCTION kb_pipeline.lexical_scores(text[], jsonb, jsonb, text[], integer, integer) IS
+'The BM25 score and idf coverage of every candidate chunk of the terms in the namespaces given (NULL: all), visible or not: the postings each term''s weight (kb_pipeline.lexical_term_weights) lets the leg read, the exact score of a shortlist of p_shortlist (NULL: every candidate), a glossary concept counted once per chunk; all_read says that no posting was left unread.';
 
-CREATE OR REPLACE FUNCTION kb.lexical_candidates(
+CREATE OR REPLACE FUNCTION kb_pipeline.lexical_candidates(
     p_terms text[], p_as_of timestamptz, p_namespaces text[], p_filters jsonb, p_limit integer,
     p_glossary jsonb DEFAULT NULL, p_corpus jsonb DEFAULT NULL
 )
@@ -332,9 +332,9 @@ DECLARE
     per_term integer := CASE WHEN NOT restricted
         THEN (kb.setting('bm25_postings_per_term') #>> '{}')::integer END;  -- NULL: read all
     shortlist integer := CASE WHEN NOT restricted THEN greatest(2 * p_limit, 200) END;  -- NULL: all
-    -- p_corpus: the statistics of a whole sharded corpus (kb.lexical_corpus summed
+    -- p_corpus: the statistics of a whole sharded corpus (kb_pipeline.lexical_corpus summed
     -- over the shards), else this database's own
-    corpus jsonb := coalesce(p_corpus, kb.lexical_corpus(
+    corpus jsonb := coalesce(p_corpus, kb_pipeline.lexical_corpus(
         p_terms || ARRAY(SELECT jsonb_array_elements_text(coalesce(p_glossary -> 'added_terms', '[]'::jsonb))),
         p_namespaces));
     ids bigint[];
@@ -342,8 +342,8 @@ DECLARE
     coverages double precision[];
     crowded boolean;
 BEGIN
-    -- BM25 (kb.lexical_scores: Robertson idf, k1/b from settings, N, average
-    -- length and df from kb.lexical_corpus or a coordinator's sum of it over
+    -- BM25 (kb_pipeline.lexical_scores: Robertson idf, k1/b from settings, N, average
+    -- length and df from kb_pipeline.lexical_corpus or a coordinator's sum of it over
     -- the shards; coverage = share of the query's idf mass that the chunk
     -- contains). Without filters only the best postings of a common term are
     -- read and only a shortlist gets its exact score; with filters every
@@ -360,7 +360,7 @@ BEGIN
     FOR pass IN 1 .. 2 LOOP
         WITH
         ranked AS MATERIALIZED (
-            SELECT * FROM kb.lexical_scores(p_terms, p_glossary, corpus, p_namespaces, per_term, shortlist)
+            SELECT * FROM kb_pipeline.lexical_scores(p_terms, p_glossary, corpus, p_namespaces, per_term, shortlist)
         ),
         visible AS MATERIALIZED (
             -- judged lazily, once per document, best exact score first, until
@@ -401,10 +401,10 @@ BEGIN
     RETURN QUERY SELECT u.chunk_id, u.score, u.coverage FROM unnest(ids, scores, coverages) AS u (chunk_id, score, coverage);
 END;
 $$;
-COMMENT ON FUNCTION kb.lexical_candidates(text[], timestamptz, text[], jsonb, integer, jsonb, jsonb) IS
-'BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage (kb.lexical_scores), a second pass over every posting when hidden versions crowded the first; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents'' terms, a concept counting once per chunk; p_corpus (kb.lexical_corpus of a whole sharded corpus) replaces this database''s statistics.';
+COMMENT ON FUNCTION kb_pipeline.lexical_candidates(text[], timestamptz, text[], jsonb, integer, jsonb, jsonb) IS
+'BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage (kb_pipeline.lexical_scores), a second pass over every posting when hidden versions crowded the first; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents'' terms, a concept counting once per chunk; p_corpus (kb_pipeline.lexical_corpus of a whole sharded corpus) replaces this database''s statistics.';
 
-CREATE OR REPLACE FUNCTION kb.trigram_candidates(
+CREATE OR REPLACE FUNCTION kb_pipeline.trigram_candidates(
     p_query text, p_as_of timestamptz, p_namespaces text[], p_filters jsonb, p_limit integer
 )
 RETURNS TABLE (chunk_id bigint, score double precision)
@@ -443,10 +443,10 @@ BEGIN
     LIMIT p_limit;
 END;
 $$;
-COMMENT ON FUNCTION kb.trigram_candidates(text, timestamptz, text[], jsonb, integer) IS
+COMMENT ON FUNCTION kb_pipeline.trigram_candidates(text, timestamptz, text[], jsonb, integer) IS
 'pg_trgm leg for short queries: word_similarity over chunk text via the GIN index (pg_trgm.word_similarity_threshold).';
 
-CREATE OR REPLACE FUNCTION kb.identifier_candidates(
+CREATE OR REPLACE FUNCTION kb_pipeline.identifier_candidates(
     p_identifiers text[], p_as_of timestamptz, p_namespaces text[], p_filters jsonb, p_limit integer
 )
 RETURNS TABLE (chunk_id bigint, matched integer)
@@ -488,10 +488,10 @@ BEGIN
     LIMIT p_limit;
 END;
 $$;
-COMMENT ON FUNCTION kb.identifier_candidates(text[], timestamptz, text[], jsonb, integer) IS
+COMMENT ON FUNCTION kb_pipeline.identifier_candidates(text[], timestamptz, text[], jsonb, integer) IS
 'Chunks that contain the query''s identifiers verbatim as whole tokens (trigram-indexed ILIKE, escaped input).';
 
-CREATE OR REPLACE FUNCTION kb.noise_z(p_vectors bigint)
+CREATE OR REPLACE FUNCTION kb_pipeline.noise_z(p_vectors bigint)
 RETURNS double precision
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
@@ -503,10 +503,10 @@ AS $$
     -- clause, so that the planner inlines it (callers pin search_path)
     SELECT sqrt(2 * ln(greatest(p_vectors, 2)::float8))
 $$;
-COMMENT ON FUNCTION kb.noise_z(bigint) IS
+COMMENT ON FUNCTION kb_pipeline.noise_z(bigint) IS
 'sqrt(2 ln n): about the best z-score n unrelated passages reach by chance; the dense leg''s evidence thresholds are offsets from it. Inlined into its callers.';
 
-CREATE OR REPLACE FUNCTION kb.dense_candidates(
+CREATE OR REPLACE FUNCTION kb_pipeline.dense_candidates(
     p_query_vector text, p_model text, p_dimensions integer,
     p_as_of timestamptz, p_namespaces text[], p_filters jsonb, p_limit integer,
     p_moments kb.language_moment[]
@@ -569,7 +569,7 @@ BEGIN
                      THEN (h.similarity - (h.han_share * $7 + (1 - h.han_share) * $9))
                          / (h.han_share * $8 + (1 - h.han_share) * $10)
                      ELSE (h.similarity - $11) / $12 END,
-                 %3$L::text, kb.noise_z($13)
+                 %3$L::text, kb_pipeline.noise_z($13)
              FROM (
                  SELECT e.chunk_id, c.han_share,
                      (1 - (e.embedding::vector(%1$s) <=> $1::vector(%1$s)))::float8 AS similarity
@@ -588,5 +588,5 @@ BEGIN
     END LOOP;
 END;
 $$;
-COMMENT ON FUNCTION kb.dense_candidates(text, text, integer, timestamptz, text[], jsonb, integer, kb.language_moment[]) IS
-'Dense leg: HNSW cosine search over the named model''s vectors with the visibility condition inside the scan (iterative scan); with language moments, one scan per language group with the group''s query vector, the similarity z-scored within its group as the score, and the group''s noise level (kb.noise_z).';
+COMMENT ON FUNCTION kb_pipeline.dense_candidates(text, text, integer, timestamptz, text[], jsonb, integer, kb.language_moment[]) IS
+'Dense leg: HNSW cosine search over the named model''s vectors with the visibility condition inside the scan (iterative scan); with language moments, one scan per language group with the group''s query vector, the similarity z-scored within its group as the score, and the group''s noise level (kb_pipeline.noise_z).';

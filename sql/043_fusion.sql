@@ -1,13 +1,15 @@
--- Fusion and answerability: how the legs' candidates become one ranking
--- (kb.fuse, pure), how much evidence a leg's best hit gives (kb.calibrate),
--- and the passages returned (kb.passages: boosts, duplicates, top k, rows).
+-- Fusion and ranking: how the legs' candidates become one ranking
+-- (kb_pipeline.fuse, pure), how much evidence a leg's best hit gives
+-- (kb_pipeline.calibrate), the top k (kb_pipeline.rank, pure: boosts,
+-- freshness, duplicates, the per-document cap) and the passages returned
+-- (kb_pipeline.passage_rows, kb_pipeline.merged_passages, snippets).
 --
 -- The functions a retrieval calls once per call are plpgsql, here and in
 -- 042/044: PL/pgSQL keeps a statement's plan for the session, while a SQL
 -- function that is not inlined (a SET clause forbids it) is planned on every
--- call (kb.passages: 2.7 ms as SQL, 0.3 ms as plpgsql, at 10k chunks).
+-- call (the ranking step: 2.7 ms as SQL, 0.3 ms as plpgsql, at 10k chunks).
 
-CREATE OR REPLACE FUNCTION kb.calibrate(p_value double precision, p_low double precision, p_high double precision)
+CREATE OR REPLACE FUNCTION kb_pipeline.calibrate(p_value double precision, p_low double precision, p_high double precision)
 RETURNS double precision
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
@@ -18,19 +20,19 @@ AS $$
     SELECT CASE WHEN p_value IS NULL OR p_value IN ('NaN', 'Infinity', '-Infinity') THEN 0
         ELSE least(greatest((p_value - p_low) / nullif(p_high - p_low, 0), 0), 1) END
 $$;
-COMMENT ON FUNCTION kb.calibrate(double precision, double precision, double precision) IS
+COMMENT ON FUNCTION kb_pipeline.calibrate(double precision, double precision, double precision) IS
 'Maps a leg''s top score to evidence in [0, 1]: 0 at or below the "no evidence" level, 1 at or above the "strong" level. Inlined into its callers.';
 
-CREATE OR REPLACE FUNCTION kb.fuse(
-    p_lexical kb.leg_hit[],
-    p_dense kb.leg_hit[],
+CREATE OR REPLACE FUNCTION kb_pipeline.fuse(
+    p_lexical kb_pipeline.leg_hit[],
+    p_dense kb_pipeline.leg_hit[],
     p_identifier_chunks bigint[],
     p_method text,
     p_weight_lexical double precision,
     p_weight_dense double precision,
     p_rrf_k double precision
 )
-RETURNS SETOF kb.fused_hit
+RETURNS SETOF kb_pipeline.fused_hit
 LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
@@ -39,7 +41,7 @@ AS $$
     -- Every chunk of either leg or of the identifier hits, once.
     -- linear: each leg's scores min-max normalised to [0, 1] over its own
     --   candidates (a leg with one distinct score gives 1), times the hit's
-    --   own evidence (kb.leg_hit.evidence, 1 when not given, as kb.run_stage
+    --   own evidence (kb.leg_hit.evidence, 1 when not given, as kb_pipeline.run_stage
     --   does when the dense leg is not language-corrected: how much of the
     --   query a lexical hit covers, how far above its language a dense hit
     --   stands), weighted; a trigram hit of the lexical leg counts 0.5 / its
@@ -136,10 +138,10 @@ BEGIN
     FROM fused AS f;
 END;
 $$;
-COMMENT ON FUNCTION kb.fuse(kb.leg_hit[], kb.leg_hit[], bigint[], text, double precision, double precision, double precision) IS
+COMMENT ON FUNCTION kb_pipeline.fuse(kb_pipeline.leg_hit[], kb_pipeline.leg_hit[], bigint[], text, double precision, double precision, double precision) IS
 'Fuses the lexical and dense legs'' candidates (linear: min-max normalised scores times each hit''s evidence, weighted, a dense hit in another language than the question''s taking for the lexical leg, which could not read it, the larger of its lexical part and its dense part times what the lexical leg left open; rrf: reciprocal ranks, weighted) and marks identifier hits; a NaN or infinite leg score counts as no evidence, and no fused score is NaN. Pure: testable on hand-made hits.';
 
-CREATE OR REPLACE FUNCTION kb.passage_provenance(d kb.documents, c kb.chunks)
+CREATE OR REPLACE FUNCTION kb_pipeline.passage_provenance(d kb.documents, c kb.chunks)
 RETURNS jsonb
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
@@ -169,47 +171,60 @@ AS $$
             'char_start', c.char_start, 'char_end', c.char_end))
     )
 $$;
-COMMENT ON FUNCTION kb.passage_provenance(kb.documents, kb.chunks) IS
-'The provenance of one chunk as a passage carries it (docs/RETRIEVAL.md): the document''s file, parser and chunker versions and when it was indexed, the chunk''s heading path, pages, offsets, content hash and ingest time, and the list of its chunks (one here; kb.merged_passages joins several).';
+COMMENT ON FUNCTION kb_pipeline.passage_provenance(kb.documents, kb.chunks) IS
+'The provenance of one chunk as a passage carries it (docs/RETRIEVAL.md): the document''s file, parser and chunker versions and when it was indexed, the chunk''s heading path, pages, offsets, content hash and ingest time, and the list of its chunks (one here; kb_pipeline.merged_passages joins several).';
 
-CREATE OR REPLACE FUNCTION kb.passages(
-    p_fused kb.fused_hit[],
-    p_core_terms text,
-    p_boost_identifier double precision,
-    p_boost_title double precision,
-    p_k integer,
-    p_freshness_margin double precision DEFAULT 0,
-    p_max_per_document integer DEFAULT NULL,
-    p_with_displaced boolean DEFAULT false,
-    p_freshness jsonb DEFAULT NULL
-)
-RETURNS SETOF kb.retrieval_row
+CREATE OR REPLACE FUNCTION kb_pipeline.candidate_facts(p_chunk_ids bigint[])
+RETURNS kb_pipeline.candidate[]
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    -- one read of the chunks and their documents for every candidate of a call
+    RETURN ARRAY(
+        SELECT ROW(c.id, c.document_id, c.namespace, c.content_hash, d.title, d.effective_from,
+            d.created_at)::kb_pipeline.candidate
+        FROM kb.chunks AS c
+        INNER JOIN kb.documents AS d ON d.id = c.document_id
+        WHERE c.id = ANY(p_chunk_ids)
+    );
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.candidate_facts(bigint[]) IS
+'What ranking needs to know of the chunks besides their scores (kb_pipeline.candidate: document, namespace, content hash, title, dates), in one read. Reads the chunks given: the doors'' candidates only.';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.rank(
+    p_fused kb_pipeline.fused_hit[],
+    p_facts kb_pipeline.candidate[],
+    p_core_terms text,
+    p_settings kb_pipeline.retrieval_settings,
+    p_k integer,
+    p_max_per_document integer
+)
+RETURNS SETOF kb_pipeline.ranked_hit
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 #variable_conflict use_column
     -- Boosts: a chunk holding an identifier of the query verbatim, and a chunk
     -- whose document title contains the query's core terms (two characters or
     -- more). Freshness: a small preference for the newer of near-equal
-    -- passages, a share of the fused score up to p_freshness_margin by the
-    -- rank of the document's effective date (then creation) among the
+    -- passages, a share of the fused score up to the setting freshness_margin
+    -- by the rank of the document's effective date (then creation) among the
     -- candidates' documents, so that of two current versions of a policy that
     -- answer alike the newer comes first, while a clearly better older
-    -- passage keeps its place. Chunks of
-    -- identical text (content hash) count once, at their best. The cap: a
-    -- document's chunks after its p_max_per_document best go after every
-    -- other candidate, so the next best chunks of other documents take their
-    -- places, and they fill the k places only when too few other candidates
-    -- remain (a namespace of one document still gives k passages). A
-    -- document's best chunk is never moved, so the order of the documents is
-    -- that of the uncapped ranking. With p_with_displaced the chunks the cap
-    -- moved out of the top k follow the ranked rows, with rank NULL, in their
-    -- uncapped order (what the explain object reports, found in the same pass).
-    -- p_freshness (chunk id -> rank in [0, 1]) gives the ranks when the
-    -- candidates' documents live on several databases (the coordinator ranks
-    -- them all, sql/shards/coordinator.sql); a chunk it does not name ranks 0.
-    -- Ties break by chunk id. snippet is left NULL (kb.with_snippets fills it).
+    -- passage keeps its place. Chunks of identical text (content hash) count
+    -- once, at their best. The cap: a document's chunks after its
+    -- p_max_per_document best go after every other candidate, so the next
+    -- best chunks of other documents take their places, and they fill the k
+    -- places only when too few other candidates remain (a namespace of one
+    -- document still gives k passages). A document's best chunk is never
+    -- moved, so the order of the documents is that of the uncapped ranking.
+    -- Returned: the top k (rank 1..k), then the chunks the cap moved out of
+    -- the top k (rank NULL), in their uncapped order. A hit without facts
+    -- (none given for it) is left out. Ties break by chunk id.
 BEGIN
     RETURN QUERY
     WITH
@@ -221,19 +236,16 @@ BEGIN
         SELECT
             f.*,
             c.document_id,
+            c.namespace,
             c.content_hash,
             f.fused_score
-            + CASE WHEN f.identifier_hit THEN p_boost_identifier ELSE 0 END
-            + CASE WHEN d.title ILIKE tp.pattern THEN p_boost_title ELSE 0 END
-            + f.fused_score * p_freshness_margin * CASE
-                WHEN p_freshness IS NOT NULL THEN coalesce((p_freshness ->> f.chunk_id::text)::float8, 0)
-                WHEN count(*) OVER () > 1
-                    THEN percent_rank() OVER (ORDER BY d.effective_from NULLS FIRST, d.created_at)
-                ELSE 0 END
+            + CASE WHEN f.identifier_hit THEN p_settings.boost_identifier ELSE 0 END
+            + CASE WHEN c.title ILIKE tp.pattern THEN p_settings.boost_title ELSE 0 END
+            + f.fused_score * p_settings.freshness_margin * CASE WHEN count(*) OVER () > 1
+                THEN percent_rank() OVER (ORDER BY c.effective_from NULLS FIRST, c.created_at) ELSE 0 END
             AS final_score
         FROM unnest(p_fused) AS f
-        INNER JOIN kb.chunks AS c ON c.id = f.chunk_id
-        INNER JOIN kb.documents AS d ON d.id = c.document_id
+        INNER JOIN unnest(p_facts) AS c ON c.chunk_id = f.chunk_id
         CROSS JOIN title_pattern AS tp
     ),
     deduplicated AS (
@@ -241,72 +253,68 @@ BEGIN
         FROM boosted AS b
         ORDER BY b.content_hash, b.final_score DESC, b.chunk_id
     ),
-    capped AS (
-        SELECT x.*, coalesce(x.nth_of_document > p_max_per_document, false) AS over_cap
-        FROM (
-            SELECT y.*, row_number() OVER (PARTITION BY y.document_id ORDER BY y.final_score DESC, y.chunk_id)
-                AS nth_of_document
-            FROM deduplicated AS y
-        ) AS x
-    ),
     ranked AS (
         SELECT
             x.*,
             row_number() OVER (ORDER BY x.over_cap, x.final_score DESC, x.chunk_id) AS capped_rank,
             row_number() OVER (ORDER BY x.final_score DESC, x.chunk_id) AS uncapped_rank
-        FROM capped AS x
-    ),
-    top AS (
-        SELECT r.*, CASE WHEN r.capped_rank <= p_k THEN r.capped_rank::integer END AS rank
-        FROM ranked AS r
-        WHERE r.capped_rank <= p_k OR (p_with_displaced AND r.uncapped_rank <= p_k)
+        FROM (
+            SELECT y.*, coalesce(row_number() OVER (PARTITION BY y.document_id
+                ORDER BY y.final_score DESC, y.chunk_id) > p_max_per_document, false) AS over_cap
+            FROM deduplicated AS y
+        ) AS x
     )
-    SELECT (x.passage).*
-    FROM (
-    SELECT ROW(
-        top.rank,
-        top.chunk_id,
-        c.document_id,
-        d.namespace,
-        d.source,
-        d.title,
-        array_to_string(c.section_path, ' > '),
-        c.content,
-        NULL,
-        round(top.final_score::numeric, 6)::float8,
-        top.dense_rank,
-        top.lexical_rank,
-        round(top.dense_score::numeric, 6)::float8,
-        round(top.lexical_score::numeric, 6)::float8,
-        CASE
-            WHEN top.identifier_hit THEN 'identifier'
-            WHEN top.trigram AND top.dense_rank IS NOT NULL THEN 'trigram+dense'
-            WHEN top.trigram THEN 'trigram'
-            WHEN top.lexical_rank IS NOT NULL AND top.dense_rank IS NOT NULL THEN 'hybrid'
-            WHEN top.lexical_rank IS NOT NULL THEN 'lexical'
-            ELSE 'dense' END,
-        d.doc_type,
-        d.status,
-        d.version,
-        d.effective_from,
-        d.effective_to,
-        kb.passage_provenance(d, c),
-        NULL,  -- answerability and evidence: the call's, set by kb.with_answer
-        NULL
-    )::kb.retrieval_row AS passage, top.rank, top.uncapped_rank
-    FROM top
-    INNER JOIN kb.chunks AS c ON c.id = top.chunk_id
-    INNER JOIN kb.documents AS d ON d.id = c.document_id
-    ) AS x
-    ORDER BY x.rank NULLS LAST, x.uncapped_rank;
+    SELECT r.chunk_id, r.document_id, r.namespace, r.lexical_rank, r.lexical_score, r.trigram, r.dense_rank,
+        r.dense_score, r.identifier_hit, r.final_score,
+        CASE WHEN r.capped_rank <= p_k THEN r.capped_rank::integer END, r.uncapped_rank::integer
+    FROM ranked AS r
+    WHERE r.capped_rank <= p_k OR r.uncapped_rank <= p_k
+    ORDER BY r.capped_rank <= p_k DESC, r.capped_rank, r.uncapped_rank;
 END;
 $$;
-COMMENT ON FUNCTION kb.passages(
-    kb.fused_hit[], text, double precision, double precision, integer, double precision, integer, boolean, jsonb
+COMMENT ON FUNCTION kb_pipeline.rank(
+    kb_pipeline.fused_hit[], kb_pipeline.candidate[], text, kb_pipeline.retrieval_settings, integer, integer
 ) IS
-'The top k passages of fused hits as kb.retrieval_row: identifier and title boosts, a freshness preference among near-equals, one chunk per distinct text, a document''s chunks after its p_max_per_document best only where no other candidate is left (NULL: no cap), ranks from 1 (with p_with_displaced, then the chunks the cap moved out of the top k, rank NULL; p_freshness: freshness ranks computed over a sharded corpus), match type, provenance (the document''s file, parser and chunker versions, the chunk''s heading path, pages, offsets, content hash, ingest time; docs/RETRIEVAL.md).';
+'The top k of fused hits (kb_pipeline.ranked_hit): identifier and title boosts, a freshness preference among near-equals, one chunk per distinct text, a document''s chunks after its p_max_per_document best only where no other candidate is left (NULL: no cap), ranks from 1, then the chunks the cap moved out of the top k (rank NULL). Pure: the facts of every candidate are given (kb_pipeline.candidate_facts, or a sharded corpus''s shards).';
 
-CREATE OR REPLACE FUNCTION kb.merged_passages(p_rows kb.retrieval_row[])
+CREATE OR REPLACE FUNCTION kb_pipeline.passage_rows(p_ranked kb_pipeline.ranked_hit[])
+RETURNS kb.retrieval_row[]
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    -- the ranked hits of this database (rank NOT NULL) as rows, in rank
+    -- order; snippet, answerability and evidence are set later
+    -- (kb_pipeline.with_snippets, kb_pipeline.with_answer)
+    RETURN ARRAY(
+        SELECT ROW(
+            h.rank, h.chunk_id, c.document_id, d.namespace, d.source, d.title,
+            array_to_string(c.section_path, ' > '), c.content, NULL,
+            round(h.final_score::numeric, 6)::float8, h.dense_rank, h.lexical_rank,
+            round(h.dense_score::numeric, 6)::float8, round(h.lexical_score::numeric, 6)::float8,
+            CASE
+                WHEN h.identifier_hit THEN 'identifier'
+                WHEN h.trigram AND h.dense_rank IS NOT NULL THEN 'trigram+dense'
+                WHEN h.trigram THEN 'trigram'
+                WHEN h.lexical_rank IS NOT NULL AND h.dense_rank IS NOT NULL THEN 'hybrid'
+                WHEN h.lexical_rank IS NOT NULL THEN 'lexical'
+                ELSE 'dense' END,
+            d.doc_type, d.status, d.version, d.effective_from, d.effective_to,
+            kb_pipeline.passage_provenance(d, c), NULL, NULL
+        )::kb.retrieval_row
+        FROM unnest(p_ranked) AS h
+        INNER JOIN kb.chunks AS c ON c.id = h.chunk_id
+        INNER JOIN kb.documents AS d ON d.id = c.document_id
+        WHERE h.rank IS NOT NULL
+        ORDER BY h.rank
+    );
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.passage_rows(kb_pipeline.ranked_hit[]) IS
+'The ranked hits (rank NOT NULL) of this database as kb.retrieval_row, in rank order: the passage, its document, scores per leg, match type, provenance (the document''s file, parser and chunker versions, the chunk''s heading path, pages, offsets, content hash, ingest time; docs/RETRIEVAL.md). Snippet, answerability and evidence are set later.';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.merged_passages(p_rows kb.retrieval_row[])
 RETURNS kb.retrieval_row[]
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
@@ -398,10 +406,10 @@ BEGIN
     );
 END;
 $$;
-COMMENT ON FUNCTION kb.merged_passages(kb.retrieval_row[]) IS
+COMMENT ON FUNCTION kb_pipeline.merged_passages(kb.retrieval_row[]) IS
 'The rows with the chunks of one document that follow each other joined into one passage each: the document''s text from the first to the last (their overlap once), at the place and with the scores of its best chunk, the section path of its first, provenance over all of them (provenance.chunks in document order); ranks renumbered.';
 
-CREATE OR REPLACE FUNCTION kb.rows_with(p_rows kb.retrieval_row[], p_fields jsonb[])
+CREATE OR REPLACE FUNCTION kb_pipeline.rows_with(p_rows kb.retrieval_row[], p_fields jsonb[])
 RETURNS kb.retrieval_row[]
 LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
@@ -414,10 +422,10 @@ BEGIN
     );
 END;
 $$;
-COMMENT ON FUNCTION kb.rows_with(kb.retrieval_row[], jsonb[]) IS
+COMMENT ON FUNCTION kb_pipeline.rows_with(kb.retrieval_row[], jsonb[]) IS
 'The rows, each with the fields of the object at its place in p_fields set (a row without one keeps its own): how snippets and the answer reach the rows. Pure.';
 
-CREATE OR REPLACE FUNCTION kb.with_snippets(p_rows kb.retrieval_row[], p_query text)
+CREATE OR REPLACE FUNCTION kb_pipeline.with_snippets(p_rows kb.retrieval_row[], p_query text)
 RETURNS kb.retrieval_row[]
 LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
@@ -428,10 +436,10 @@ DECLARE
     texts text[] := kb.snippets(ARRAY(SELECT u.content FROM unnest(p_rows) WITH ORDINALITY AS u ORDER BY u.ordinality),
         p_query, 200);
 BEGIN
-    RETURN kb.rows_with(p_rows, ARRAY(
+    RETURN kb_pipeline.rows_with(p_rows, ARRAY(
         SELECT jsonb_build_object('snippet', t.text) FROM unnest(texts) WITH ORDINALITY AS t (text, n) ORDER BY t.n
     ));
 END;
 $$;
-COMMENT ON FUNCTION kb.with_snippets(kb.retrieval_row[], text) IS
+COMMENT ON FUNCTION kb_pipeline.with_snippets(kb.retrieval_row[], text) IS
 'The rows with their query-aware snippets (200 characters), computed in one call.';

@@ -11,15 +11,17 @@
 -- readers (090_grants.sql); the tables' policies stay as the second wall for
 -- every other way in (docs/RELIABILITY.md, "One door").
 
-CREATE OR REPLACE FUNCTION kb.ms_since(p_start timestamptz)
+CREATE OR REPLACE FUNCTION kb_pipeline.ms_since(p_start timestamptz)
 RETURNS numeric
 LANGUAGE sql
 VOLATILE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$ SELECT round((extract(epoch FROM clock_timestamp() - p_start) * 1000)::numeric, 2) $$;
-COMMENT ON FUNCTION kb.ms_since(timestamptz) IS 'Milliseconds elapsed since a clock_timestamp(), for explain timings.';
+COMMENT ON FUNCTION kb_pipeline.ms_since(timestamptz) IS 'Milliseconds elapsed since a clock_timestamp(), for explain timings.';
 
-CREATE OR REPLACE FUNCTION kb.identifier_chunks(p_request kb.retrieval_request, p_plan kb.retrieval_plan)
+CREATE OR REPLACE FUNCTION kb_pipeline.identifier_chunks(
+    p_request kb_pipeline.retrieval_request, p_plan kb_pipeline.retrieval_plan
+)
 RETURNS bigint[]
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
@@ -29,34 +31,107 @@ AS $$
     -- the same for every stage, so found once per call; the dense mode does not look
 BEGIN
     RETURN (
-    SELECT coalesce(array_agg(i.chunk_id), '{}')
-    FROM kb.identifier_candidates(
+    SELECT coalesce(array_agg(i.chunk_id ORDER BY i.matched DESC, i.chunk_id), '{}')
+    FROM kb_pipeline.identifier_candidates(
         p_plan.identifiers, p_request.as_of, p_request.scope, p_request.filters, p_plan.candidates
     ) AS i
     WHERE cardinality(p_plan.identifiers) > 0 AND p_plan.mode <> 'dense'
     );
 END;
 $$;
-COMMENT ON FUNCTION kb.identifier_chunks(kb.retrieval_request, kb.retrieval_plan) IS
-'Chunks that hold an identifier of the query verbatim (none in dense mode): strong evidence, and boosted.';
+COMMENT ON FUNCTION kb_pipeline.identifier_chunks(kb_pipeline.retrieval_request, kb_pipeline.retrieval_plan) IS
+'Chunks that hold an identifier of the query verbatim (none in dense mode), most identifiers matched first: strong evidence, and boosted.';
 
-CREATE OR REPLACE FUNCTION kb.stage_evidence(
-    p_stage kb.retrieval_stage,
-    p_plan kb.retrieval_plan,
-    p_settings kb.retrieval_settings,
-    p_identifier_found boolean,
-    p_dense_languages text[]
+CREATE OR REPLACE FUNCTION kb_pipeline.lexical_inputs(
+    p_plan kb_pipeline.retrieval_plan, p_scope text[], p_settings kb_pipeline.retrieval_settings
 )
-RETURNS kb.retrieval_stage
+RETURNS jsonb
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    inputs jsonb := '[]';
+    terms jsonb;
+BEGIN
+    -- per stage: its BM25 terms (from the query analysis), whether it is
+    -- skipped (a later stage with the same terms as the one before it, the
+    -- question form having dropped only stop words, would find the same
+    -- evidence again) and the glossary equivalents of its terms
+    -- (docs/GLOSSARY.md; none while kb.glossary is empty or in dense mode)
+    FOR stage_no IN 1 .. coalesce(cardinality(p_plan.stages), 0) LOOP
+        terms := coalesce(p_plan.analysis -> 'stage_terms' -> (stage_no - 1), '[]');
+        inputs := inputs || jsonb_build_array(jsonb_build_object(
+            'terms', terms,
+            'skipped', p_plan.mode IN ('lexical', 'hybrid') AND stage_no > 1
+                AND terms = p_plan.analysis -> 'stage_terms' -> (stage_no - 2),
+            'glossary', CASE WHEN p_plan.mode IN ('lexical', 'hybrid') AND p_settings.glossary_expansion
+                THEN (kb.glossary_expansion_of_terms(ARRAY(SELECT jsonb_array_elements_text(terms)), p_scope,
+                    p_settings.glossary_max_terms)).explain END));
+    END LOOP;
+    RETURN inputs;
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.lexical_inputs(kb_pipeline.retrieval_plan, text[], kb_pipeline.retrieval_settings) IS
+'What the lexical leg of each stage is given, as a jsonb array: terms (the analysis''s stage_terms), skipped (same terms as the stage before) and glossary (kb.glossary_expansion_of_terms over the namespaces of p_scope; NULL when off, in dense mode or without entries).';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.dense_inputs(
+    p_request kb_pipeline.retrieval_request,
+    p_plan kb_pipeline.retrieval_plan,
+    p_settings kb_pipeline.retrieval_settings,
+    p_query text
+)
+RETURNS jsonb
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    t timestamptz := clock_timestamp();
+    query_vector text;
+    moments kb.language_moment[] := '{}';
+BEGIN
+    -- the query vector of a stage and its language moments (over the
+    -- namespaces of the request's scope); an embedding that fails skips the
+    -- dense leg with a note, unless dense mode was asked for
+    IF p_plan.mode NOT IN ('dense', 'hybrid') THEN
+        RETURN jsonb_build_object('embed_ms', 0);
+    END IF;
+    BEGIN
+        query_vector := kb.embed_query(p_query, (p_plan.model).name);
+    EXCEPTION WHEN OTHERS THEN
+        IF p_request.mode_requested = 'dense' THEN
+            RAISE;
+        END IF;
+        RETURN jsonb_build_object('note', 'query embedding failed, dense leg skipped: ' || SQLERRM,
+            'embed_ms', kb_pipeline.ms_since(t));
+    END;
+    IF p_plan.language_correction THEN
+        moments := kb.language_moments((p_plan.model).name, query_vector, p_request.scope,
+            p_settings.language_min_vectors, p_query);
+    END IF;
+    RETURN jsonb_build_object('query_vector', query_vector, 'language_moments', to_jsonb(moments),
+        'embed_ms', kb_pipeline.ms_since(t));
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.dense_inputs(
+    kb_pipeline.retrieval_request, kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, text
+) IS
+'What the dense leg of a stage is given, as jsonb: query_vector (kb.embed_query), language_moments (kb.language_moments over the request''s scope, when the correction applies), a note when the embedding failed (outside dense mode), embed_ms. Empty outside dense and hybrid mode.';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.stage_evidence(
+    p_stage kb_pipeline.retrieval_stage,
+    p_plan kb_pipeline.retrieval_plan,
+    p_settings kb_pipeline.retrieval_settings,
+    p_identifier_found boolean
+)
+RETURNS kb_pipeline.retrieval_stage
 LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
-    -- p_dense_languages: the language of each dense hit's chunk, in the order
-    -- of p_stage.dense (pure, so that a coordinator judges the legs it merged
-    -- from several shards by the rule a single node uses)
-    result kb.retrieval_stage := p_stage;
+    result kb_pipeline.retrieval_stage := p_stage;
 BEGIN
     result.lexical_top_coverage := (result.lexical[1]).coverage;
     result.dense_top_similarity := (result.dense[1]).similarity;
@@ -65,7 +140,7 @@ BEGIN
     -- the passages of its language a hit stands (z units), else from its
     -- cosine similarity
     result.lexical_evidence := CASE WHEN p_plan.mode = 'dense' THEN 0
-        ELSE kb.calibrate(result.lexical_top_coverage, p_settings.min_lexical_coverage,
+        ELSE kb_pipeline.calibrate(result.lexical_top_coverage, p_settings.min_lexical_coverage,
             p_settings.strong_lexical_coverage) END;
     IF p_plan.mode = 'lexical' THEN
         result.dense_evidence := 0;
@@ -76,26 +151,23 @@ BEGIN
         -- hit in that language must stand higher (same_language_z_margin). In
         -- another language the lexical leg cannot tell, and min_dense_z holds.
         -- The best hit of each language is judged; the most convincing decides.
-        -- Thresholds are offsets from the group's noise level (kb.noise_z of
+        -- Thresholds are offsets from the group's noise level (kb_pipeline.noise_z of
         -- its number of vectors), so they mean the same at any corpus size.
         SELECT h.evidence, h.z, h.language, h.min_z
         INTO result.dense_evidence, result.dense_evidence_z, result.dense_evidence_language, result.dense_min_z
         FROM (
             SELECT b.language, b.score AS z, t.min_z,
-                kb.calibrate(b.score, t.min_z, t.min_z - p_settings.min_dense_z + p_settings.strong_dense_z)
+                kb_pipeline.calibrate(b.score, t.min_z, t.min_z - p_settings.min_dense_z + p_settings.strong_dense_z)
                     AS evidence
             FROM (
-                -- unnest, not a subscript per row: a subscript walks the array
-                -- from its start (its elements are of variable length)
-                SELECT DISTINCT ON (l.language) u.score, l.language
-                FROM unnest(result.dense) WITH ORDINALITY AS u
-                INNER JOIN unnest(p_dense_languages) WITH ORDINALITY AS l (language, n) ON l.n = u.ordinality
-                ORDER BY l.language, u.score DESC
+                SELECT DISTINCT ON (u.language) u.score, u.language
+                FROM unnest(result.dense) AS u
+                ORDER BY u.language, u.score DESC
             ) AS b
             CROSS JOIN LATERAL (
                 SELECT m.vectors FROM unnest(result.language_moments) AS m WHERE m.language = b.language
             ) AS g
-            CROSS JOIN LATERAL (SELECT kb.noise_z(g.vectors) + p_settings.min_dense_z + CASE
+            CROSS JOIN LATERAL (SELECT kb_pipeline.noise_z(g.vectors) + p_settings.min_dense_z + CASE
                 WHEN p_plan.mode = 'hybrid' AND (b.language = p_plan.analysis ->> 'language'
                     OR p_plan.analysis ->> 'language' = 'mixed')
                     THEN p_settings.same_language_z_margin ELSE 0 END AS min_z) AS t
@@ -104,7 +176,7 @@ BEGIN
         LIMIT 1;
         result.dense_evidence := coalesce(result.dense_evidence, 0);
     ELSE
-        result.dense_evidence := kb.calibrate(result.dense_top_similarity, p_plan.min_similarity,
+        result.dense_evidence := kb_pipeline.calibrate(result.dense_top_similarity, p_plan.min_similarity,
             p_plan.strong_similarity);
     END IF;
     -- the better leg decides; an identifier found verbatim is strong evidence
@@ -113,144 +185,162 @@ BEGIN
     RETURN result;
 END;
 $$;
-COMMENT ON FUNCTION kb.stage_evidence(
-    kb.retrieval_stage, kb.retrieval_plan, kb.retrieval_settings, boolean, text[]
+COMMENT ON FUNCTION kb_pipeline.stage_evidence(
+    kb_pipeline.retrieval_stage, kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, boolean
 ) IS
-'The evidence of a stage''s legs: lexical from the top hit''s idf coverage, dense from the z-score of the best hit of each language against its group''s noise level (with language moments) or from the top cosine similarity; the better leg decides, an identifier found verbatim is 1 (kb.calibrate against the thresholds). Pure.';
+'The evidence of a stage''s legs: lexical from the top hit''s idf coverage, dense from the z-score of the best hit of each language (the hits carry it) against its group''s noise level (with language moments) or from the top cosine similarity; the better leg decides, an identifier found verbatim is 1 (kb_pipeline.calibrate against the thresholds). Pure: a coordinator judges the legs it merged from several shards by the rule one node uses.';
 
-CREATE OR REPLACE FUNCTION kb.run_stage(
-    p_request kb.retrieval_request,
-    p_plan kb.retrieval_plan,
-    p_settings kb.retrieval_settings,
+CREATE OR REPLACE FUNCTION kb_pipeline.gather_stage(
+    p_request kb_pipeline.retrieval_request,
+    p_plan kb_pipeline.retrieval_plan,
+    p_settings kb_pipeline.retrieval_settings,
     p_stage_no integer,
-    p_query text,
-    p_previous_terms text[],
-    p_identifier_found boolean
+    p_lexical jsonb,
+    p_dense jsonb,
+    p_lexical_corpus jsonb
 )
-RETURNS kb.retrieval_stage
+RETURNS kb_pipeline.retrieval_stage
 LANGUAGE plpgsql
--- STABLE: its statements read the snapshot of the kb_retrieve call (see kb.retrieve_core)
+-- STABLE: its statements read the snapshot of the kb_retrieve call (see kb_pipeline.retrieve_core)
 STABLE PARALLEL UNSAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
-    stage kb.retrieval_stage;
+    query text := p_plan.stages[p_stage_no];
+    stage kb_pipeline.retrieval_stage;
     t timestamptz;
-    query_vector text;
-    -- on a shard: what the coordinator computed once for this stage (request corpus)
-    given jsonb := p_request.corpus -> 'stages' -> (p_stage_no - 1);
 BEGIN
-    stage := ROW(p_stage_no, p_query, NULL, false, '{}', '{}', NULL, NULL, 0, '{}', 0, 0, 0,
-        NULL, NULL, NULL, '{}', 0, 0, NULL);
+    -- p_lexical, p_dense: the stage's inputs (kb_pipeline.lexical_inputs,
+    -- kb_pipeline.dense_inputs, or a coordinator's); p_lexical_corpus: the
+    -- BM25 statistics of a sharded corpus (NULL: this database's)
+    stage := ROW(p_stage_no, query, ARRAY(SELECT jsonb_array_elements_text(p_lexical -> 'terms')),
+        coalesce((p_lexical ->> 'skipped')::boolean, false), '{}', '{}', NULL, NULL, 0,
+        ARRAY(SELECT p_dense ->> 'note' WHERE p_dense ? 'note'), coalesce((p_dense ->> 'embed_ms')::numeric, 0),
+        0, 0, NULL, NULL, NULL, ARRAY(
+            SELECT jsonb_populate_record(NULL::kb.language_moment, m.moment)
+            FROM jsonb_array_elements(coalesce(p_dense -> 'language_moments', '[]')) WITH ORDINALITY AS m (moment, n)
+            ORDER BY m.n
+        ), 0, 0, nullif(p_lexical -> 'glossary', 'null'));
+    IF stage.skipped THEN
+        RETURN stage;
+    END IF;
     IF p_plan.mode IN ('lexical', 'hybrid') THEN
         t := clock_timestamp();
-        stage.terms := kb.query_terms(p_query);
-        -- a later stage with the same BM25 terms (the question form only dropped
-        -- stop words) would find the same evidence again
-        IF p_stage_no > 1 AND stage.terms = p_previous_terms THEN
-            stage.skipped := true;
-            stage.lexical_ms := kb.ms_since(t);
-            RETURN stage;
-        END IF;
-        -- the glossary equivalents of the terms the query contains (docs/GLOSSARY.md;
-        -- none while kb.glossary is empty): the lexical leg searches their terms too
-        -- (a shard is given the coordinator's expansion, made over the glossaries of all shards)
-        IF given IS NOT NULL THEN
-            stage.glossary := nullif(given -> 'glossary', 'null'::jsonb);
-        ELSIF (kb.setting('glossary_expansion') #>> '{}')::boolean THEN
-            stage.glossary := (kb.glossary_expansion_of_terms(stage.terms, p_request.scope,
-                (kb.setting('glossary_max_terms') #>> '{}')::integer)).explain;
-        END IF;
         stage.lexical := ARRAY(
             SELECT ROW(l.chunk_id, row_number() OVER (ORDER BY l.score DESC, l.chunk_id), l.score, l.coverage,
-                false, NULL, kb.calibrate(l.coverage, p_settings.min_lexical_coverage,
-                    p_settings.strong_lexical_coverage), NULL)::kb.leg_hit
-            FROM kb.lexical_candidates(stage.terms, p_request.as_of, p_request.scope, p_request.filters,
-                p_plan.candidates, stage.glossary, p_request.corpus -> 'lexical') AS l
+                false, NULL, kb_pipeline.calibrate(l.coverage, p_settings.min_lexical_coverage,
+                    p_settings.strong_lexical_coverage), NULL, NULL)::kb_pipeline.leg_hit
+            FROM kb_pipeline.lexical_candidates(stage.terms, p_request.as_of, p_request.scope, p_request.filters,
+                p_plan.candidates, stage.glossary, p_lexical_corpus) AS l
             ORDER BY l.score DESC, l.chunk_id
         );
         -- fuzzy fallback only: a short query that BM25 could not match at all
         IF (p_plan.analysis ->> 'is_short')::boolean AND cardinality(stage.lexical) = 0 THEN
             stage.lexical := ARRAY(
                 SELECT ROW(g.chunk_id, row_number() OVER (ORDER BY g.score DESC, g.chunk_id), g.score, 0, true,
-                    NULL, NULL, NULL)::kb.leg_hit
-                FROM kb.trigram_candidates(p_query, p_request.as_of, p_request.scope, p_request.filters,
+                    NULL, NULL, NULL, NULL)::kb_pipeline.leg_hit
+                FROM kb_pipeline.trigram_candidates(query, p_request.as_of, p_request.scope, p_request.filters,
                     p_plan.candidates) AS g
                 ORDER BY g.score DESC, g.chunk_id
             );
         END IF;
-        stage.lexical_ms := kb.ms_since(t);
+        stage.lexical_ms := kb_pipeline.ms_since(t);
     END IF;
-    IF p_plan.mode IN ('dense', 'hybrid') THEN
+    IF p_dense ->> 'query_vector' IS NOT NULL THEN
         t := clock_timestamp();
-        IF given IS NOT NULL THEN
-            query_vector := given ->> 'query_vector';
-        ELSE
-            BEGIN
-                query_vector := kb.embed_query(p_query, (p_plan.model).name);
-            EXCEPTION WHEN OTHERS THEN
-                IF p_request.mode_requested = 'dense' THEN
-                    RAISE;
-                END IF;
-                stage.notes := stage.notes || ('query embedding failed, dense leg skipped: ' || SQLERRM);
-            END;
-        END IF;
-        stage.embed_ms := kb.ms_since(t);
-        t := clock_timestamp();
-        IF query_vector IS NOT NULL THEN
-            -- a shard is given the moments pooled over every shard's language statistics
-            IF given IS NOT NULL THEN
-                stage.language_moments := ARRAY(
-                    SELECT jsonb_populate_record(NULL::kb.language_moment, m.moment)
-                    FROM jsonb_array_elements(coalesce(given -> 'language_moments', '[]'::jsonb))
-                        WITH ORDINALITY AS m (moment, n)
-                    ORDER BY m.n
-                );
-            ELSIF p_plan.language_correction THEN
-                stage.language_moments := kb.language_moments((p_plan.model).name, query_vector,
-                    p_request.scope, p_settings.language_min_vectors, p_query);
-            END IF;
-            stage.dense := ARRAY(
-                SELECT ROW(d.chunk_id, row_number() OVER (ORDER BY d.score DESC, d.chunk_id), d.score, NULL,
-                    -- a hit's own evidence only when corrected (noise_z: the z-scores of its
-                    -- group); fusion then weighs by it (see below)
-                    false, d.similarity, CASE WHEN d.noise_z IS NOT NULL
-                        THEN kb.calibrate(d.score, d.noise_z + p_settings.min_dense_z,
-                            d.noise_z + p_settings.strong_dense_z) END,
-                    -- in hybrid mode: the lexical leg read the passages of the question's
-                    -- language (both, for a mixed question); one in the other language it
-                    -- could read only in part
-                    p_plan.mode = 'hybrid' AND d.language IN ('zh', 'en')
-                    AND p_plan.analysis ->> 'language' IN ('zh', 'en') AND d.language <> p_plan.analysis ->> 'language'
-                )::kb.leg_hit
-                FROM kb.dense_candidates(query_vector, (p_plan.model).name, (p_plan.model).dimensions,
-                    p_request.as_of, p_request.scope, p_request.filters, p_plan.candidates,
-                    stage.language_moments) AS d
-                ORDER BY d.score DESC, d.chunk_id
-            );
-        END IF;
-        stage.dense_ms := kb.ms_since(t);
+        stage.dense := ARRAY(
+            SELECT ROW(d.chunk_id, row_number() OVER (ORDER BY d.score DESC, d.chunk_id), d.score, NULL,
+                -- a hit's own evidence only when corrected (noise_z: the z-scores of its
+                -- group); fusion then weighs by it
+                false, d.similarity, CASE WHEN d.noise_z IS NOT NULL
+                    THEN kb_pipeline.calibrate(d.score, d.noise_z + p_settings.min_dense_z,
+                        d.noise_z + p_settings.strong_dense_z) END,
+                -- in hybrid mode: the lexical leg read the passages of the question's
+                -- language (both, for a mixed question); one in the other language it
+                -- could read only in part
+                p_plan.mode = 'hybrid' AND d.language IN ('zh', 'en')
+                AND p_plan.analysis ->> 'language' IN ('zh', 'en') AND d.language <> p_plan.analysis ->> 'language',
+                d.language
+            )::kb_pipeline.leg_hit
+            FROM kb_pipeline.dense_candidates(p_dense ->> 'query_vector', (p_plan.model).name,
+                (p_plan.model).dimensions, p_request.as_of, p_request.scope, p_request.filters, p_plan.candidates,
+                stage.language_moments) AS d
+            ORDER BY d.score DESC, d.chunk_id
+        );
+        stage.dense_ms := kb_pipeline.ms_since(t);
     END IF;
     -- Fusion weighs each hit by its own evidence only when both legs' evidence
     -- is calibrated on this corpus (the dense leg's z-scores); with raw cosine
-    -- and a provider's fixed thresholds it keeps the plain weighted scores. The
-    -- lexical leg ran before that was known: its evidence goes here.
+    -- and a provider's fixed thresholds it keeps the plain weighted scores.
     IF cardinality(stage.language_moments) = 0 THEN
         stage.lexical := ARRAY(SELECT ROW(h.chunk_id, h.rank, h.score, h.coverage, h.trigram, h.similarity,
-            NULL, NULL)::kb.leg_hit FROM unnest(stage.lexical) AS h ORDER BY h.rank);
+            NULL, NULL, NULL)::kb_pipeline.leg_hit FROM unnest(stage.lexical) AS h ORDER BY h.rank);
     END IF;
-    RETURN kb.stage_evidence(stage, p_plan, p_settings, p_identifier_found, ARRAY(
-        SELECT c.language FROM unnest(stage.dense) WITH ORDINALITY AS h LEFT JOIN kb.chunks AS c ON h.chunk_id = c.id
-        ORDER BY h.ordinality
-    ));
+    RETURN stage;
 END;
 $$;
-COMMENT ON FUNCTION kb.run_stage(
-    kb.retrieval_request, kb.retrieval_plan, kb.retrieval_settings, integer, text, text[], boolean
+COMMENT ON FUNCTION kb_pipeline.gather_stage(
+    kb_pipeline.retrieval_request, kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, integer, jsonb, jsonb,
+    jsonb
 ) IS
-'One stage of the staged fallback: the lexical leg (BM25, trigram when a short query matched nothing) and the dense leg for one form of the query, and the evidence of their best hits (kb.calibrate against the thresholds).';
+'The legs of one stage of the staged fallback over this database: BM25 (trigram when a short query matched nothing) and HNSW, with the inputs given (kb_pipeline.lexical_inputs, kb_pipeline.dense_inputs or a coordinator''s) and p_lexical_corpus (a sharded corpus''s BM25 statistics; NULL: this database''s). Its evidence is kb_pipeline.stage_evidence''s.';
 
-CREATE OR REPLACE FUNCTION kb.answerability(p_evidence double precision, p_settings kb.retrieval_settings)
+CREATE OR REPLACE FUNCTION kb_pipeline.best_stage(p_stages kb_pipeline.retrieval_stage[])
+RETURNS integer
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- the first stage at full evidence (later stages are only tried until
+    -- then), else the one with the most, the earlier on a tie; NULL when
+    -- every stage was skipped
+    SELECT s.ordinality::integer
+    FROM unnest(p_stages) WITH ORDINALITY AS s
+    WHERE NOT s.skipped
+    ORDER BY s.evidence >= 1 DESC, s.evidence DESC, s.ordinality
+    LIMIT 1
+$$;
+COMMENT ON FUNCTION kb_pipeline.best_stage(kb_pipeline.retrieval_stage[]) IS
+'The judge of a call: which of its stages answers (its place in p_stages): the first at full evidence, else the one with the most evidence (the earlier on a tie); skipped stages never. Pure.';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.gather_here(
+    p_request kb_pipeline.retrieval_request,
+    p_plan kb_pipeline.retrieval_plan,
+    p_settings kb_pipeline.retrieval_settings,
+    p_identifier_found boolean
+)
+RETURNS kb_pipeline.retrieval_stage[]
+LANGUAGE plpgsql
+STABLE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    lexical jsonb := kb_pipeline.lexical_inputs(p_plan, p_request.scope, p_settings);
+    stage kb_pipeline.retrieval_stage;
+    stages kb_pipeline.retrieval_stage[] := '{}';
+BEGIN
+    -- stage by stage, each query embedded only when reached, until one is
+    -- at full evidence (kb_pipeline.best_stage would choose it)
+    FOR stage_no IN 1 .. coalesce(cardinality(p_plan.stages), 0) LOOP
+        stage := kb_pipeline.gather_stage(p_request, p_plan, p_settings, stage_no, lexical -> (stage_no - 1),
+            CASE WHEN NOT (lexical -> (stage_no - 1) ->> 'skipped')::boolean
+                THEN kb_pipeline.dense_inputs(p_request, p_plan, p_settings, p_plan.stages[stage_no]) END,
+            NULL);
+        IF NOT stage.skipped THEN
+            stage := kb_pipeline.stage_evidence(stage, p_plan, p_settings, p_identifier_found);
+        END IF;
+        stages := stages || stage;
+        EXIT WHEN stage.evidence >= 1;
+    END LOOP;
+    RETURN stages;
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.gather_here(
+    kb_pipeline.retrieval_request, kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, boolean
+) IS
+'The stages of a call over this database (kb_pipeline.gather_stage with this database''s inputs and statistics, judged by kb_pipeline.stage_evidence), until one is at full evidence.';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.answerability(p_evidence double precision, p_settings kb_pipeline.retrieval_settings)
 RETURNS text
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
@@ -265,38 +355,38 @@ AS $$
         ELSE 'answer'
     END
 $$;
-COMMENT ON FUNCTION kb.answerability(double precision, kb.retrieval_settings) IS
-'The answerability decision of a call from the evidence of its best stage: no evidence (at or below min_evidence: kb.abstains returns no rows while the cutoff is on), low confidence (below 1), answer (1: a leg at its strong level or an identifier found verbatim). Every kb_retrieve row carries it.';
+COMMENT ON FUNCTION kb_pipeline.answerability(double precision, kb_pipeline.retrieval_settings) IS
+'The answerability decision of a call from the evidence of its best stage: no evidence (at or below min_evidence: kb_pipeline.abstains returns no rows while the cutoff is on), low confidence (below 1), answer (1: a leg at its strong level or an identifier found verbatim). Every kb_retrieve row carries it.';
 
-CREATE OR REPLACE FUNCTION kb.abstains(p_evidence double precision, p_settings kb.retrieval_settings)
+CREATE OR REPLACE FUNCTION kb_pipeline.abstains(p_evidence double precision, p_settings kb_pipeline.retrieval_settings)
 RETURNS boolean
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    SELECT p_settings.no_evidence_cutoff AND kb.answerability(p_evidence, p_settings) = 'no evidence'
+    SELECT p_settings.no_evidence_cutoff AND kb_pipeline.answerability(p_evidence, p_settings) = 'no evidence'
 $$;
-COMMENT ON FUNCTION kb.abstains(double precision, kb.retrieval_settings) IS
-'Whether a call returns no rows: the cutoff is on and its answerability (kb.answerability) is no evidence, i.e. the best stage''s evidence is at or below min_evidence (0 by default: neither leg above its "no evidence" level).';
+COMMENT ON FUNCTION kb_pipeline.abstains(double precision, kb_pipeline.retrieval_settings) IS
+'Whether a call returns no rows: the cutoff is on and its answerability (kb_pipeline.answerability) is no evidence, i.e. the best stage''s evidence is at or below min_evidence (0 by default: neither leg above its "no evidence" level).';
 
-CREATE OR REPLACE FUNCTION kb.with_answer(p_rows kb.retrieval_row[], p_decision text, p_evidence double precision)
+CREATE OR REPLACE FUNCTION kb_pipeline.with_answer(p_rows kb.retrieval_row[], p_decision text, p_evidence double precision)
 RETURNS kb.retrieval_row[]
 LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
-    RETURN kb.rows_with(p_rows, array_fill(
+    RETURN kb_pipeline.rows_with(p_rows, array_fill(
         jsonb_build_object('answerability', p_decision,
             'evidence', round(greatest(coalesce(p_evidence, 0), 0)::numeric, 3)),
         ARRAY[coalesce(cardinality(p_rows), 0)]));
 END;
 $$;
-COMMENT ON FUNCTION kb.with_answer(kb.retrieval_row[], text, double precision) IS
-'The rows with the call''s answerability decision (kb.answerability) and evidence (rounded to 3 places) in every row. Pure.';
+COMMENT ON FUNCTION kb_pipeline.with_answer(kb.retrieval_row[], text, double precision) IS
+'The rows with the call''s answerability decision (kb_pipeline.answerability) and evidence (rounded to 3 places) in every row. Pure.';
 
-CREATE OR REPLACE FUNCTION kb.language_correction_explain(
-    p_plan kb.retrieval_plan, p_settings kb.retrieval_settings, p_stage kb.retrieval_stage
+CREATE OR REPLACE FUNCTION kb_pipeline.language_correction_explain(
+    p_plan kb_pipeline.retrieval_plan, p_settings kb_pipeline.retrieval_settings, p_stage kb_pipeline.retrieval_stage
 )
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -323,15 +413,15 @@ BEGIN
     );
 END;
 $$;
-COMMENT ON FUNCTION kb.language_correction_explain(kb.retrieval_plan, kb.retrieval_settings, kb.retrieval_stage) IS
+COMMENT ON FUNCTION kb_pipeline.language_correction_explain(kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, kb_pipeline.retrieval_stage) IS
 'The explain entry of the language correction: whether it is on for this model (the setting and the provider''s language_correction), whether it applied, and the query''s offset and scale per language group.';
 
-CREATE OR REPLACE FUNCTION kb.explain_object(
-    p_request kb.retrieval_request,
-    p_settings kb.retrieval_settings,
-    p_plan kb.retrieval_plan,
-    p_stages kb.retrieval_stage[],
-    p_best kb.retrieval_stage,
+CREATE OR REPLACE FUNCTION kb_pipeline.explain_object(
+    p_request kb_pipeline.retrieval_request,
+    p_settings kb_pipeline.retrieval_settings,
+    p_plan kb_pipeline.retrieval_plan,
+    p_stages kb_pipeline.retrieval_stage[],
+    p_best kb_pipeline.retrieval_stage,
     p_identifier_chunks bigint[],
     p_returned integer,
     p_timings jsonb
@@ -374,10 +464,10 @@ BEGIN
             FROM unnest(p_stages) AS s
             WHERE NOT s.skipped
         ), '[]'),
-        'language_correction', kb.language_correction_explain(p_plan, p_settings, p_best),
+        'language_correction', kb_pipeline.language_correction_explain(p_plan, p_settings, p_best),
         'glossary', p_best.glossary,
         'answerability', jsonb_build_object(
-            'decision', kb.answerability(p_best.evidence, p_settings),
+            'decision', kb_pipeline.answerability(p_best.evidence, p_settings),
             'signal', CASE WHEN p_identifier_chunks <> '{}' THEN 'identifier found verbatim'
                 WHEN coalesce(p_best.lexical_evidence, 0) >= coalesce(p_best.dense_evidence, 0)
                     THEN 'lexical: top idf coverage'
@@ -401,8 +491,8 @@ BEGIN
         'candidates', jsonb_build_object('lexical', coalesce(cardinality(p_best.lexical), 0),
             'dense', coalesce(cardinality(p_best.dense), 0), 'identifier', cardinality(p_identifier_chunks)),
         'evidence', round(greatest(coalesce(p_best.evidence, 0), 0)::numeric, 3),
-        'low_confidence', kb.answerability(p_best.evidence, p_settings) <> 'answer',
-        'no_evidence', kb.answerability(p_best.evidence, p_settings) = 'no evidence',
+        'low_confidence', kb_pipeline.answerability(p_best.evidence, p_settings) <> 'answer',
+        'no_evidence', kb_pipeline.answerability(p_best.evidence, p_settings) = 'no evidence',
         'thresholds', jsonb_build_object('min_lexical_coverage', p_settings.min_lexical_coverage,
             'strong_lexical_coverage', p_settings.strong_lexical_coverage, 'min_dense_z', p_settings.min_dense_z,
             'same_language_z_margin', p_settings.same_language_z_margin, 'strong_dense_z', p_settings.strong_dense_z, 'min_similarity', p_plan.min_similarity,
@@ -416,13 +506,13 @@ BEGIN
     );
 END;
 $$;
-COMMENT ON FUNCTION kb.explain_object(
-    kb.retrieval_request, kb.retrieval_settings, kb.retrieval_plan, kb.retrieval_stage[], kb.retrieval_stage,
+COMMENT ON FUNCTION kb_pipeline.explain_object(
+    kb_pipeline.retrieval_request, kb_pipeline.retrieval_settings, kb_pipeline.retrieval_plan, kb_pipeline.retrieval_stage[], kb_pipeline.retrieval_stage,
     bigint[], integer, jsonb
 ) IS
 'The explain object of a kb_retrieve call: query analysis, mode, model, fusion, stages tried, candidates, evidence, thresholds, notes, timings.';
 
-CREATE OR REPLACE FUNCTION kb.explain_assembly(
+CREATE OR REPLACE FUNCTION kb_pipeline.explain_assembly(
     p_max_per_document integer,
     p_merge_adjacent boolean,
     p_dropped bigint[],
@@ -459,10 +549,123 @@ BEGIN
     );
 END;
 $$;
-COMMENT ON FUNCTION kb.explain_assembly(integer, boolean, bigint[], kb.retrieval_row[], kb.retrieval_row[]) IS
+COMMENT ON FUNCTION kb_pipeline.explain_assembly(integer, boolean, bigint[], kb.retrieval_row[], kb.retrieval_row[]) IS
 'The explain entry of passage assembly: the cap in force and which chunks of the uncapped top k it dropped (the next best chunks of other documents took their places), whether adjacent chunks were merged and which passages were (their chunks in document order), chunks selected and rows returned.';
 
-CREATE OR REPLACE FUNCTION kb.retrieve_core(
+CREATE OR REPLACE FUNCTION kb_pipeline.ranked(
+    p_request kb_pipeline.retrieval_request,
+    p_plan kb_pipeline.retrieval_plan,
+    p_settings kb_pipeline.retrieval_settings,
+    p_best kb_pipeline.retrieval_stage,
+    p_identifier_chunks bigint[],
+    p_facts kb_pipeline.candidate[]
+)
+RETURNS kb_pipeline.ranked_hit[]
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    -- nothing when the call abstains (no evidence, cutoff on)
+    IF kb_pipeline.abstains(p_best.evidence, p_settings) THEN
+        RETURN '{}';
+    END IF;
+    RETURN ARRAY(
+        SELECT r FROM kb_pipeline.rank(
+            ARRAY(SELECT kb_pipeline.fuse(p_best.lexical, p_best.dense, p_identifier_chunks, p_settings.fusion,
+                p_plan.weight_lexical, p_plan.weight_dense, p_settings.rrf_k)),
+            p_facts, p_plan.analysis ->> 'core_terms', p_settings, p_request.k,
+            kb_pipeline.assembly_max_per_document(p_request, p_settings)) AS r
+    );
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.ranked(
+    kb_pipeline.retrieval_request, kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings,
+    kb_pipeline.retrieval_stage, bigint[], kb_pipeline.candidate[]
+) IS
+'The best stage''s hits fused (kb_pipeline.fuse) and ranked (kb_pipeline.rank: the top k, then the chunks the cap displaced), or none when the call abstains. Pure: the candidates'' facts are given.';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.stage_candidates(p_stage kb_pipeline.retrieval_stage, p_identifier_chunks bigint[])
+RETURNS bigint[]
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT ARRAY(
+        SELECT h.chunk_id FROM unnest(p_stage.lexical) AS h
+        UNION
+        SELECT h.chunk_id FROM unnest(p_stage.dense) AS h
+        UNION
+        SELECT i.chunk_id FROM unnest(p_identifier_chunks) AS i (chunk_id)
+    )
+$$;
+COMMENT ON FUNCTION kb_pipeline.stage_candidates(kb_pipeline.retrieval_stage, bigint[]) IS
+'Every chunk a stage''s legs or the identifier hits named, once: the candidates whose facts ranking needs. Pure.';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.result_of(
+    p_request kb_pipeline.retrieval_request,
+    p_settings kb_pipeline.retrieval_settings,
+    p_plan kb_pipeline.retrieval_plan,
+    p_stages kb_pipeline.retrieval_stage[],
+    p_best kb_pipeline.retrieval_stage,
+    p_identifier_chunks bigint[],
+    p_ranked kb_pipeline.ranked_hit[],
+    p_rows kb.retrieval_row[],
+    p_timings jsonb,
+    p_explain boolean
+)
+RETURNS kb_pipeline.retrieval_result
+LANGUAGE plpgsql
+STABLE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    t timestamptz := clock_timestamp();
+    merge_adjacent boolean := kb_pipeline.assembly_merge_adjacent(p_request, p_settings);
+    rows kb.retrieval_row[] := coalesce(p_rows, '{}');
+    decision text := kb_pipeline.answerability(p_best.evidence, p_settings);
+    timings jsonb;
+BEGIN
+    -- the end every orchestrator shares: adjacent chunks merged (when asked),
+    -- snippets, the answerability on every row, and the explain object (or,
+    -- without p_explain, only what the retrieval log records)
+    IF merge_adjacent AND cardinality(rows) > 0 THEN
+        rows := kb_pipeline.merged_passages(rows);
+    END IF;
+    IF p_settings.snippets AND cardinality(rows) > 0 THEN
+        rows := kb_pipeline.with_snippets(rows, p_best.query);
+    END IF;
+    rows := kb_pipeline.with_answer(rows, decision, p_best.evidence);
+    timings := jsonb_build_object(
+        'embed', (p_timings ->> 'analysis')::numeric + (SELECT coalesce(sum(s.embed_ms), 0) FROM unnest(p_stages) AS s),
+        'lexical', (p_timings ->> 'identifiers')::numeric
+            + (SELECT coalesce(sum(s.lexical_ms), 0) FROM unnest(p_stages) AS s),
+        'dense', (SELECT coalesce(sum(s.dense_ms), 0) FROM unnest(p_stages) AS s),
+        'fuse', (p_timings ->> 'fuse')::numeric, 'snippets', kb_pipeline.ms_since(t),
+        'total', kb_pipeline.ms_since((p_timings ->> 'started')::timestamptz)) || (p_timings - 'analysis'
+            - 'identifiers' - 'fuse' - 'started');
+    IF NOT p_explain THEN
+        -- what the retrieval log records (kb.log_retrieval), without the rest of the explain object
+        RETURN ROW(rows, jsonb_build_object('query', p_request.query, 'mode_requested', p_request.mode_requested,
+            'mode', p_plan.mode, 'low_confidence', decision <> 'answer', 'no_evidence', decision = 'no evidence',
+            'timings_ms', timings));
+    END IF;
+    RETURN ROW(rows, kb_pipeline.explain_object(p_request, p_settings, p_plan, p_stages, p_best, p_identifier_chunks,
+        cardinality(rows), timings)
+        || jsonb_build_object('assembly', kb_pipeline.explain_assembly(
+            kb_pipeline.assembly_max_per_document(p_request, p_settings), merge_adjacent,
+            ARRAY(SELECT h.chunk_id FROM unnest(p_ranked) AS h WHERE h.rank IS NULL ORDER BY h.uncapped_rank),
+            p_rows, rows)));
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.result_of(
+    kb_pipeline.retrieval_request, kb_pipeline.retrieval_settings, kb_pipeline.retrieval_plan,
+    kb_pipeline.retrieval_stage[], kb_pipeline.retrieval_stage, bigint[], kb_pipeline.ranked_hit[], kb.retrieval_row[],
+    jsonb, boolean
+) IS
+'The end of every retrieval, on one node or over shards: the ranked rows with adjacent chunks merged (when asked), snippets and the answerability decision, and the explain object (p_explain; else what the retrieval log records). p_timings: started (the call''s clock_timestamp), analysis, identifiers and fuse in ms, and any others to report.';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.retrieve_core(
     p_query text,
     p_k integer,
     p_namespace text,
@@ -474,106 +677,113 @@ CREATE OR REPLACE FUNCTION kb.retrieve_core(
     p_merge_adjacent boolean,
     p_explain boolean
 )
-RETURNS kb.retrieval_result
+RETURNS kb_pipeline.retrieval_result
 LANGUAGE plpgsql
 -- STABLE, and so is everything it calls that reads tables: a STABLE function
 -- runs every statement on the snapshot of the query that called it, so one
 -- kb_retrieve call sees one state of the documents even under READ COMMITTED
 -- (a VOLATILE one takes a new snapshot per statement, and a document updated
 -- meanwhile could be missing from one leg and present in the next). It
--- writes nothing: the callers log.
+-- writes nothing: kb_pipeline.retrieve logs.
 STABLE PARALLEL UNSAFE
 SET search_path = pg_catalog, public, pg_temp
 -- JIT compilation costs far more than these millisecond queries ever save
 SET jit = 'off'  -- noqa: PRS
 AS $$
 DECLARE
-    started timestamptz := clock_timestamp();
     t timestamptz := clock_timestamp();
-    request kb.retrieval_request := kb.validated_request(p_query, p_k, p_namespace, p_mode, p_filters, p_as_of, p_context,
-        p_max_per_document, p_merge_adjacent);
-    max_per_document integer := kb.assembly_max_per_document(request);
-    merge_adjacent boolean := kb.assembly_merge_adjacent(request);
-    settings kb.retrieval_settings := kb.read_retrieval_settings();
-    plan kb.retrieval_plan;
-    analysis_ms numeric;  -- reported with embedding
-    identifier_ms numeric;
+    timings jsonb := jsonb_build_object('started', clock_timestamp());
+    request kb_pipeline.retrieval_request := kb_pipeline.validated_request(p_query, p_k, p_namespace, p_mode,
+        p_filters, p_as_of, p_context, p_max_per_document, p_merge_adjacent);
+    settings kb_pipeline.retrieval_settings := kb_pipeline.read_retrieval_settings();
+    plan kb_pipeline.retrieval_plan;
     identifier_chunks bigint[];
-    stage kb.retrieval_stage;
-    stages kb.retrieval_stage[] := '{}';
-    best kb.retrieval_stage;
-    rows kb.retrieval_row[] := '{}';
-    fused kb.fused_hit[];
-    ranked kb.retrieval_row[];
-    dropped bigint[];
-    selected kb.retrieval_row[] := '{}';
-    fuse_ms numeric;
-    decision text;
-    timings jsonb;
-    explain jsonb;
+    stages kb_pipeline.retrieval_stage[];
+    best kb_pipeline.retrieval_stage;
+    ranked kb_pipeline.ranked_hit[];
 BEGIN
-    -- the namespaces this call may read, from the session's role (kb.read_scope):
-    -- every step below applies them
+    -- analyse: the namespaces this call may read, from the session's role
+    -- (kb.read_scope: every step below applies them), and the plan
     request.scope := kb.read_scope(request.namespace);
-    plan := kb.plan_retrieval(request, settings);
-    analysis_ms := kb.ms_since(t);
+    plan := kb_pipeline.plan_retrieval(request, settings);
+    timings := timings || jsonb_build_object('analysis', kb_pipeline.ms_since(t));
     t := clock_timestamp();
-    identifier_chunks := kb.identifier_chunks(request, plan);
-    identifier_ms := kb.ms_since(t);
-    FOR stage_no IN 1 .. coalesce(cardinality(plan.stages), 0) LOOP
-        stage := kb.run_stage(request, plan, settings, stage_no, plan.stages[stage_no],
-            (stages[cardinality(stages)]).terms, cardinality(identifier_chunks) > 0);
-        stages := stages || stage;
-        CONTINUE WHEN stage.skipped;
-        IF best IS NULL OR stage.evidence > best.evidence THEN
-            best := stage;
-        END IF;
-        EXIT WHEN stage.evidence >= 1;
-    END LOOP;
-
+    identifier_chunks := kb_pipeline.identifier_chunks(request, plan);
+    timings := timings || jsonb_build_object('identifiers', kb_pipeline.ms_since(t));
+    -- gather and judge
+    stages := kb_pipeline.gather_here(request, plan, settings, cardinality(identifier_chunks) > 0);
+    best := stages[kb_pipeline.best_stage(stages)];
+    -- fuse and rank, then the passages
     t := clock_timestamp();
-    IF NOT kb.abstains(best.evidence, settings) THEN
-        fused := ARRAY(SELECT kb.fuse(best.lexical, best.dense, identifier_chunks, settings.fusion, plan.weight_lexical,
-            plan.weight_dense, settings.rrf_k));
-        -- with a cap, the chunks it moved out of the top k come along (rank NULL), for the explain object
-        ranked := ARRAY(SELECT p FROM kb.passages(fused, plan.analysis ->> 'core_terms', settings.boost_identifier,
-            settings.boost_title, request.k, settings.freshness_margin, max_per_document,
-            max_per_document IS NOT NULL) AS p);
-        selected := ARRAY(SELECT p FROM unnest(ranked) AS p WHERE p.rank IS NOT NULL ORDER BY p.rank);
-        dropped := ARRAY(SELECT p.chunk_id FROM unnest(ranked) WITH ORDINALITY AS p WHERE p.rank IS NULL
-            ORDER BY p.ordinality);
-        rows := CASE WHEN merge_adjacent THEN kb.merged_passages(selected) ELSE selected END;
-    END IF;
-    fuse_ms := kb.ms_since(t);
-    t := clock_timestamp();
-    IF settings.snippets AND cardinality(rows) > 0 THEN
-        rows := kb.with_snippets(rows, best.query);
-    END IF;
-    decision := kb.answerability(best.evidence, settings);
-    rows := kb.with_answer(rows, decision, best.evidence);
-
-    timings := jsonb_build_object(
-        'embed', analysis_ms + (SELECT coalesce(sum(s.embed_ms), 0) FROM unnest(stages) AS s),
-        'lexical', identifier_ms + (SELECT coalesce(sum(s.lexical_ms), 0) FROM unnest(stages) AS s),
-        'dense', (SELECT coalesce(sum(s.dense_ms), 0) FROM unnest(stages) AS s),
-        'fuse', fuse_ms, 'snippets', kb.ms_since(t), 'total', kb.ms_since(started));
-    IF p_explain THEN
-        explain := kb.explain_object(request, settings, plan, stages, best, identifier_chunks, cardinality(rows),
-            timings)
-            || jsonb_build_object('assembly', kb.explain_assembly(max_per_document, merge_adjacent, dropped, selected,
-                rows));
-    ELSE
-        -- what the retrieval log records (kb.log_retrieval), without the rest of the explain object
-        explain := jsonb_build_object('query', request.query, 'mode_requested', request.mode_requested,
-            'mode', plan.mode, 'low_confidence', decision <> 'answer', 'no_evidence', decision = 'no evidence',
-            'timings_ms', timings);
-    END IF;
-    RETURN ROW(rows, explain);
+    ranked := kb_pipeline.ranked(request, plan, settings, best, identifier_chunks,
+        kb_pipeline.candidate_facts(kb_pipeline.stage_candidates(best, identifier_chunks)));
+    timings := timings || jsonb_build_object('fuse', kb_pipeline.ms_since(t));
+    RETURN kb_pipeline.result_of(request, settings, plan, stages, best, identifier_chunks, ranked,
+        kb_pipeline.passage_rows(ranked), timings, p_explain);
 END;
 $$;
-COMMENT ON FUNCTION kb.retrieve_core(text, integer, text, text, jsonb, timestamptz, text[], integer, boolean, boolean) IS
-'The retrieval pipeline behind kb_retrieve and kb_retrieve_explain: the passages (kb.retrieval_row[]: capped per document, adjacent chunks merged when asked) and, with p_explain, the explain object (else only what the retrieval log records: query, modes, low_confidence, no_evidence, timings_ms).';
+COMMENT ON FUNCTION kb_pipeline.retrieve_core(text, integer, text, text, jsonb, timestamptz, text[], integer, boolean, boolean) IS
+'The retrieval pipeline of one database, behind kb_retrieve and kb_retrieve_explain: analyse (request, scope, plan), gather and judge (kb_pipeline.gather_here, kb_pipeline.best_stage), fuse and rank (kb_pipeline.ranked), passages (kb_pipeline.passage_rows, kb_pipeline.result_of). Returns the rows and, with p_explain, the explain object (else what the retrieval log records).';
 
+CREATE OR REPLACE FUNCTION kb_pipeline.coordinator_steps()
+RETURNS text[]
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- A shard coordinator runs as its caller (each caller reaches the shards
+    -- as itself), so it may execute these: each is pure or reads only what
+    -- every reader may read. 090_grants.sql revokes every other function of
+    -- kb_pipeline from PUBLIC.
+    SELECT ARRAY[
+        'coordinator_steps', 'read_retrieval_settings', 'validated_request', 'max_filters_bytes',
+        'max_filters_depth', 'filter_value_error', 'check_filters', 'retrieval_modes', 'max_query_chars',
+        'max_namespace_chars', 'namespace_pattern', 'max_context_turns', 'assembly_max_per_document',
+        'assembly_merge_adjacent', 'plan_retrieval', 'lexical_inputs', 'dense_inputs', 'ms_since', 'calibrate',
+        'noise_z', 'stage_evidence', 'best_stage', 'answerability', 'abstains', 'fuse', 'rank', 'ranked',
+        'result_of', 'rows_with', 'with_snippets', 'with_answer', 'explain_object', 'explain_assembly',
+        'language_correction_explain',
+        -- 046_shard_coordinator_steps.sql
+        'retrieve_over_shards', 'stage_inputs_over_shards', 'merged_stage', 'merged_leg', 'shard_facts',
+        'global_id', 'rows_over_shards'
+    ]
+$$;
+COMMENT ON FUNCTION kb_pipeline.coordinator_steps() IS
+'The kb_pipeline functions a shard coordinator, which runs as its caller, may execute (pure, or reading only what every reader may read); 090_grants.sql revokes the others from PUBLIC.';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.retrieve(
+    p_query text,
+    p_k integer,
+    p_namespace text,
+    p_mode text,
+    p_filters jsonb,
+    p_as_of timestamptz,
+    p_context text[],
+    p_max_per_document integer,
+    p_merge_adjacent boolean,
+    p_explain boolean
+)
+RETURNS kb_pipeline.retrieval_result
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    result kb_pipeline.retrieval_result;
+BEGIN
+    -- one statement, one snapshot: the whole retrieval (kb_pipeline.retrieve_core
+    -- is STABLE); the log row is written after it, by a statement of its own
+    result := kb_pipeline.retrieve_core(p_query, p_k, p_namespace, p_mode, p_filters, p_as_of, p_context,
+        p_max_per_document, p_merge_adjacent, p_explain);
+    PERFORM kb.log_retrieval(result.explain, result.rows, p_namespace, p_k);
+    RETURN result;
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.retrieve(text, integer, text, text, jsonb, timestamptz, text[], integer, boolean, boolean) IS
+'A retrieval and its log row: kb_pipeline.retrieve_core on one snapshot, then kb.log_retrieval. What the doors kb_retrieve and kb_retrieve_explain call once they hold kb.pipeline_door.';
+
+-- The doors keep no variable of a kb_pipeline type: one compiled before a
+-- migrate re-created the schema would name a type that no longer exists.
 CREATE OR REPLACE FUNCTION public.kb_retrieve(
     query text,
     k integer DEFAULT 8,
@@ -591,19 +801,17 @@ VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-DECLARE
-    result kb.retrieval_result;
 BEGIN
-    -- one statement, one snapshot: the whole retrieval (kb.retrieve_core is
-    -- STABLE); the log row is written after it, by a statement of its own
-    result := kb.retrieve_core(query, k, namespace, mode, filters, as_of, context, max_per_document,
-        merge_adjacent, false);
-    PERFORM kb.log_retrieval(result.explain, result.rows, namespace, k);
-    RETURN QUERY SELECT r.* FROM unnest(result.rows) AS r ORDER BY r.rank;
+    PERFORM kb.enter_pipeline();
+    RETURN QUERY SELECT r.*
+        FROM kb_pipeline.retrieve(query, k, namespace, mode, filters, as_of, context, max_per_document,
+            merge_adjacent, false) AS x
+        CROSS JOIN LATERAL unnest(x.rows) AS r
+        ORDER BY r.rank;
 END;
 $$;
 COMMENT ON FUNCTION public.kb_retrieve(text, integer, text, text, jsonb, timestamptz, text[], integer, boolean) IS
-'Ranked passages for a question from the documents current at as_of that the session''s role may read: hybrid BM25 + HNSW, per-leg ranks and scores, snippets, provenance. Modes: lexical, dense, hybrid, auto. max_per_document caps the chunks of one document among the k, merge_adjacent joins consecutive chunks of one document into one passage (NULL: the settings of the same names). Runs with the owner''s rights over the namespaces kb.read_scope gives the session''s role.';
+'Ranked passages for a question from the documents current at as_of that the session''s role may read: hybrid BM25 + HNSW, per-leg ranks and scores, snippets, provenance, and the call''s answerability on every row. Modes: lexical, dense, hybrid, auto. max_per_document caps the chunks of one document among the k, merge_adjacent joins consecutive chunks of one document into one passage (NULL: the settings of the same names). Runs with the owner''s rights over the namespaces kb.read_scope gives the session''s role.';
 
 CREATE OR REPLACE FUNCTION public.kb_retrieve_explain(
     query text,
@@ -622,19 +830,19 @@ VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-DECLARE
-    result kb.retrieval_result;
 BEGIN
-    -- as kb_retrieve: the retrieval on one snapshot, then the log
-    result := kb.retrieve_core(query, k, namespace, mode, filters, as_of, context, max_per_document,
-        merge_adjacent, true);
-    PERFORM kb.log_retrieval(result.explain, result.rows, namespace, k);
-    -- the results as kb_retrieve returns them, without the passage text
-    -- and whether the call was logged (not on a hot standby, nor in a read-only transaction)
-    RETURN result.explain || jsonb_build_object('results', coalesce((
-        SELECT jsonb_agg(to_jsonb(x) - 'content' - 'snippet' ORDER BY x.rank) FROM unnest(result.rows) AS x
-    ), '[]'), 'retrieval_log', kb.retrieval_log_state());
+    PERFORM kb.enter_pipeline();
+    -- the explain object, the results as kb_retrieve returns them without the
+    -- passage text, and whether the call was logged (not on a hot standby, nor
+    -- in a read-only transaction)
+    RETURN (
+        SELECT x.explain || jsonb_build_object('results', coalesce((
+            SELECT jsonb_agg(to_jsonb(r) - 'content' - 'snippet' ORDER BY r.rank) FROM unnest(x.rows) AS r
+        ), '[]'), 'retrieval_log', kb.retrieval_log_state())
+        FROM kb_pipeline.retrieve(query, k, namespace, mode, filters, as_of, context, max_per_document,
+            merge_adjacent, true) AS x
+    );
 END;
 $$;
 COMMENT ON FUNCTION public.kb_retrieve_explain(text, integer, text, text, jsonb, timestamptz, text[], integer, boolean) IS
-'How kb_retrieve answered: query analysis, stages tried, candidates per leg, evidence and low-confidence flag, model, timings per stage, passage assembly (cap, merges), and the results.';
+'How kb_retrieve answered: query analysis, stages tried, candidates per leg, evidence and the answerability decision, model, timings per stage, passage assembly (cap, merges), and the results.';

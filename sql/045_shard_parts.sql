@@ -1,28 +1,98 @@
--- What a shard answers a coordinator (sql/shards/coordinator.sql; docs/SCALING.md,
--- "Shards"). Every pgkb database has these, so any of them can be a shard: a
--- namespace lives wholly on one shard, and a retrieval over several shards'
--- namespaces runs here in three parts, each with the statistics of the whole
--- sharded corpus that the coordinator summed or pooled:
+-- What a shard answers a coordinator (sql/shards/coordinator.sql and
+-- kb_pipeline.retrieve_over_shards, 046_shard_coordinator_steps.sql;
+-- docs/SCALING.md, "Shards"). Every pgkb database has these, so any of them can
+-- be a shard: a namespace lives wholly on one shard, and a retrieval over
+-- several shards' namespaces runs here in three parts, each with the
+-- statistics of the whole sharded corpus that the coordinator summed or pooled:
 --   1. kb.shard_corpus: this database's BM25 sizes and document frequencies;
---   2. kb.shard_stage_candidates: every stage's legs, ranked with the sums;
---   3. kb.shard_passages: the passages of the hits the coordinator fused.
--- kb.upsert_document is the write a coordinator routes by namespace.
+--   2. kb.shard_stage_candidates: every stage's legs (kb_pipeline.gather_stage)
+--      with the coordinator's inputs, and the facts of their candidates;
+--   3. kb.shard_passages: the rows of the coordinator's ranked hits that are its own.
+-- The three are doors as kb_retrieve is: the owner's rights over the caller's
+-- scope, entered through kb.enter_pipeline. kb.upsert_document is the write a
+-- coordinator routes by namespace.
 
 CREATE OR REPLACE FUNCTION kb.shard_corpus(p_terms text[], p_model text)
 RETURNS jsonb
-LANGUAGE sql
-STABLE PARALLEL SAFE
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    -- a gateway, as kb_retrieve: the owner's rights over the caller's scope
-    SELECT jsonb_build_object(
-        'lexical', kb.lexical_corpus(p_terms, s.namespaces),
-        'model_ready', kb.model_has_vectors(p_model, s.namespaces))
-    FROM (SELECT kb.read_scope(NULL) AS namespaces) AS s
+BEGIN
+    PERFORM kb.enter_pipeline();
+    RETURN (
+        SELECT jsonb_build_object(
+            'lexical', kb_pipeline.lexical_corpus(p_terms, s.namespaces),
+            'model_ready', kb_pipeline.model_has_vectors(p_model, s.namespaces))
+        FROM (SELECT kb.read_scope(NULL) AS namespaces) AS s
+    );
+END;
 $$;
 COMMENT ON FUNCTION kb.shard_corpus(text[], text) IS
-'A shard''s part of a sharded corpus''s statistics: the BM25 sizes and df of the terms over every namespace the caller may see here (kb.lexical_corpus), and whether it holds vectors of the model.';
+'A shard''s part of a sharded corpus''s statistics: the BM25 sizes and df of the terms over every namespace the caller may see here (kb_pipeline.lexical_corpus), and whether it holds vectors of the model.';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.shard_gather(
+    p_query text,
+    p_k integer,
+    p_mode text,
+    p_filters jsonb,
+    p_as_of timestamptz,
+    p_context text[],
+    p_inputs jsonb
+)
+RETURNS jsonb
+LANGUAGE plpgsql
+-- STABLE: one snapshot for all stages, as kb_pipeline.retrieve_core
+STABLE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+SET jit = 'off'  -- noqa: PRS
+AS $$
+DECLARE
+    request kb_pipeline.retrieval_request := kb_pipeline.validated_request(p_query, p_k, NULL, p_mode, p_filters,
+        p_as_of, p_context, NULL, NULL);
+    settings kb_pipeline.retrieval_settings := kb_pipeline.read_retrieval_settings();
+    plan kb_pipeline.retrieval_plan;
+    identifiers jsonb;
+    stages jsonb := '[]';
+    stage kb_pipeline.retrieval_stage;
+BEGIN
+    -- Every stage's legs over all namespaces the caller may see here, with
+    -- the coordinator's inputs (p_inputs: model_ready, lexical_corpus, and per
+    -- stage its lexical and dense inputs): each leg's best candidates here
+    -- hold this shard's share of the best candidates of the whole corpus,
+    -- which the coordinator merges and judges. Every stage runs (which one
+    -- answers depends on all shards' evidence). Each candidate comes with
+    -- its facts (kb_pipeline.candidate): what the coordinator ranks by.
+    request.scope := kb.read_scope(NULL);
+    plan := kb_pipeline.plan_retrieval(request, settings, (p_inputs ->> 'model_ready')::boolean);
+    identifiers := coalesce((
+        SELECT jsonb_agg(jsonb_build_object('chunk_id', i.chunk_id, 'matched', i.matched))
+        FROM kb_pipeline.identifier_candidates(plan.identifiers, request.as_of, request.scope, request.filters,
+            plan.candidates) AS i
+        WHERE cardinality(plan.identifiers) > 0 AND plan.mode <> 'dense'
+    ), '[]');
+    FOR stage_no IN 1 .. coalesce(cardinality(plan.stages), 0) LOOP
+        stage := kb_pipeline.gather_stage(request, plan, settings, stage_no,
+            p_inputs -> 'stages' -> (stage_no - 1) -> 'lexical', p_inputs -> 'stages' -> (stage_no - 1) -> 'dense',
+            p_inputs -> 'lexical_corpus');
+        stages := stages || jsonb_build_array(jsonb_build_object(
+            'lexical', coalesce(to_jsonb(stage.lexical), '[]'), 'dense', coalesce(to_jsonb(stage.dense), '[]')));
+    END LOOP;
+    -- facts by chunk id: the coordinator looks up each hit's namespace (its shard)
+    RETURN jsonb_build_object('identifiers', identifiers, 'stages', stages,
+        'facts', coalesce((SELECT jsonb_object_agg(f.chunk_id::text, to_jsonb(f))
+            FROM unnest(kb_pipeline.candidate_facts(ARRAY(
+                SELECT (h.value ->> 'chunk_id')::bigint
+                FROM jsonb_array_elements(stages) AS s
+                CROSS JOIN LATERAL jsonb_array_elements((s.value -> 'lexical') || (s.value -> 'dense')) AS h
+                UNION
+                SELECT (i.value ->> 'chunk_id')::bigint FROM jsonb_array_elements(identifiers) AS i
+            ))) AS f), '{}'));
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.shard_gather(text, integer, text, jsonb, timestamptz, text[], jsonb) IS
+'A shard''s part of a sharded retrieval over all namespaces: every stage''s legs (kb_pipeline.gather_stage with the coordinator''s inputs: the whole corpus''s BM25 statistics, query vectors, language moments, glossary expansions), the identifier hits, and the facts of every candidate (by chunk id); jsonb for the coordinator.';
 
 CREATE OR REPLACE FUNCTION kb.shard_stage_candidates(
     p_query text,
@@ -31,114 +101,59 @@ CREATE OR REPLACE FUNCTION kb.shard_stage_candidates(
     p_filters jsonb,
     p_as_of timestamptz,
     p_context text[],
-    p_corpus jsonb
+    p_inputs jsonb
 )
 RETURNS jsonb
 LANGUAGE plpgsql
--- STABLE: one snapshot for all stages, as kb.retrieve_core
-STABLE PARALLEL UNSAFE
--- a gateway, as kb_retrieve: the owner's rights over the caller's scope
+VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
-SET jit = 'off'  -- noqa: PRS
 AS $$
-DECLARE
-    request kb.retrieval_request := kb.validated_request(p_query, p_k, NULL, p_mode, p_filters, p_as_of, p_context,
-        NULL, NULL);
-    settings kb.retrieval_settings := kb.read_retrieval_settings();
-    plan kb.retrieval_plan;
-    stage kb.retrieval_stage;
-    stages kb.retrieval_stage[] := '{}';
-    identifiers jsonb;
 BEGIN
-    -- Every stage's legs, over all namespaces the caller may see here, ranked
-    -- with the whole corpus's statistics (p_corpus, the request's corpus):
-    -- each leg's best candidates here hold this shard's share of the best
-    -- candidates of the whole corpus, which the coordinator merges. Every
-    -- stage runs (which one is used depends on all shards' evidence), and the
-    -- evidence computed here is the coordinator's to recompute. Each chunk
-    -- named comes with what the coordinator's merge needs: its namespace (the
-    -- shard it is on), its language (the dense evidence) and its document's
-    -- dates (the freshness rank among all candidates).
-    request.corpus := p_corpus;
-    request.scope := kb.read_scope(NULL);
-    plan := kb.plan_retrieval(request, settings);
-    identifiers := coalesce((
-        SELECT jsonb_agg(jsonb_build_object('chunk_id', i.chunk_id, 'matched', i.matched))
-        FROM kb.identifier_candidates(plan.identifiers, request.as_of, request.scope, request.filters, plan.candidates) AS i
-        WHERE cardinality(plan.identifiers) > 0 AND plan.mode <> 'dense'
-    ), '[]');
-    FOR stage_no IN 1 .. coalesce(cardinality(plan.stages), 0) LOOP
-        stage := kb.run_stage(request, plan, settings, stage_no, plan.stages[stage_no],
-            (stages[cardinality(stages)]).terms, false);
-        stages := stages || stage;
-    END LOOP;
-    RETURN jsonb_build_object(
-        'mode', plan.mode,
-        'identifiers', identifiers,
-        'stages', coalesce((
-            SELECT jsonb_agg(jsonb_build_object('stage_no', s.stage_no, 'skipped', s.skipped, 'terms', s.terms,
-                'lexical', coalesce(to_jsonb(s.lexical), '[]'), 'dense', coalesce(to_jsonb(s.dense), '[]'),
-                'notes', to_jsonb(s.notes)) ORDER BY s.stage_no)
-            FROM unnest(stages) AS s
-        ), '[]'),
-        'chunks', coalesce((
-            SELECT jsonb_object_agg(c.id::text, jsonb_build_object('chunk_id', c.id, 'namespace', c.namespace,
-                'language', c.language, 'document_id', c.document_id, 'effective_from', d.effective_from,
-                'created_at', d.created_at))
-            FROM kb.chunks AS c
-            INNER JOIN kb.documents AS d ON c.document_id = d.id
-            WHERE c.id IN (
-                SELECT h.chunk_id FROM unnest(stages) AS s CROSS JOIN LATERAL unnest(s.lexical) AS h
-                UNION
-                SELECT h.chunk_id FROM unnest(stages) AS s CROSS JOIN LATERAL unnest(s.dense) AS h
-                UNION
-                SELECT (i.value ->> 'chunk_id')::bigint FROM jsonb_array_elements(identifiers) AS i
-            )
-        ), '{}'));
+    PERFORM kb.enter_pipeline();
+    RETURN kb_pipeline.shard_gather(p_query, p_k, p_mode, p_filters, p_as_of, p_context, p_inputs);
 END;
 $$;
 COMMENT ON FUNCTION kb.shard_stage_candidates(text, integer, text, jsonb, timestamptz, text[], jsonb) IS
-'A shard''s part of a sharded retrieval over all namespaces: every stage''s lexical and dense candidates and the identifier hits, ranked with the whole corpus''s statistics given in p_corpus (BM25 sums, language moments and query vector per stage, glossary expansion), with each chunk''s namespace, language and document dates (chunks, by chunk id); jsonb for the coordinator.';
+'The door to a shard''s part of a sharded retrieval (kb_pipeline.shard_gather): every stage''s candidates over the namespaces the caller may read here, ranked with the whole corpus''s statistics the coordinator gives.';
 
-CREATE OR REPLACE FUNCTION kb.shard_passages(
-    p_hits jsonb,
-    p_core_terms text,
-    p_boost_identifier double precision,
-    p_boost_title double precision,
-    p_k integer,
-    p_freshness_margin double precision,
-    p_max_per_document integer
-)
-RETURNS SETOF kb.retrieval_row
-LANGUAGE sql
+CREATE OR REPLACE FUNCTION kb_pipeline.shard_rows(p_ranked jsonb)
+RETURNS kb.retrieval_row[]
+LANGUAGE plpgsql
 STABLE PARALLEL SAFE
--- a gateway, as kb_retrieve: the owner's rights, and only hits of the caller's scope
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    namespaces text[] := kb.read_scope(NULL);
+BEGIN
+    -- p_ranked: the coordinator's ranked hits (kb_pipeline.ranked_hit fields,
+    -- this database's chunk ids); those of this shard's namespaces that the
+    -- caller may read are its own
+    RETURN kb_pipeline.passage_rows(ARRAY(
+        SELECT h
+        FROM jsonb_populate_recordset(NULL::kb_pipeline.ranked_hit, p_ranked) AS h
+        INNER JOIN kb.chunks AS c ON c.id = h.chunk_id AND c.namespace = h.namespace
+        WHERE namespaces IS NULL OR c.namespace = ANY(namespaces)
+    ));
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.shard_rows(jsonb) IS
+'A shard''s part of a sharded retrieval: the rows (kb_pipeline.passage_rows) of the coordinator''s ranked hits that are this shard''s (by chunk id and namespace) and that the caller may read.';
+
+CREATE OR REPLACE FUNCTION kb.shard_passages(p_ranked jsonb)
+RETURNS SETOF kb.retrieval_row
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    -- p_hits: the coordinator's fused hits of every shard (kb.fused_hit fields
-    -- with this database's chunk ids, plus namespace and freshness, the rank
-    -- among all candidates' documents); those of this shard's namespaces are
-    -- its own. kb.passages ranks them as a single node would, capping per
-    -- document (a document lives on one shard); the coordinator merges the
-    -- shards' top k.
-    WITH mine AS MATERIALIZED (
-        SELECT h.value AS hit
-        FROM jsonb_array_elements(p_hits) AS h
-        INNER JOIN kb.chunks AS c ON c.id = (h.value ->> 'chunk_id')::bigint AND c.namespace = h.value ->> 'namespace'
-        CROSS JOIN (SELECT kb.read_scope(NULL) AS namespaces) AS s
-        WHERE s.namespaces IS NULL OR c.namespace = ANY(s.namespaces)
-    )
-    SELECT p.*
-    FROM kb.passages(
-        ARRAY(SELECT jsonb_populate_record(NULL::kb.fused_hit, m.hit) FROM mine AS m),
-        p_core_terms, p_boost_identifier, p_boost_title, p_k, p_freshness_margin, p_max_per_document, false,
-        coalesce((SELECT jsonb_object_agg(m.hit ->> 'chunk_id', m.hit -> 'freshness') FROM mine AS m), '{}')
-    ) AS p
+BEGIN
+    PERFORM kb.enter_pipeline();
+    RETURN QUERY SELECT r.* FROM unnest(kb_pipeline.shard_rows(p_ranked)) AS r;
+END;
 $$;
-COMMENT ON FUNCTION kb.shard_passages(jsonb, text, double precision, double precision, integer, double precision, integer) IS
-'A shard''s part of a sharded retrieval: kb.passages over the coordinator''s fused hits that are this shard''s (by chunk id and namespace), with the freshness ranks computed over all shards'' candidates.';
+COMMENT ON FUNCTION kb.shard_passages(jsonb) IS
+'The door to a shard''s rows of a sharded retrieval (kb_pipeline.shard_rows): the coordinator''s ranked hits that are this shard''s and the caller''s to read.';
 
 CREATE OR REPLACE FUNCTION kb.upsert_document(p_document jsonb)
 RETURNS TABLE (id bigint, ingest_status text, ingest_error text)

@@ -1,14 +1,16 @@
--- Privileges. Readers reach retrieval through its gateways (kb_retrieve,
+-- Privileges. Readers reach retrieval through its doors (kb_retrieve,
 -- kb_retrieve_explain, the shard parts of 045_shard_parts.sql: SECURITY
 -- DEFINER, working out the caller's scope themselves, 040_reader_gateways.sql).
 -- EXECUTE is revoked from PUBLIC on
 -- * every plpython3u function of the kb schema (the trigger functions still
 --   fire for whoever may write documents: triggers are not subject to EXECUTE
---   checks); the shard coordinator's steps, which still run as their caller,
---   reach them through the SECURITY DEFINER wrappers of 040;
--- * the pipeline's internals, which read every tenant's rows as the owner:
---   called directly they would skip the scope, the bounds of
---   kb.validated_request and the retrieval log.
+--   checks); the shard coordinator, which runs as its caller, reaches them
+--   through the SECURITY DEFINER wrappers of 040;
+-- * every function of kb_pipeline but the steps a shard coordinator runs as
+--   its caller (pure, or reading only what every reader may read): the others
+--   read every tenant's rows as the owner, and called directly would skip the
+--   scope, the bounds of kb_pipeline.validated_request and the retrieval log;
+-- * kb's functions that read rows for the pipeline as the owner.
 
 DO $$
 DECLARE
@@ -19,18 +21,18 @@ BEGIN
         FROM pg_catalog.pg_proc AS p
         INNER JOIN pg_catalog.pg_namespace AS n ON n.oid = p.pronamespace
         INNER JOIN pg_catalog.pg_language AS l ON l.oid = p.prolang
-        WHERE n.nspname = 'kb' AND (l.lanname = 'plpython3u' OR p.proname IN (
-            'retrieve_core', 'run_stage', 'identifier_chunks', 'read_scope',
-            'lexical_corpus', 'lexical_term_weights', 'lexical_scores', 'lexical_candidates',
-            'trigram_candidates', 'identifier_candidates', 'dense_candidates',
-            'visible_documents', 'visible_candidate',
-            'passages', 'merged_passages', 'log_retrieval'
-        ))
+        WHERE (n.nspname = 'kb' AND (l.lanname = 'plpython3u' OR p.proname IN (
+            'read_scope', 'visible_documents', 'visible_candidate', 'log_retrieval'
+        )))
+        OR (n.nspname = 'kb_pipeline' AND NOT p.proname = ANY(kb_pipeline.coordinator_steps()))
     LOOP
         EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', fn);
     END LOOP;
 END;
 $$;
+GRANT USAGE ON SCHEMA kb_pipeline TO public;
+-- empty: the lock every retrieval door takes, also as its caller (the shard coordinator)
+GRANT SELECT ON kb.pipeline_door TO public;
 
 -- The roles (pgkb_reader, pgkb_writer, pgkb_admin) are sql/001_roles.sql's.
 

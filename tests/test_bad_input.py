@@ -366,7 +366,7 @@ def test_a_long_context_turn_is_cut_like_the_query(fresh_db):
 
 
 def test_filters_are_refused_one_level_past_the_depth_limit_and_not_before(fresh_db):
-    limit = fresh_db.execute("SELECT kb.max_filters_depth() AS n").fetchone()["n"]
+    limit = fresh_db.execute("SELECT kb_pipeline.max_filters_depth() AS n").fetchone()["n"]
     insert_document(fresh_db, **VALID_DOCUMENT)
     assert retrieve(fresh_db, "text", mode="lexical", filters=deep_filters(limit - 1)) == []
     with pytest.raises(psycopg.errors.RaiseException, match="nested too deeply"):

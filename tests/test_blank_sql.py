@@ -62,8 +62,8 @@ def test_the_body_check_is_kb_is_blank(migrated_db):
 
 def test_kb_retrieve_limits_are_the_schema_and_analysis_limits(migrated_db):
     row = migrated_db.execute(
-        """SELECT kb.max_context_turns() AS turns, kb.max_namespace_chars() AS chars,
-                  kb.namespace_pattern() AS pattern,
+        """SELECT kb_pipeline.max_context_turns() AS turns, kb_pipeline.max_namespace_chars() AS chars,
+                  kb_pipeline.namespace_pattern() AS pattern,
                   (SELECT pg_get_constraintdef(oid) FROM pg_constraint
                    WHERE conname = 'documents_namespace_valid') AS namespace_check"""
     ).fetchone()

@@ -1,5 +1,5 @@
-"""Fusion on hand-made leg hits: kb.fuse is a pure function of the legs' candidates and the
-weights, so its rules are checked without documents; kb.passages (boosts, duplicates, top k,
+"""Fusion on hand-made leg hits: kb_pipeline.fuse is a pure function of the legs' candidates and the
+weights, so its rules are checked without documents; kb_pipeline.passages (boosts, duplicates, top k,
 row shape) on a few real chunks."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import math
 import pytest
 from helpers import insert_document
 
-FUSE = """SELECT f.* FROM kb.fuse(
-    %(lexical)s::kb.leg_hit[], %(dense)s::kb.leg_hit[], %(identifiers)s::bigint[],
+FUSE = """SELECT f.* FROM kb_pipeline.fuse(
+    %(lexical)s::kb_pipeline.leg_hit[], %(dense)s::kb_pipeline.leg_hit[], %(identifiers)s::bigint[],
     %(method)s, %(w_lexical)s, %(w_dense)s, %(rrf_k)s) AS f ORDER BY f.chunk_id"""
 
 
 def hits(*rows: tuple) -> str:
-    """A kb.leg_hit[] literal from (chunk_id, score[, coverage[, trigram[, evidence[, other_language]]]])
+    """A kb_pipeline.leg_hit[] literal from (chunk_id, score[, coverage[, trigram[, evidence[, other_language]]]])
     tuples, ranked in the given order."""
     items = []
     for rank, (chunk_id, score, *rest) in enumerate(rows, start=1):
@@ -23,7 +23,7 @@ def hits(*rows: tuple) -> str:
         trigram = "t" if len(rest) > 1 and rest[1] else "f"
         evidence = rest[2] if len(rest) > 2 else ""
         other_language = ("t" if rest[3] else "f") if len(rest) > 3 else ""
-        items.append(f'"({chunk_id},{rank},{score},{coverage},{trigram},,{evidence},{other_language})"')
+        items.append(f'"({chunk_id},{rank},{score},{coverage},{trigram},,{evidence},{other_language},)"')
     return "{" + ",".join(items) + "}"
 
 
@@ -129,14 +129,29 @@ def test_nan_weights_give_scores_of_zero_not_nan(module_db):
 def test_no_candidates_fuse_to_nothing(module_db):
     assert fuse(module_db) == {}
     assert (
-        module_db.execute("SELECT count(*) AS n FROM kb.fuse(NULL, NULL, NULL, 'linear', 1, 1, 60)").fetchone()["n"]
+        module_db.execute(
+            "SELECT count(*) AS n FROM kb_pipeline.fuse(NULL, NULL, NULL, 'linear', 1, 1, 60)"
+        ).fetchone()["n"]
         == 0
     )
 
 
-PASSAGES = """SELECT p.* FROM kb.passages(
-    ARRAY(SELECT f FROM kb.fuse(%(lexical)s::kb.leg_hit[], '{}', %(identifiers)s::bigint[], 'linear', 1, 0, 60) AS f),
-    %(core)s, 0.5, 0.1, %(k)s) AS p"""
+# fused hits ranked (kb_pipeline.rank, with their facts) and shaped into rows (kb_pipeline.passage_rows)
+PASSAGES = """WITH
+fused AS (
+    SELECT ARRAY(SELECT f FROM kb_pipeline.fuse(%(lexical)s::kb_pipeline.leg_hit[], '{}', %(identifiers)s::bigint[],
+        'linear', 1, 0, 60) AS f) AS hits
+),
+settings AS (
+    SELECT jsonb_populate_record(kb_pipeline.read_retrieval_settings(),
+        '{"boost_identifier": 0.5, "boost_title": 0.1, "freshness_margin": 0}') AS s
+)
+SELECT p.*
+FROM fused, settings, unnest(kb_pipeline.passage_rows(ARRAY(
+    SELECT r FROM kb_pipeline.rank(fused.hits,
+        kb_pipeline.candidate_facts(ARRAY(SELECT h.chunk_id FROM unnest(fused.hits) AS h)),
+        %(core)s, settings.s, %(k)s, NULL) AS r
+))) AS p"""
 
 
 def chunk_of(conn, document_id: int) -> int:
@@ -179,8 +194,8 @@ def test_kb_retrieve_returns_the_retrieval_row_type(rolled_back_db):
 
 def test_a_score_that_is_not_a_number_is_no_evidence(module_db):
     got = module_db.execute(
-        """SELECT kb.calibrate('NaN', 0.2, 0.6) AS nan, kb.calibrate('Infinity', 0.2, 0.6) AS inf,
-                  kb.calibrate(0.4, 0.2, 0.6) AS half, kb.calibrate(NULL, 0.2, 0.6) AS missing"""
+        """SELECT kb_pipeline.calibrate('NaN', 0.2, 0.6) AS nan, kb_pipeline.calibrate('Infinity', 0.2, 0.6) AS inf,
+                  kb_pipeline.calibrate(0.4, 0.2, 0.6) AS half, kb_pipeline.calibrate(NULL, 0.2, 0.6) AS missing"""
     ).fetchone()
     assert (got["nan"], got["inf"], got["missing"]) == (0, 0, 0)
     assert got["half"] == pytest.approx(0.5)

@@ -311,13 +311,7 @@ def test_the_command_loads_and_lists_and_exits_1_on_a_bad_file(fresh_db, dsn, tm
         run_cli(monkeypatch, dsn, "load", str(good))
 
 
-# -- in retrieval (once kb.run_stage calls kb.glossary_expansion) --------------------------------
-
-
-def skip_unless_integrated(conn) -> None:
-    source = conn.execute("SELECT pg_get_functiondef('kb.run_stage'::regproc) AS s").fetchone()["s"]
-    if "glossary_expansion" not in source:
-        pytest.skip("kb.run_stage does not call kb.glossary_expansion yet (integration pending)")
+# -- in retrieval (kb_pipeline.lexical_inputs expands each stage's terms) -----------------------------------
 
 
 def lexical_scores(conn, query: str) -> dict[str, float]:
@@ -326,7 +320,6 @@ def lexical_scores(conn, query: str) -> dict[str, float]:
 
 
 def test_a_cross_lingual_lexical_query_finds_the_other_language_through_the_glossary(fresh_db):
-    skip_unless_integrated(fresh_db)
     insert_document(fresh_db, "en/session.md", "# Session settings\n\nAn idle session expires after 30 minutes.")
     insert_document(fresh_db, "zh/refund.md", "# 退款\n\n退款在十四天内处理。")
     assert retrieve(fresh_db, "会话过期", mode="lexical") == []
@@ -351,7 +344,6 @@ def test_a_role_that_may_not_read_the_glossary_retrieves_without_it(rolled_back_
 
 
 def test_a_passage_answers_a_fully_translated_query_as_fully_as_one_in_its_own_language(fresh_db):
-    skip_unless_integrated(fresh_db)
     insert_document(fresh_db, "en/session.md", "# Session settings\n\nAn idle session expires after 30 minutes.")
     insert_document(fresh_db, "zh/refund.md", "# 退款\n\n退款在十四天内处理。")
     add(fresh_db, None, "session", "Session", "会话")
@@ -363,7 +355,6 @@ def test_a_passage_answers_a_fully_translated_query_as_fully_as_one_in_its_own_l
 
 
 def test_a_concept_counts_once_in_a_passage_that_has_it_in_both_languages(fresh_db):
-    skip_unless_integrated(fresh_db)
     insert_document(fresh_db, "mixed.md", "# 会话\n\nThe session (会话) timeout is 30 minutes.")
     insert_document(fresh_db, "en.md", "# Session\n\nThe session timeout is 30 minutes.")
     insert_document(fresh_db, "other.md", "# Other\n\nNothing about that here.")

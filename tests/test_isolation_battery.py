@@ -35,7 +35,7 @@ B_SECRET = f"sk-{SUFFIX}-battery"
 B_MARKERS = (B_NAMESPACE, B_WORD, B_SOURCE, B_SECRET)
 
 # The schemas pgkb creates (kb_shard only on a shard coordinator): the catalogue queries cover them all.
-PGKB_SCHEMAS = ["kb", "public", "kb_shard"]
+PGKB_SCHEMAS = ["kb", "kb_pipeline", "public", "kb_shard"]
 
 # SECURITY DEFINER functions a reader or writer may call, and why each cannot leak another
 # tenant's data. A sample call (None: not callable with plain arguments) is compared with and
@@ -55,10 +55,11 @@ REVIEWED_DEFINERS = {
     ),
     "kb.shard_stage_candidates(text,integer,text,jsonb,timestamp with time zone,text[],jsonb)": (
         "a shard's door: every leg over kb.read_scope of the session's role",
-        "kb.shard_stage_candidates('refund days', 5, 'lexical', '{}', '2030-01-01', NULL, NULL)",
+        "kb.shard_stage_candidates('refund days', 5, 'lexical', '{}', '2030-01-01', NULL, "
+        """'{"stages": [{"lexical": {"terms": ["refund", "day"]}}, {"lexical": {"terms": ["refund"]}}]}')""",
     ),
-    "kb.shard_passages(jsonb,text,double precision,double precision,integer,double precision,integer)": (
-        "a shard's door: passages of the hits in kb.read_scope of the session's role only",
+    "kb.shard_passages(jsonb)": (
+        "a shard's door: rows of the ranked hits in kb.read_scope of the session's role only",
         None,
     ),
     "kb.query_terms(text)": ("pure: terms of its argument", "kb.query_terms('refund glxmarkerword')"),
@@ -289,17 +290,20 @@ def test_reviewed_definer_functions_answer_tenant_a_alike_with_or_without_tenant
 
 def test_no_tenant_role_may_run_a_pipeline_internal_directly(world):
     """The legs, the pipeline and the log writer read every tenant's rows as the owner behind the
-    gateways; called directly they would skip the scope, the request's bounds and the log."""
+    gateways; called directly they would skip the scope, the request's bounds and the log. Of
+    kb_pipeline a tenant may run only the steps a shard coordinator runs as its caller."""
     internals = [
-        "kb.retrieve_core(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean,boolean)",
-        "kb.lexical_candidates(text[],timestamp with time zone,text[],jsonb,integer,jsonb,jsonb)",
-        "kb.trigram_candidates(text,timestamp with time zone,text[],jsonb,integer)",
-        "kb.identifier_candidates(text[],timestamp with time zone,text[],jsonb,integer)",
-        "kb.dense_candidates(text,text,integer,timestamp with time zone,text[],jsonb,integer,kb.language_moment[])",
-        "kb.lexical_corpus(text[],text[])",
+        r["f"]
+        for r in world.execute(
+            """SELECT p.oid::regprocedure::text AS f FROM pg_proc AS p
+               WHERE p.pronamespace = 'kb_pipeline'::regnamespace
+                 AND NOT p.proname = ANY(kb_pipeline.coordinator_steps())"""
+        ).fetchall()
+    ]
+    assert any(f.startswith("kb_pipeline.retrieve_core(") for f in internals)
+    assert any(f.startswith("kb_pipeline.lexical_candidates(") for f in internals)
+    internals += [
         "kb.visible_documents(timestamp with time zone,text[],jsonb)",
-        "kb.passages(kb.fused_hit[],text,double precision,double precision,integer,double precision,integer,"
-        "boolean,jsonb)",
         "kb.log_retrieval(jsonb,kb.retrieval_row[],text,integer)",
     ]
     for name in A_ROLES:
@@ -309,15 +313,15 @@ def test_no_tenant_role_may_run_a_pipeline_internal_directly(world):
         ).fetchall()
         assert allowed == [], name
     with acting_as(world, role("acme_reader")), pytest.raises(psycopg.errors.InsufficientPrivilege):
-        world.execute("SELECT * FROM kb.trigram_candidates('refund', now(), NULL, '{}', 10)")
+        world.execute("SELECT * FROM kb_pipeline.trigram_candidates('refund', now(), NULL, '{}', 10)")
 
 
 def test_a_shard_passage_call_naming_another_tenants_chunk_returns_nothing(world):
     b_chunk = world.execute(
         "SELECT c.id, c.namespace FROM kb.chunks AS c WHERE c.namespace = %s LIMIT 1", (B_NAMESPACE,)
     ).fetchone()
-    hit = Jsonb([{"chunk_id": b_chunk["id"], "namespace": b_chunk["namespace"], "fused_score": 1, "freshness": 0}])
-    call = "SELECT count(*) AS n FROM kb.shard_passages(%s, 'merger', 0, 0, 5, 0, NULL)"
+    hit = Jsonb([{"chunk_id": b_chunk["id"], "namespace": b_chunk["namespace"], "final_score": 1, "rank": 1}])
+    call = "SELECT count(*) AS n FROM kb.shard_passages(%s)"
     assert world.execute(call, (hit,)).fetchone()["n"] == 1, "the owner gets the passage"
     with acting_as(world, role("acme_reader")):
         assert world.execute(call, (hit,)).fetchone()["n"] == 0

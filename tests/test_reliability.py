@@ -117,9 +117,9 @@ def test_statement_timeout_on_oversized_input_writes_nothing(fresh_db, dsn):
 
 
 def test_two_migrates_on_a_live_database_give_its_tenant_readers_no_error(fresh_db, dsn):
-    """Re-creating sql/ takes exclusive locks on tables that readers hold shared locks on; two
-    tenant readers looping kb_retrieve and a plain count through two migrates see no error (before,
-    3 runs of 3 ended with "deadlock detected")."""
+    """Re-creating sql/ takes exclusive locks on tables that readers hold shared locks on, and drops
+    and re-creates kb_pipeline under the retrieval doors; two tenant readers looping kb_retrieve,
+    kb_retrieve_explain and a plain count through two migrates see no error."""
     insert_document(fresh_db, "refund.md", "# Refund\n\nCustomers get a refund within 14 days.", namespace="acme")
     fresh_db.execute("UPDATE kb.settings SET value = 'true' WHERE key = 'tenant_isolation'")
     with temporary_role(fresh_db, "live_acme_reader", "NOLOGIN IN ROLE pgkb_reader") as reader:
@@ -132,6 +132,7 @@ def test_two_migrates_on_a_live_database_give_its_tenant_readers_no_error(fresh_
                 while not stop.is_set():
                     for statement in (
                         "SELECT count(*) FROM kb_retrieve('refund days')",
+                        "SELECT kb_retrieve_explain('refund days') IS NOT NULL",
                         "SELECT count(*) FROM kb.documents",
                     ):
                         try:

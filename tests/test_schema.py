@@ -26,7 +26,8 @@ def test_every_function_has_a_comment(migrated_db):
     missing = migrated_db.execute(
         """SELECT p.oid::regprocedure::text AS fn FROM pg_proc AS p
            JOIN pg_namespace AS n ON n.oid = p.pronamespace
-           WHERE (n.nspname = 'kb' OR p.proname LIKE 'kb\\_%') AND obj_description(p.oid, 'pg_proc') IS NULL"""
+           WHERE (n.nspname IN ('kb', 'kb_pipeline') OR p.proname LIKE 'kb\\_%')
+             AND obj_description(p.oid, 'pg_proc') IS NULL"""
     ).fetchall()
     assert missing == []
 
@@ -36,10 +37,36 @@ def test_sql_and_python_agree_on_modes_and_limits(migrated_db):
     from pgkb_plpy import vocabulary
 
     row = migrated_db.execute(
-        """SELECT kb.retrieval_modes() AS modes, kb.max_query_chars() AS max_query_chars,
+        """SELECT kb_pipeline.retrieval_modes() AS modes, kb_pipeline.max_query_chars() AS max_query_chars,
                   (SELECT pg_get_constraintdef(oid) FROM pg_constraint
                    WHERE conrelid = 'kb.models'::regclass AND conname = 'models_dimensions_check') AS dimensions"""
     ).fetchone()
     assert tuple(row["modes"]) == vocabulary.RETRIEVAL_MODES
     assert row["max_query_chars"] == vocabulary.MAX_QUERY_CHARS
     assert f"<= {vocabulary.MAX_EMBEDDING_DIMENSIONS})" in row["dimensions"]
+
+
+def test_no_function_body_is_longer_than_150_lines_and_orchestrators_are_short(migrated_db):
+    """One job per function: no body over 150 lines; the orchestrators (one node's pipeline, the
+    coordinator's, the doors) read as a list of named steps, under 80."""
+    lengths = {
+        r["fn"]: r["lines"]
+        for r in migrated_db.execute(
+            """SELECT p.oid::regprocedure::text AS fn, array_length(string_to_array(p.prosrc, E'\\n'), 1) AS lines
+               FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
+               WHERE n.nspname IN ('kb', 'kb_pipeline') OR p.proname LIKE 'kb\\_%'"""
+        ).fetchall()
+    }
+    assert {fn: n for fn, n in lengths.items() if n > 150} == {}
+    orchestrators = [fn for fn in lengths if fn.split("(")[0] in ORCHESTRATORS]
+    assert len(orchestrators) == len(ORCHESTRATORS)
+    assert {fn: lengths[fn] for fn in orchestrators if lengths[fn] >= 80} == {}
+
+
+ORCHESTRATORS = {
+    "kb_pipeline.retrieve_core",
+    "kb_pipeline.retrieve_over_shards",
+    "kb_pipeline.retrieve",
+    "kb_retrieve",
+    "kb_retrieve_explain",
+}

@@ -44,7 +44,10 @@ def test_an_unknown_key_is_an_error_that_names_it(module_db):
 def test_a_session_overrides_a_retrieval_setting_for_itself_only(rolled_back_db):
     rolled_back_db.execute("SET LOCAL pgkb.weight_dense = '0.9'")
     assert setting(rolled_back_db, "weight_dense") == 0.9
-    assert rolled_back_db.execute("SELECT (kb.read_retrieval_settings()).weight_dense AS w").fetchone()["w"] == 0.9
+    assert (
+        rolled_back_db.execute("SELECT (kb_pipeline.read_retrieval_settings()).weight_dense AS w").fetchone()["w"]
+        == 0.9
+    )
     row = rolled_back_db.execute("SELECT * FROM kb.settings_catalogue WHERE key = 'weight_dense'").fetchone()
     assert (row["value"], row["source"]) == (0.9, "session")
     assert (

@@ -122,7 +122,7 @@ def test_sharded_corpus_statistics_equal_one_node(sharded):
     coordinator's copy of the language statistics pools to the same moments."""
     terms = ["refund", "退款", "postgr", "queue", "absent-term"]
     with connect(sharded["reference"]) as ref, connect(sharded["coordinator"]) as coord:
-        one = ref.execute("SELECT kb.lexical_corpus(%s, NULL) AS c", (terms,)).fetchone()["c"]
+        one = ref.execute("SELECT kb_pipeline.lexical_corpus(%s, NULL) AS c", (terms,)).fetchone()["c"]
         parts = coord.execute("SELECT c FROM kb_shard.corpus_on_shards(%s, 'hash-64') AS c", (terms,)).fetchall()
         assert sum(p["c"]["lexical"]["chunk_count"] for p in parts) == one["chunk_count"] > 0
         assert sum(p["c"]["lexical"]["total_length"] for p in parts) == one["total_length"]
@@ -179,6 +179,31 @@ def test_sharded_cap_and_filters_equal_one_node(sessions):
         for arguments in ({"max_per_document": 1}, {"filters": psycopg.types.json.Jsonb({"doc_type": "policy"})}):
             one, many = asked_both(one_node, coordinator, query, k=10, mode="hybrid", **arguments)
             assert comparable(many) == comparable(one), (query, arguments)
+
+
+def test_the_coordinator_explains_and_logs_with_the_nodes_steps(sessions):
+    """Over all namespaces the coordinator judges, ranks and explains with the node's own steps: its
+    explain object has the node's shape and decisions (stage used, answerability, evidence), its
+    results are kb_shard.retrieve's rows, and the call is logged on the coordinator."""
+    one_node, coordinator = sessions
+    logged = "SELECT count(*) AS n FROM kb.retrieval_log"
+    coordinator.execute("UPDATE kb.settings SET value = 'true' WHERE key = 'retrieval_log'")
+    before = coordinator.execute(logged).fetchone()["n"]
+    for query in QUERIES[:4]:
+        one = one_node.execute("SELECT kb_retrieve_explain(%s, 10, NULL, 'hybrid') AS e", (query,)).fetchone()["e"]
+        many = coordinator.execute(
+            "SELECT kb_shard.retrieve_explain(%s, 10, NULL, 'hybrid') AS e", (query,)
+        ).fetchone()["e"]
+        assert set(one) - {"retrieval_log"} <= set(many), query
+        for key in ("stage_used", "evidence", "low_confidence", "no_evidence", "mode", "returned"):
+            assert many[key] == one[key], (query, key)
+        assert many["answerability"]["decision"] == one["answerability"]["decision"], query
+        assert [s["stage"] for s in many["stages"]] == [s["stage"] for s in one["stages"]], query
+        rows = _rows(coordinator, "kb_shard.retrieve", query, k=10, mode="hybrid")
+        assert [(r["rank"], r["source"]) for r in many["results"]] == [(r["rank"], r["source"]) for r in rows]
+        assert "shards_gather" in many["timings_ms"]
+    assert coordinator.execute(logged).fetchone()["n"] == before + 8
+    coordinator.execute("UPDATE kb.settings SET value = 'false' WHERE key = 'retrieval_log'")
 
 
 def test_merge_adjacent_over_all_namespaces_is_refused(sessions):

@@ -78,7 +78,7 @@ def test_every_retrieval_sees_the_document_while_it_is_rewritten(fresh_db, dsn):
 
 
 def test_the_retrieval_log_is_written_after_the_retrieval(fresh_db):
-    """The log row comes from kb_retrieve itself (kb.retrieve_core writes nothing, so it can be
+    """The log row comes from kb_retrieve itself (kb_pipeline.retrieve_core writes nothing, so it can be
     STABLE): one row per call of either entry point."""
     insert_document(fresh_db, "expense.md", BODIES[0].format(n=1))
     fresh_db.execute("UPDATE kb.settings SET value = 'true' WHERE key = 'retrieval_log'")
@@ -89,14 +89,15 @@ def test_the_retrieval_log_is_written_after_the_retrieval(fresh_db):
         r["proname"]: r["provolatile"]
         for r in fresh_db.execute(
             """SELECT p.proname, p.provolatile FROM pg_proc AS p
-               WHERE p.oid IN ('kb.retrieve_core'::regproc, 'kb.run_stage'::regproc)"""
+               WHERE p.oid IN ('kb_pipeline.retrieve_core'::regproc, 'kb_pipeline.gather_stage'::regproc,
+                               'kb_pipeline.dense_inputs'::regproc)"""
         ).fetchall()
     }
-    assert volatility == {"retrieve_core": "s", "run_stage": "s"}
+    assert volatility == {"retrieve_core": "s", "gather_stage": "s", "dense_inputs": "s"}
 
 
 def test_a_failing_query_embedding_still_falls_back_to_lexical_inside_the_stable_pipeline(fresh_db):
-    """kb.run_stage catches the provider's error in an EXCEPTION block (a subtransaction), which
+    """kb_pipeline.dense_inputs catches the provider's error in an EXCEPTION block (a subtransaction), which
     STABLE functions may run: hybrid answers from BM25 with a note, dense raises."""
     with FakeOllama(dimensions=8) as srv:
         options = {"base_url": srv.url, "max_retries": 0, "timeout_s": 2}

@@ -128,19 +128,19 @@ def test_every_function_pins_search_path_and_ignores_a_malicious_one(fresh_db):
            FROM pg_proc AS p
            JOIN pg_namespace AS n ON n.oid = p.pronamespace
            JOIN pg_language AS l ON l.oid = p.prolang
-           WHERE (n.nspname = 'kb' OR p.proname IN ('kb_retrieve', 'kb_retrieve_explain'))
+           WHERE (n.nspname IN ('kb', 'kb_pipeline') OR p.proname IN ('kb_retrieve', 'kb_retrieve_explain'))
              AND p.prokind = 'f'
              AND NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) AS c WHERE c LIKE 'search_path=%')
            ORDER BY 1"""
     ).fetchall()
-    assert [r["fn"] for r in unpinned] == [
-        "kb.bm25_weight(double precision,integer,integer,double precision,double precision,double precision)",
-        "kb.calibrate(double precision,double precision,double precision)",
-        "kb.glossary_match_terms(jsonb)",
+    assert sorted(r["fn"] for r in unpinned) == [
         "kb.in_force(text,date,date,timestamp with time zone,timestamp with time zone)",
-        "kb.lexical_term_weights(text[],jsonb,jsonb,integer)",
-        "kb.noise_z(bigint)",
         "kb.visible_candidate(bigint,timestamp with time zone,text[],jsonb,boolean)",
+        "kb_pipeline.bm25_weight(double precision,integer,integer,double precision,double precision,double precision)",
+        "kb_pipeline.calibrate(double precision,double precision,double precision)",
+        "kb_pipeline.glossary_match_terms(jsonb)",
+        "kb_pipeline.lexical_term_weights(text[],jsonb,jsonb,integer)",
+        "kb_pipeline.noise_z(bigint)",
     ]
     assert all(r["lanname"] == "sql" and not r["prosecdef"] and r["says_inlined"] for r in unpinned)
     insert_document(fresh_db, "x.md", "# X\n\nRefunds take 14 days.")

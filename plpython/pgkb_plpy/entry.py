@@ -170,20 +170,29 @@ def embed_query(plpy, GD, SD, query: str, model: str) -> str:
     return backend.query_vector(plpy, GD, model, query)
 
 
-@_entry_point
-def query_terms(plpy, GD, SD, text: str | None) -> list[str]:
-    """``kb.py_query_terms(text)``: the BM25 terms of a query."""
+def _checked_query_terms(plpy, SD, text: str) -> list[str]:
+    """The BM25 terms of a text, once this backend checked that the stored postings were made by
+    the same term rules."""
     if _TERMS_CHECKED not in SD:
         stored = backend.settings(plpy, SD, ("lexical_terms_version",))["lexical_terms_version"]
         lexical.check_terms_version(stored)
         SD[_TERMS_CHECKED] = True
-    return lexical.query_terms(text or "")
+    return lexical.query_terms(text)
+
+
+@_entry_point
+def query_terms(plpy, GD, SD, text: str | None) -> list[str]:
+    """``kb.py_query_terms(text)``: the BM25 terms of a query."""
+    return _checked_query_terms(plpy, SD, text or "")
 
 
 @_entry_point
 def analyze_query(plpy, GD, SD, query: str | None, context: list[str] | None) -> str:
-    """``kb.py_analyze_query(query, context)``: the query analysis as JSON."""
-    return json.dumps(query_analysis.analyze(query or "", list(context or [])), ensure_ascii=False)
+    """``kb.py_analyze_query(query, context)``: the query analysis as JSON, with ``stage_terms``,
+    the BM25 terms of each stage (in the order of ``stages``): the pipeline's one trip here."""
+    analysis = query_analysis.analyze(query or "", list(context or []))
+    analysis["stage_terms"] = [_checked_query_terms(plpy, SD, stage) for stage in analysis["stages"]]
+    return json.dumps(analysis, ensure_ascii=False)
 
 
 @_entry_point

@@ -1,0 +1,283 @@
+-- The steps only a shard coordinator runs (docs/SCALING.md, "Shards"): a
+-- retrieval over all namespaces of a sharded corpus. It is the node's
+-- pipeline with the gathering done on the shards (045_shard_parts.sql):
+--   analyse   the plan, with every stage's terms and glossary expansion here
+--   round 1   the BM25 statistics of those terms on every shard, summed
+--             (kb.shard_corpus), and whether any shard has vectors
+--   inputs    every stage's query vector and language moments, computed here
+--             once from the copy of all shards' language statistics
+--             (kb_shard.sync_statistics), so they pool as one node's do
+--   round 2   every shard's legs with those inputs (kb.shard_stage_candidates),
+--             merged into one node's legs (kb_pipeline.merged_stage)
+--   judge, fuse, rank, explain: the node's own steps (044)
+--   round 3   the rows of the ranked hits from the shards holding them
+--             (kb.shard_passages)
+-- A chunk is known here by its id x 256 + its shard's number (chunk and
+-- document ids are per shard). These functions call kb_shard's PL/Proxy
+-- functions, which exist on a coordinator only (sql/shards/coordinator.sql);
+-- elsewhere they are never called. They run as the caller (each caller
+-- reaches the shards as itself), so 090_grants.sql lets every role execute
+-- them (kb_pipeline.coordinator_steps).
+
+CREATE OR REPLACE FUNCTION kb_pipeline.global_id(p_id bigint, p_namespace text)
+RETURNS bigint
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    -- plpgsql: kb_shard exists on a coordinator only, and a SQL body is checked when created
+    RETURN p_id * 256 + kb_shard.partition_of(p_namespace);
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.global_id(bigint, text) IS
+'A shard''s chunk or document id as a coordinator knows it: id x 256 + the shard number of its namespace, unique over all shards (the id on its shard: the quotient by 256).';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.shard_facts(p_parts jsonb[])
+RETURNS kb_pipeline.candidate[]
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT ARRAY(
+        SELECT ROW(kb_pipeline.global_id(f.chunk_id, f.namespace), kb_pipeline.global_id(f.document_id, f.namespace),
+            f.namespace, f.content_hash, f.title, f.effective_from, f.created_at)::kb_pipeline.candidate
+        FROM unnest(p_parts) AS p
+        CROSS JOIN LATERAL jsonb_each(p -> 'facts') AS e
+        CROSS JOIN LATERAL jsonb_populate_record(NULL::kb_pipeline.candidate, e.value) AS f
+    )
+$$;
+COMMENT ON FUNCTION kb_pipeline.shard_facts(jsonb[]) IS
+'The facts of every candidate of the shards'' answers (kb_pipeline.shard_gather), with chunk and document ids as the coordinator knows them (kb_pipeline.global_id).';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.merged_leg(
+    p_parts jsonb[], p_stage_no integer, p_leg text, p_limit integer, p_by_language boolean
+)
+RETURNS kb_pipeline.leg_hit[]
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- One leg of one stage over all shards, as one node's leg would have
+    -- found it: the best p_limit hits by score (the lexical leg: its trigram
+    -- hits only when BM25 found nothing on any shard); the dense leg with the
+    -- language correction (p_by_language): the p_limit nearest of each
+    -- language group (the order of its HNSW scan), then by score.
+    WITH hits AS (
+        SELECT h.*, kb_pipeline.global_id(h.chunk_id, p -> 'facts' -> h.chunk_id::text ->> 'namespace') AS gid
+        FROM unnest(p_parts) AS p
+        CROSS JOIN LATERAL jsonb_populate_recordset(NULL::kb_pipeline.leg_hit, p -> 'stages' -> (p_stage_no - 1) -> p_leg)
+            AS h
+    ),
+    kept AS (
+        SELECT x.*
+        FROM (
+            SELECT h.*, row_number() OVER (
+                PARTITION BY CASE WHEN p_by_language THEN h.language ELSE '' END
+                ORDER BY CASE WHEN p_by_language THEN h.similarity ELSE h.score END DESC, h.gid) AS nth
+            FROM hits AS h
+            WHERE h.trigram = (p_leg = 'lexical' AND NOT EXISTS (SELECT 1 FROM hits AS b WHERE NOT b.trigram))
+        ) AS x
+        WHERE x.nth <= p_limit
+    )
+    SELECT ARRAY(
+        SELECT ROW(k.gid, row_number() OVER (ORDER BY k.score DESC, k.gid), k.score, k.coverage, k.trigram,
+            k.similarity, k.evidence, k.other_language, k.language)::kb_pipeline.leg_hit
+        FROM kept AS k
+        ORDER BY k.score DESC, k.gid
+    )
+$$;
+COMMENT ON FUNCTION kb_pipeline.merged_leg(jsonb[], integer, text, integer, boolean) IS
+'One leg (lexical or dense) of one stage merged over the shards'' answers, as one node''s leg would have found it over all their documents: the best p_limit by score (trigram hits only when no shard has a BM25 hit), or with p_by_language the p_limit nearest of each language group; chunk ids as the coordinator knows them.';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.merged_stage(
+    p_parts jsonb[],
+    p_plan kb_pipeline.retrieval_plan,
+    p_settings kb_pipeline.retrieval_settings,
+    p_stage_no integer,
+    p_inputs jsonb,
+    p_identifier_found boolean
+)
+RETURNS kb_pipeline.retrieval_stage
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    stage kb_pipeline.retrieval_stage;
+BEGIN
+    -- the stage as one node would have gathered it (kb_pipeline.gather_stage's
+    -- shape), judged by the node's rule (kb_pipeline.stage_evidence)
+    stage := ROW(p_stage_no, p_plan.stages[p_stage_no],
+        ARRAY(SELECT jsonb_array_elements_text(p_inputs -> 'lexical' -> 'terms')),
+        coalesce((p_inputs -> 'lexical' ->> 'skipped')::boolean, false), '{}', '{}', NULL, NULL, 0,
+        ARRAY(SELECT p_inputs -> 'dense' ->> 'note' WHERE p_inputs -> 'dense' ? 'note'),
+        coalesce((p_inputs -> 'dense' ->> 'embed_ms')::numeric, 0), 0, 0, NULL, NULL, NULL, ARRAY(
+            SELECT jsonb_populate_record(NULL::kb.language_moment, m.moment)
+            FROM jsonb_array_elements(coalesce(p_inputs -> 'dense' -> 'language_moments', '[]'))
+                WITH ORDINALITY AS m (moment, n)
+            ORDER BY m.n
+        ), 0, 0, nullif(p_inputs -> 'lexical' -> 'glossary', 'null'));
+    IF stage.skipped THEN
+        RETURN stage;
+    END IF;
+    stage.lexical := kb_pipeline.merged_leg(p_parts, p_stage_no, 'lexical', p_plan.candidates, false);
+    stage.dense := kb_pipeline.merged_leg(p_parts, p_stage_no, 'dense', p_plan.candidates,
+        cardinality(stage.language_moments) > 0);
+    RETURN kb_pipeline.stage_evidence(stage, p_plan, p_settings, p_identifier_found);
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.merged_stage(
+    jsonb[], kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, integer, jsonb,
+    boolean
+) IS
+'One stage of a sharded retrieval: its legs merged over the shards'' answers (kb_pipeline.merged_leg) and judged by the node''s rule (kb_pipeline.stage_evidence).';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.stage_inputs_over_shards(
+    p_request kb_pipeline.retrieval_request,
+    p_settings kb_pipeline.retrieval_settings
+)
+RETURNS jsonb
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    -- the glossary's expansion does not depend on the mode (lexical and
+    -- hybrid alike), so a plan before the shards said whether they have vectors will do
+    lexical jsonb := kb_pipeline.lexical_inputs(kb_pipeline.plan_retrieval(p_request, p_settings, true), NULL,
+        p_settings);
+    parts jsonb[];
+    plan kb_pipeline.retrieval_plan;
+BEGIN
+    -- round 1: the BM25 statistics of every stage's terms and of the terms
+    -- the glossary adds, summed over the shards
+    parts := kb_shard.answers(ARRAY(SELECT c FROM kb_shard.corpus_on_shards(ARRAY(
+        SELECT t.term FROM jsonb_array_elements(lexical) AS s
+        CROSS JOIN LATERAL jsonb_array_elements_text((s.value -> 'terms')
+            || coalesce(s.value -> 'glossary' -> 'added_terms', '[]')) AS t (term)
+    ), (SELECT m.name FROM kb.models AS m WHERE m.active)) AS c), 'round 1');
+    plan := kb_pipeline.plan_retrieval(p_request, p_settings,
+        (SELECT bool_or((p ->> 'model_ready')::boolean) FROM unnest(parts) AS p));
+    RETURN jsonb_build_object(
+        'model_ready', plan.model_ready,
+        'lexical_corpus', jsonb_build_object(
+            'chunk_count', (SELECT sum((p -> 'lexical' ->> 'chunk_count')::numeric) FROM unnest(parts) AS p),
+            'total_length', (SELECT sum((p -> 'lexical' ->> 'total_length')::numeric) FROM unnest(parts) AS p),
+            'df', (SELECT coalesce(jsonb_object_agg(d.term, d.df), '{}') FROM (
+                SELECT e.key AS term, sum(e.value::text::numeric) AS df
+                FROM unnest(parts) AS p CROSS JOIN LATERAL jsonb_each(p -> 'lexical' -> 'df') AS e
+                GROUP BY e.key) AS d)),
+        -- each stage's query vector and language moments, here once for all shards
+        'stages', coalesce((
+            SELECT jsonb_agg(jsonb_build_object('lexical', l.value, 'dense', CASE
+                WHEN NOT (l.value ->> 'skipped')::boolean
+                    THEN kb_pipeline.dense_inputs(p_request, plan, p_settings, plan.stages[l.n]) END) ORDER BY l.n)
+            FROM jsonb_array_elements(lexical) WITH ORDINALITY AS l (value, n)
+        ), '[]'));
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.stage_inputs_over_shards(kb_pipeline.retrieval_request, kb_pipeline.retrieval_settings) IS
+'What every shard is given for a retrieval over all namespaces: model_ready (any shard has vectors), lexical_corpus (the BM25 statistics summed over the shards: round 1), and each stage''s lexical and dense inputs (kb_pipeline.lexical_inputs, kb_pipeline.dense_inputs over the copy of all shards'' statistics).';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.rows_over_shards(p_ranked kb_pipeline.ranked_hit[])
+RETURNS kb.retrieval_row[]
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    -- round 3: each shard returns the rows of the ranked hits it holds (ids
+    -- on their shard), here in rank order
+    IF coalesce(cardinality(p_ranked), 0) = 0 THEN
+        RETURN '{}';
+    END IF;
+    RETURN ARRAY(
+        SELECT r FROM kb_shard.passages_on_shards((
+            SELECT jsonb_agg(to_jsonb(h) || jsonb_build_object('chunk_id', h.chunk_id / 256,
+                'document_id', h.document_id / 256))
+            FROM unnest(p_ranked) AS h WHERE h.rank IS NOT NULL
+        )) AS r
+        ORDER BY r.rank
+    );
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.rows_over_shards(kb_pipeline.ranked_hit[]) IS
+'Round 3 of a sharded retrieval: the rows of the ranked hits (rank NOT NULL), each from the shard that holds it (kb.shard_passages), in rank order.';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.retrieve_over_shards(
+    p_query text,
+    p_k integer,
+    p_mode text,
+    p_filters jsonb,
+    p_as_of timestamptz,
+    p_context text[],
+    p_max_per_document integer,
+    p_merge_adjacent boolean,
+    p_explain boolean
+)
+RETURNS kb_pipeline.retrieval_result
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+SET jit = 'off'  -- noqa: PRS
+AS $$
+DECLARE
+    t timestamptz := clock_timestamp();
+    timings jsonb := jsonb_build_object('started', clock_timestamp());
+    request kb_pipeline.retrieval_request := kb_pipeline.validated_request(p_query, p_k, NULL, p_mode, p_filters,
+        p_as_of, p_context, p_max_per_document, p_merge_adjacent);
+    settings kb_pipeline.retrieval_settings := kb_pipeline.read_retrieval_settings();
+    inputs jsonb;
+    plan kb_pipeline.retrieval_plan;
+    parts jsonb[];
+    facts kb_pipeline.candidate[];
+    identifier_ids bigint[];
+    stages kb_pipeline.retrieval_stage[];
+    best kb_pipeline.retrieval_stage;
+    ranked kb_pipeline.ranked_hit[];
+BEGIN
+    IF kb_pipeline.assembly_merge_adjacent(request, settings) THEN
+        RAISE EXCEPTION 'kb_shard.retrieve: merge_adjacent is not supported over all namespaces of a sharded corpus'
+            USING HINT = 'pass merge_adjacent => false, or a namespace (its shard answers as kb_retrieve does)';
+    END IF;
+    -- analyse, round 1 and every stage's inputs
+    inputs := kb_pipeline.stage_inputs_over_shards(request, settings);
+    plan := kb_pipeline.plan_retrieval(request, settings, (inputs ->> 'model_ready')::boolean);
+    timings := timings || jsonb_build_object('analysis', kb_pipeline.ms_since(t), 'identifiers', 0);
+    -- round 2: every shard's legs, merged as one node's; then judged
+    t := clock_timestamp();
+    parts := kb_shard.answers(ARRAY(SELECT c FROM kb_shard.stage_candidates_on_shards(request.query, request.k,
+        request.mode_requested, request.filters, request.as_of, request.context, inputs) AS c), 'round 2');
+    facts := kb_pipeline.shard_facts(parts);
+    identifier_ids := ARRAY(
+        SELECT x.gid
+        FROM (
+            SELECT kb_pipeline.global_id((i.value ->> 'chunk_id')::bigint,
+                p -> 'facts' -> (i.value ->> 'chunk_id') ->> 'namespace') AS gid, (i.value ->> 'matched')::integer AS matched
+            FROM unnest(parts) AS p
+            CROSS JOIN LATERAL jsonb_array_elements(p -> 'identifiers') AS i
+        ) AS x
+        ORDER BY x.matched DESC, x.gid
+        LIMIT plan.candidates
+    );
+    stages := ARRAY(
+        SELECT kb_pipeline.merged_stage(parts, plan, settings, s.n::integer, s.value,
+            cardinality(identifier_ids) > 0)
+        FROM jsonb_array_elements(inputs -> 'stages') WITH ORDINALITY AS s (value, n)
+        ORDER BY s.n
+    );
+    best := stages[kb_pipeline.best_stage(stages)];
+    timings := timings || jsonb_build_object('shards_gather', kb_pipeline.ms_since(t));
+    -- fuse and rank with every shard's candidates; round 3: the rows
+    t := clock_timestamp();
+    ranked := kb_pipeline.ranked(request, plan, settings, best, identifier_ids, facts);
+    timings := timings || jsonb_build_object('fuse', kb_pipeline.ms_since(t));
+    RETURN kb_pipeline.result_of(request, settings, plan, stages, best, identifier_ids, ranked,
+        kb_pipeline.rows_over_shards(ranked), timings, p_explain);
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.retrieve_over_shards(
+    text, integer, text, jsonb, timestamptz, text[], integer, boolean, boolean
+) IS
+'The retrieval pipeline of a shard coordinator over all namespaces (kb_shard.retrieve, kb_shard.retrieve_explain): every stage''s inputs and the corpus statistics here (kb_pipeline.stage_inputs_over_shards), the legs on every shard (merged: kb_pipeline.merged_stage), then the node''s judge, fusion, ranking and result (kb_pipeline.best_stage, kb_pipeline.ranked, kb_pipeline.result_of), the rows from the shards holding them. Ranks like one node holding every shard''s documents. merge_adjacent is refused.';
