@@ -953,6 +953,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb_pipeline.namespace_pattern()
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The pattern of the CHECK documents_namespace_valid: a kb_retrieve namespace outside it can name no document.
+-- kb_pipeline.new_stage(kb_pipeline.retrieval_plan,integer,jsonb,jsonb)
+--     RETURNS kb_pipeline.retrieval_stage LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     A stage as its inputs describe it (kb_pipeline.lexical_inputs and kb_pipeline.dense_inputs, or a coordinator's), before any leg ran: one node's kb_pipeline.gather_stage and a coordinator's kb_pipeline.merged_stage start from it. Pure.
 -- kb_pipeline.noise_z(bigint)
 --     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     sqrt(2 ln n): about the best z-score n unrelated passages reach by chance; the dense leg's evidence thresholds are offsets from it. Inlined into its callers.

@@ -225,13 +225,12 @@ AS $$
     -- Returned: the top k (rank 1..k), then the chunks the cap moved out of
     -- the top k (rank NULL), in their uncapped order. A hit without facts
     -- (none given for it) is left out. Ties break by chunk id.
+DECLARE
+    -- depends on the query only: built once, not per candidate (NULL: no title boost)
+    title_pattern text := CASE WHEN length(p_core_terms) >= 2 THEN '%' || kb.escape_like(p_core_terms) || '%' END;
 BEGIN
     RETURN QUERY
     WITH
-    title_pattern AS (
-        -- depends on the query only: built once, not per candidate (NULL: no title boost)
-        SELECT CASE WHEN length(p_core_terms) >= 2 THEN '%' || kb.escape_like(p_core_terms) || '%' END AS pattern
-    ),
     boosted AS (
         SELECT
             f.*,
@@ -240,13 +239,12 @@ BEGIN
             c.content_hash,
             f.fused_score
             + CASE WHEN f.identifier_hit THEN p_settings.boost_identifier ELSE 0 END
-            + CASE WHEN c.title ILIKE tp.pattern THEN p_settings.boost_title ELSE 0 END
+            + CASE WHEN c.title ILIKE title_pattern THEN p_settings.boost_title ELSE 0 END
             + f.fused_score * p_settings.freshness_margin * CASE WHEN count(*) OVER () > 1
                 THEN percent_rank() OVER (ORDER BY c.effective_from NULLS FIRST, c.created_at) ELSE 0 END
             AS final_score
         FROM unnest(p_fused) AS f
         INNER JOIN unnest(p_facts) AS c ON c.chunk_id = f.chunk_id
-        CROSS JOIN title_pattern AS tp
     ),
     deduplicated AS (
         SELECT DISTINCT ON (b.content_hash) b.*

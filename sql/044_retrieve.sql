@@ -190,6 +190,30 @@ COMMENT ON FUNCTION kb_pipeline.stage_evidence(
 ) IS
 'The evidence of a stage''s legs: lexical from the top hit''s idf coverage, dense from the z-score of the best hit of each language (the hits carry it) against its group''s noise level (with language moments) or from the top cosine similarity; the better leg decides, an identifier found verbatim is 1 (kb_pipeline.calibrate against the thresholds). Pure: a coordinator judges the legs it merged from several shards by the rule one node uses.';
 
+CREATE OR REPLACE FUNCTION kb_pipeline.new_stage(
+    p_plan kb_pipeline.retrieval_plan, p_stage_no integer, p_lexical jsonb, p_dense jsonb
+)
+RETURNS kb_pipeline.retrieval_stage
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    -- what the inputs say (terms, skipped, glossary; the embedding's note, time and
+    -- language moments), before any leg ran: no hits, no evidence yet
+    RETURN ROW(p_stage_no, p_plan.stages[p_stage_no], ARRAY(SELECT jsonb_array_elements_text(p_lexical -> 'terms')),
+        coalesce((p_lexical ->> 'skipped')::boolean, false), '{}', '{}', NULL, NULL, 0,
+        ARRAY(SELECT p_dense ->> 'note' WHERE p_dense ? 'note'), coalesce((p_dense ->> 'embed_ms')::numeric, 0),
+        0, 0, NULL, NULL, NULL, ARRAY(
+            SELECT jsonb_populate_record(NULL::kb.language_moment, m.moment)
+            FROM jsonb_array_elements(coalesce(p_dense -> 'language_moments', '[]')) WITH ORDINALITY AS m (moment, n)
+            ORDER BY m.n
+        ), 0, 0, nullif(p_lexical -> 'glossary', 'null'))::kb_pipeline.retrieval_stage;
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.new_stage(kb_pipeline.retrieval_plan, integer, jsonb, jsonb) IS
+'A stage as its inputs describe it (kb_pipeline.lexical_inputs and kb_pipeline.dense_inputs, or a coordinator''s), before any leg ran: one node''s kb_pipeline.gather_stage and a coordinator''s kb_pipeline.merged_stage start from it. Pure.';
+
 CREATE OR REPLACE FUNCTION kb_pipeline.gather_stage(
     p_request kb_pipeline.retrieval_request,
     p_plan kb_pipeline.retrieval_plan,
@@ -213,14 +237,7 @@ BEGIN
     -- p_lexical, p_dense: the stage's inputs (kb_pipeline.lexical_inputs,
     -- kb_pipeline.dense_inputs, or a coordinator's); p_lexical_corpus: the
     -- BM25 statistics of a sharded corpus (NULL: this database's)
-    stage := ROW(p_stage_no, query, ARRAY(SELECT jsonb_array_elements_text(p_lexical -> 'terms')),
-        coalesce((p_lexical ->> 'skipped')::boolean, false), '{}', '{}', NULL, NULL, 0,
-        ARRAY(SELECT p_dense ->> 'note' WHERE p_dense ? 'note'), coalesce((p_dense ->> 'embed_ms')::numeric, 0),
-        0, 0, NULL, NULL, NULL, ARRAY(
-            SELECT jsonb_populate_record(NULL::kb.language_moment, m.moment)
-            FROM jsonb_array_elements(coalesce(p_dense -> 'language_moments', '[]')) WITH ORDINALITY AS m (moment, n)
-            ORDER BY m.n
-        ), 0, 0, nullif(p_lexical -> 'glossary', 'null'));
+    stage := kb_pipeline.new_stage(p_plan, p_stage_no, p_lexical, p_dense);
     IF stage.skipped THEN
         RETURN stage;
     END IF;
@@ -740,7 +757,7 @@ AS $$
         'max_filters_depth', 'filter_value_error', 'check_filters', 'retrieval_modes', 'max_query_chars',
         'max_namespace_chars', 'namespace_pattern', 'max_context_turns', 'assembly_max_per_document',
         'assembly_merge_adjacent', 'plan_retrieval', 'lexical_inputs', 'dense_inputs', 'ms_since', 'calibrate',
-        'noise_z', 'stage_evidence', 'best_stage', 'answerability', 'abstains', 'fuse', 'rank', 'ranked',
+        'noise_z', 'new_stage', 'stage_evidence', 'best_stage', 'answerability', 'abstains', 'fuse', 'rank', 'ranked',
         'result_of', 'rows_with', 'with_snippets', 'with_answer', 'explain_object', 'explain_assembly',
         'language_correction_explain',
         -- 046_shard_coordinator_steps.sql

@@ -108,16 +108,7 @@ DECLARE
 BEGIN
     -- the stage as one node would have gathered it (kb_pipeline.gather_stage's
     -- shape), judged by the node's rule (kb_pipeline.stage_evidence)
-    stage := ROW(p_stage_no, p_plan.stages[p_stage_no],
-        ARRAY(SELECT jsonb_array_elements_text(p_inputs -> 'lexical' -> 'terms')),
-        coalesce((p_inputs -> 'lexical' ->> 'skipped')::boolean, false), '{}', '{}', NULL, NULL, 0,
-        ARRAY(SELECT p_inputs -> 'dense' ->> 'note' WHERE p_inputs -> 'dense' ? 'note'),
-        coalesce((p_inputs -> 'dense' ->> 'embed_ms')::numeric, 0), 0, 0, NULL, NULL, NULL, ARRAY(
-            SELECT jsonb_populate_record(NULL::kb.language_moment, m.moment)
-            FROM jsonb_array_elements(coalesce(p_inputs -> 'dense' -> 'language_moments', '[]'))
-                WITH ORDINALITY AS m (moment, n)
-            ORDER BY m.n
-        ), 0, 0, nullif(p_inputs -> 'lexical' -> 'glossary', 'null'));
+    stage := kb_pipeline.new_stage(p_plan, p_stage_no, p_inputs -> 'lexical', p_inputs -> 'dense');
     IF stage.skipped THEN
         RETURN stage;
     END IF;
