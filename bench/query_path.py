@@ -15,7 +15,9 @@ On a database built by ``bench.retrieval`` (``--build-only``; its documents live
   third session) and bare HNSW
   (``ORDER BY embedding <=> q LIMIT n`` through the model's index, with the leg's ef_search) for
   10 and for the leg's candidate count;
-* checks that the tenant's rows equal the owner's (same chunks, same order) for every query.
+* checks that the tenant's rows equal the owner's (same chunks, same order) for every query;
+* then, for hybrid and dense mode, where the owner's calls spend their time: each function's own
+  time per query (``track_functions``), the breakdown behind the ratios.
 
 Prints JSON (``--out`` also writes it) and a short table: p50 and p95 per series, and the ratios
 the fast-query-path issue sets targets on (hybrid over bare BM25 + bare HNSW; tenant over owner).
@@ -163,6 +165,32 @@ def measure(owner, tenant, bare, queries, model: tuple[str, int], candidates: in
     }
 
 
+def breakdown(conn, queries, mode: str, top: int = 14) -> dict:
+    """Where a kb_retrieve call's time goes, per query: each function's own time (without the
+    functions it calls) and calls, from track_functions, the owner's queries in one transaction
+    (pg_stat_xact_user_functions counts that transaction). Timing every call adds to every call,
+    so the figures say where the time goes, not how long a call takes; ``wall`` is the calls'
+    own time in the same pass."""
+    counts = "SELECT schemaname || '.' || funcname, calls, self_time FROM pg_stat_xact_user_functions"
+    conn.execute("SET track_functions = 'all'")
+    try:
+        with conn.transaction():
+            # the view also holds what earlier transactions have not flushed yet: the difference counts
+            before = {name: (calls, self_ms) for name, calls, self_ms in conn.execute(counts).fetchall()}
+            wall = sum(
+                timed(conn, "SELECT chunk_id FROM kb_retrieve(%s, 10, NULL, %s)", [q, mode])[0] for _, q in queries
+            )
+            after = conn.execute(counts).fetchall()
+    finally:
+        conn.execute("RESET track_functions")
+    n = len(queries)
+    spent = [(name, calls - before.get(name, (0, 0))[0], ms - before.get(name, (0, 0))[1]) for name, calls, ms in after]
+    out = {"wall": round(wall / n, 3)}
+    for name, calls, self_ms in sorted(spent, key=lambda r: -r[2])[:top]:
+        out[name] = {"self_ms": round(self_ms / n, 3), "calls": round(calls / n, 2)}
+    return out
+
+
 def ratios(latency: dict) -> dict:
     out = {}
     for kind, s in latency.items():
@@ -195,6 +223,11 @@ def table(report: dict) -> str:
         for name, value in r.items():
             lines.append(f"{kind:<7}{name:<52}{value}")
     lines.append(f"tenant rows differing from the owner's: {report['tenant_rows_differ']}")
+    for mode, parts in report["breakdown_ms_per_query"].items():
+        lines.append(f"\nwhere the owner's {mode} call goes (per query, track_functions on): wall {parts['wall']} ms")
+        for name, part in parts.items():
+            if name != "wall":
+                lines.append(f"  {name:<44}{part['self_ms']:>8.3f} ms{part['calls']:>8.2f} calls")
     return "\n".join(lines)
 
 
@@ -232,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
             queries = sample_queries(owner, args.queries + args.warmup, args.seed)
             measure(owner, tenant, bare, queries[: args.warmup], model, candidates, ef_search, args.chain)
             result = measure(owner, tenant, bare, queries[args.warmup :], model, candidates, ef_search, args.chain)
+            result["breakdown_ms_per_query"] = {
+                mode: breakdown(owner, queries[args.warmup :], mode) for mode in ("hybrid", "dense")
+            }
             commit = owner.execute("SELECT count(*) FROM kb.chunks").fetchone()[0]
     report = {
         "database": args.db,

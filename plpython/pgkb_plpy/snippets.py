@@ -32,6 +32,7 @@ metacharacters, SQL wildcards); on an internal error it degrades to the plain le
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -113,12 +114,23 @@ def _term_prefixes(words: set[str]) -> tuple[str, ...]:
     return tuple(prefixes)
 
 
+@functools.lru_cache(maxsize=128)
+def _query_plan(query: str) -> tuple[frozenset[str], tuple[str, ...], re.Pattern | None, tuple[str, ...]]:
+    """What the matching needs of the query, worked out once per query (a call's passages share
+    it): its word terms, their prefixes, one pattern for its identifiers, its CJK grams."""
+    words, idents, grams = _query_keys(query)
+    pattern = None
+    if idents:
+        alternatives = "|".join(re.escape(i) for i in sorted(idents, key=len, reverse=True))
+        pattern = re.compile(rf"(?<!{lexical.WORD_CHAR})(?:{alternatives})(?!{lexical.WORD_CHAR})", re.IGNORECASE)
+    return frozenset(words), _term_prefixes(words), pattern, tuple(grams)
+
+
 def _matches(text: str, query: str) -> list[tuple[int, int, frozenset[str]]]:
     """Merged match spans ``(start, end, keys)`` in ``text``, sorted."""
-    words, idents, grams = _query_keys(query)
+    words, prefixes, ident_pattern, grams = _query_plan(query)
     raw: list[tuple[int, int, str]] = []
     if words:
-        prefixes = _term_prefixes(words)
         for kind, start, end in lexical.spans(text):
             if kind != "word":
                 continue
@@ -140,10 +152,8 @@ def _matches(text: str, query: str) -> list[tuple[int, int, frozenset[str]]]:
                     term = lexical.word_term(part)
                     if term is not None and term in words:
                         raw.append((start, end, term))
-    if idents:
-        alternatives = "|".join(re.escape(i) for i in sorted(idents, key=len, reverse=True))
-        pattern = re.compile(rf"(?<!{lexical.WORD_CHAR})(?:{alternatives})(?!{lexical.WORD_CHAR})", re.IGNORECASE)
-        raw.extend((m.start(), m.end(), m.group(0).lower()) for m in pattern.finditer(text))
+    if ident_pattern is not None:
+        raw.extend((m.start(), m.end(), m.group(0).lower()) for m in ident_pattern.finditer(text))
     for gram in grams:
         pos = text.find(gram)
         while pos != -1:
