@@ -14,7 +14,9 @@ On a database built by ``bench.retrieval`` (``--build-only``; its documents live
   leg (``kb_pipeline.lexical_candidates`` with precomputed terms, 100 candidates, as the owner, in a
   third session) and bare HNSW
   (``ORDER BY embedding <=> q LIMIT n`` through the model's index, with the leg's ef_search) for
-  10 and for the leg's candidate count;
+  10 and for the leg's candidate count, and the dense leg's own function
+  (``kb_pipeline.dense_candidates``: the same scan with the lifecycle filter, no language
+  correction);
 * checks that the tenant's rows equal the owner's (same chunks, same order) for every query;
 * then, for hybrid and dense mode, where the owner's calls spend their time: each function's own
   time per query (``track_functions``), the breakdown behind the ratios.
@@ -118,6 +120,11 @@ def timed(conn, sql: str, params: list) -> tuple[float, list]:
     return (time.perf_counter() - start) * 1000, rows
 
 
+def _literal(vec) -> str:
+    """A vector as pgvector's text form (what kb.embed_query returns and the dense leg takes)."""
+    return "[" + ",".join(repr(float(x)) for x in vec) + "]"
+
+
 def measure(owner, tenant, bare, queries, model: tuple[str, int], candidates: int, ef_search: int, chain: int) -> dict:
     name, dims = model
     bare_hnsw = (
@@ -125,6 +132,12 @@ def measure(owner, tenant, bare, queries, model: tuple[str, int], candidates: in
         f"ORDER BY embedding::vector({dims}) <=> %s::vector({dims}) LIMIT %s"
     )
     bare_bm25 = "SELECT chunk_id FROM kb_pipeline.lexical_candidates(%s::text[], now(), NULL, '{}', 100)"
+    # the dense leg's own function with the lifecycle filter, one scan over every language (no
+    # language correction): what the leg asks of the index, without the pipeline around it
+    bare_dense = (
+        f"SELECT chunk_id FROM kb_pipeline.dense_candidates(%s::text, '{name}', {dims}, now(), NULL, '{{}}', %s, "
+        "'{}'::kb.language_moment[])"
+    )
     retrieve = "SELECT chunk_id FROM kb_retrieve(%s, 10, NULL, %s)"
     series: dict[str, dict[str, list[float]]] = {}
     mismatches: list[dict] = []
@@ -149,6 +162,7 @@ def measure(owner, tenant, bare, queries, model: tuple[str, int], candidates: in
         s.setdefault("bare_hnsw_10", []).append(timed(bare, bare_hnsw, [vec, 10])[0])
         bare.execute(f"SET hnsw.ef_search = {max(ef_search, candidates * 3 // 2)}")
         s.setdefault("bare_hnsw_leg", []).append(timed(bare, bare_hnsw, [vec, candidates])[0])
+        s.setdefault("bare_dense_leg", []).append(timed(bare, bare_dense, [_literal(vec), candidates])[0])
         bare.execute(f"SET hnsw.ef_search = {ef_search}")
         if chain and n % 4 == 0:
             question = [
@@ -202,6 +216,9 @@ def ratios(latency: dict) -> dict:
             "owner_hybrid_p95_over_bare_bm25_plus_hnsw_p95": _div(s["owner_hybrid"]["p95"], bare),
             "tenant_hybrid_p95_over_bare_bm25_plus_hnsw_p95": _div(s["tenant_hybrid"]["p95"], bare),
             "owner_dense_p50_minus_bare_hnsw_leg_p50_ms": round(s["owner_dense"]["p50"] - s["bare_hnsw_leg"]["p50"], 2),
+            "owner_dense_p50_minus_bare_dense_leg_p50_ms": round(
+                s["owner_dense"]["p50"] - s["bare_dense_leg"]["p50"], 2
+            ),
         }
         for mode in MODES:
             out[kind][f"tenant_over_owner_{mode}_p50"] = _div(s[f"tenant_{mode}"]["p50"], s[f"owner_{mode}"]["p50"])
