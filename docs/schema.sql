@@ -529,6 +529,19 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_value_matches_type CHECK (((valu
 ALTER TABLE kb.settings ADD CONSTRAINT settings_value_type_valid CHECK ((value_type = ANY (ARRAY['boolean'::text, 'integer'::text, 'number'::text, 'text'::text])));
 ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 
+-- Every change of the setting tenant_isolation (insert, update of its value, delete): when, by which role (SET ROLE's, else the login) and login, the value before and after. Written by a trigger with the owner's rights; no role inserts into it.
+CREATE TABLE kb.tenant_isolation_changes (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    changed_at timestamp with time zone DEFAULT now() NOT NULL,
+    role_name name NOT NULL,
+    login name NOT NULL,
+    operation text NOT NULL,
+    old_value jsonb,
+    new_value jsonb
+);
+ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_operation_check CHECK ((operation = ANY (ARRAY['INSERT'::text, 'UPDATE'::text, 'DELETE'::text])));
+ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_pkey PRIMARY KEY (id);
+
 -- Views (definitions in sql/)
 
 -- Documents added as files, without their bytes: name as given, detected content type, size, parser and version, pages, the parse error if any.
@@ -570,11 +583,14 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     RETURNS text[] LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     Namespaces p_role (the current role or one it belongs to) may see when tenant_isolation is on (NULL: all); used by the row-level security policies, which pass current_user, and by kb.read_scope.
 -- kb.analyze_query(text,text[])
---     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
---     Query analysis (SECURITY DEFINER wrapper for readers).
+--     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
+--     Query analysis (SECURITY DEFINER wrapper for readers; the query and each context turn at most kb_pipeline.max_query_chars characters, at most kb_pipeline.max_context_turns turns).
 -- kb.blank_class()
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The characters that show nothing by themselves (controls, format characters, spaces and separators), as the inside of a regular expression bracket; pgkb_plpy.vocabulary.BLANK is the same class, and tests compare them.
+-- kb.bounded_text(text,text,text)
+--     RETURNS text LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     The text itself, or a named error when it is longer than a query may be (kb_pipeline.max_query_chars): the bound every reader door puts on text before PL/Python runs.
 -- kb.chunker_version()
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Current version of the chunking rules (pgkb_plpy.chunker.CHUNKER_VERSION); a document chunked with another is stale.
@@ -585,8 +601,8 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     PROCEDURE LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Embeds queued chunks of a model (default: the active one) batch by batch, committing each; safe with several concurrent workers (SKIP LOCKED). Stops at the first failing batch, whose error stays on the queue rows. Reports progress as a NOTICE per batch: pgkb progress: {"model", "batch", "embedded", "failed", "remaining", "error"}.
 -- kb.embed_query(text,text)
---     RETURNS text LANGUAGE sql STABLE PARALLEL UNSAFE SECURITY DEFINER
---     Query vector (pgvector text form) from the named model's provider (SECURITY DEFINER wrapper for readers).
+--     RETURNS text LANGUAGE plpgsql STABLE PARALLEL UNSAFE SECURITY DEFINER
+--     Query vector (pgvector text form) from the named model's provider (SECURITY DEFINER wrapper for readers: the active model only, unless the session acts as the tables' owner; a query of at most kb_pipeline.max_query_chars characters).
 -- kb.embed_queue_batch(text,integer,boolean)
 --     RETURNS jsonb LANGUAGE sql VOLATILE PARALLEL UNSAFE
 --     Claims up to p_batch_size queued chunks of a model (of the namespaces the current role may see) with SKIP LOCKED, embeds and stores them; returns counts and the error, if any.
@@ -658,7 +674,10 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     The query's offset and scale per language group over the statistics of the namespaces named (NULL: all the caller may see), for the vector each group is searched with (query_vector: the query without its language's mean in groups of another language, NULL for the query itself); empty when there are too few vectors for a correction.
 -- kb.log_retrieval(jsonb,kb.retrieval_row[],text,integer)
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
---     Appends one kb_retrieve call to kb.retrieval_log (for the gateways: it names the session's role), when the setting retrieval_log is true and the transaction may write (query stored only as a hash).
+--     Appends one kb_retrieve call to kb.retrieval_log (for the gateways: it names the session's role) when the setting retrieval_log is true (query stored only as a hash); raises in a read-only transaction on a primary while the log is on; writes nothing on a hot standby.
+-- kb.max_snippet_chars()
+--     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The most characters of passages one kb.snippets call reads (about a second of PL/Python): k = 1000 passages of 2,000 characters.
 -- kb.maybe_refresh_language_statistics()
 --     RETURNS void LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     Refreshes the active model's language statistics after vectors change: always while it has fewer than 2,000 vectors, else at most once a minute, never waiting on another recount.
@@ -715,7 +734,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     Snippets of several passages for one query, in one call.
 -- kb.query_terms(text)
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
---     BM25 terms of a query (SECURITY DEFINER wrapper for readers).
+--     BM25 terms of a query (SECURITY DEFINER wrapper for readers; at most kb_pipeline.max_query_chars characters).
 -- kb.read_scope(text)
 --     RETURNS text[] LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The namespaces a retrieval by the session's role (kb.session_role) may read: the one asked for if the role may read it, else none; without one, every namespace the role may read (NULL: all). Refuses a role without SELECT on kb.documents. Every leg of the pipeline applies it.
@@ -751,7 +770,7 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     Parses again the stored files that failed and (unless p_failed_only) those parsed with an older conversion (kb.parser_versions), of one namespace or all; returns how many. Runs with the caller's rights.
 -- kb.retrieval_log_state()
 --     RETURNS text LANGUAGE sql STABLE PARALLEL SAFE
---     Whether a kb_retrieve call in this transaction is logged to kb.retrieval_log: logged, off (setting retrieval_log), or skipped: hot standby / skipped: read-only transaction (nothing is written there).
+--     Whether a kb_retrieve call in this transaction is logged to kb.retrieval_log: logged, off (setting retrieval_log), skipped: hot standby (nothing can be written there), or refused: read-only transaction (on a primary with the log on: kb.log_retrieval raises).
 -- kb.retrieval_metadata(jsonb)
 --     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The metadata keys that change how a document is indexed (rag_include, concept_keys, aliases, synonyms; docs/INGEST.md): a change of them re-indexes the document.
@@ -772,16 +791,16 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 --     The door to a shard's part of a sharded retrieval (kb_pipeline.shard_gather): every stage's candidates over the namespaces the caller may read here, ranked with the whole corpus's statistics the coordinator gives.
 -- kb.snippet(text,text,integer)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
---     Query-aware snippet (SECURITY DEFINER wrapper for readers).
+--     Query-aware snippet of one passage (kb.snippets, with its bounds).
 -- kb.snippets(text[],text,integer)
---     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
---     Query-aware snippets of several passages in one call (SECURITY DEFINER wrapper for readers).
+--     RETURNS text[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
+--     Query-aware snippets of several passages in one call (SECURITY DEFINER wrapper for readers; at most kb.max_snippet_chars characters of passages, a query of at most kb_pipeline.max_query_chars, width 1 to 2000).
 -- kb.strip_blank(text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The text without kb.blank_class() characters at either end (pgkb_plpy.vocabulary.strip_blank in SQL).
 -- kb.tenant_isolation_on()
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
---     Whether row-level security by namespace is on (the setting tenant_isolation); SECURITY DEFINER so that policies work for roles that may not read kb.settings.
+--     Whether tenant isolation is on: off only while kb.settings holds tenant_isolation = false (a fresh install's default); a missing row or a null value means on. Every change is recorded in kb.tenant_isolation_changes. SECURITY DEFINER so that policies work for roles that may not read kb.settings.
 -- kb.trg_documents_before()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     BEFORE INSERT/UPDATE on kb.documents: content hash of title and body, updated_at; pending again when the text or the retrieval keys of metadata changed.
@@ -824,6 +843,9 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 -- kb.trg_settings_python_path()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     BEFORE INSERT/UPDATE/DELETE on kb.settings: refuses a change of python_path (which code every backend imports) unless the role is a superuser or owns kb.settings.
+-- kb.trg_settings_tenant_isolation_audit()
+--     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     Records every change of the setting tenant_isolation (insert, a changed value, delete) in kb.tenant_isolation_changes, with the owner's rights.
 -- kb.upsert_document(jsonb)
 --     RETURNS TABLE(id bigint, ingest_status text, ingest_error text) LANGUAGE sql VOLATILE PARALLEL UNSAFE
 --     Inserts or updates one document given as jsonb (the columns of kb.documents the folder loader writes), as the loader does: an unchanged document returns no row. The write a shard coordinator routes by namespace.

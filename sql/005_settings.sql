@@ -1,7 +1,7 @@
 -- The settings catalogue: every key pgkb reads, with its type, default and
 -- description, in this one list. A new key is added here (and read through
 -- kb.setting); migrate inserts it with its default and never overwrites a
--- value an admin has set.
+-- value an admin has set (nor re-inserts tenant_isolation once removed).
 
 INSERT INTO kb.settings AS s (key, value, value_type, default_value, choices, session_override, description)
 SELECT c.key, c.default_value AS value, c.value_type, c.default_value, c.choices, c.session_override, c.description
@@ -97,8 +97,14 @@ FROM (VALUES
     -- security: row-level security must not depend on what a session sets, or
     -- any reader could switch it off with SET pgkb.tenant_isolation = false
     ('tenant_isolation', 'boolean', 'false', NULL, false,
-        'true: roles that do not own the kb tables see only the namespaces kb.namespace_grants gives them')
+        'true: roles that do not own the kb tables see only the namespaces kb.namespace_grants gives them; only false turns it off (a missing row or null means on; kb.tenant_isolation_changes records every change)')
 ) AS c (key, value_type, default_value, choices, session_override, description)
+-- tenant_isolation is inserted on a fresh install only: once its history has a
+-- change, a missing row is an admin's removal (isolation on), never to be
+-- turned back into false by a migrate
+WHERE c.key <> 'tenant_isolation'
+    OR EXISTS (SELECT 1 FROM kb.settings AS t WHERE t.key = 'tenant_isolation')
+    OR NOT EXISTS (SELECT 1 FROM kb.tenant_isolation_changes)
 ON CONFLICT (key) DO UPDATE SET
     value_type = excluded.value_type,
     default_value = excluded.default_value,

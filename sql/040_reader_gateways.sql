@@ -65,33 +65,89 @@ COMMENT ON FUNCTION kb.read_scope(text) IS
 'The namespaces a retrieval by the session''s role (kb.session_role) may read: the one asked for if the role may read it, else none; without one, every namespace the role may read (NULL: all). Refuses a role without SELECT on kb.documents. Every leg of the pipeline applies it.';
 
 
+CREATE OR REPLACE FUNCTION kb.bounded_text(p_function text, p_argument text, p_text text)
+RETURNS text
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    -- the bound kb_retrieve puts on a query (kb_pipeline.max_query_chars), for
+    -- every door that takes text from a reader: a longer one is refused by
+    -- name before any PL/Python runs
+    IF length(p_text) > kb_pipeline.max_query_chars() THEN
+        RAISE EXCEPTION '%: % must be at most % characters (got %)', p_function, p_argument,
+            kb_pipeline.max_query_chars(), length(p_text)
+            USING ERRCODE = 'program_limit_exceeded', HINT = 'kb_retrieve cuts a query at the same length';
+    END IF;
+    RETURN p_text;
+END;
+$$;
+COMMENT ON FUNCTION kb.bounded_text(text, text, text) IS
+'The text itself, or a named error when it is longer than a query may be (kb_pipeline.max_query_chars): the bound every reader door puts on text before PL/Python runs.';
+
 CREATE OR REPLACE FUNCTION kb.query_terms(p_text text)
 RETURNS text[]
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT kb.py_query_terms(p_text) $$;
-COMMENT ON FUNCTION kb.query_terms(text) IS 'BM25 terms of a query (SECURITY DEFINER wrapper for readers).';
+AS $$ SELECT kb.py_query_terms(kb.bounded_text('kb.query_terms', 'the text', p_text)) $$;
+COMMENT ON FUNCTION kb.query_terms(text) IS
+'BM25 terms of a query (SECURITY DEFINER wrapper for readers; at most kb_pipeline.max_query_chars characters).';
 
 CREATE OR REPLACE FUNCTION kb.analyze_query(p_query text, p_context text[] DEFAULT NULL)
 RETURNS jsonb
-LANGUAGE sql
+LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT kb.py_analyze_query(p_query, p_context) $$;
-COMMENT ON FUNCTION kb.analyze_query(text, text[]) IS 'Query analysis (SECURITY DEFINER wrapper for readers).';
+AS $$
+BEGIN
+    IF cardinality(p_context) > kb_pipeline.max_context_turns() THEN
+        RAISE EXCEPTION 'kb.analyze_query: context has % turns; at most %', cardinality(p_context),
+            kb_pipeline.max_context_turns()
+            USING ERRCODE = 'program_limit_exceeded';
+    END IF;
+    PERFORM kb.bounded_text('kb.analyze_query', 'a context turn', t.turn) FROM unnest(p_context) AS t (turn);
+    RETURN kb.py_analyze_query(kb.bounded_text('kb.analyze_query', 'the query', p_query), p_context);
+END;
+$$;
+COMMENT ON FUNCTION kb.analyze_query(text, text[]) IS
+'Query analysis (SECURITY DEFINER wrapper for readers; the query and each context turn at most kb_pipeline.max_query_chars characters, at most kb_pipeline.max_context_turns turns).';
+
+CREATE OR REPLACE FUNCTION kb.max_snippet_chars()
+RETURNS integer
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT 2000000 $$;
+COMMENT ON FUNCTION kb.max_snippet_chars() IS
+'The most characters of passages one kb.snippets call reads (about a second of PL/Python): k = 1000 passages of 2,000 characters.';
 
 CREATE OR REPLACE FUNCTION kb.snippets(p_contents text[], p_query text, p_width integer DEFAULT 200)
 RETURNS text[]
-LANGUAGE sql
+LANGUAGE plpgsql
 IMMUTABLE PARALLEL SAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT kb.py_snippets(p_contents, p_query, p_width) $$;
+AS $$
+DECLARE
+    total bigint := (SELECT coalesce(sum(length(c)), 0) FROM unnest(p_contents) AS c);
+BEGIN
+    IF total > kb.max_snippet_chars() THEN
+        RAISE EXCEPTION 'kb.snippets: the passages hold % characters; at most %', total, kb.max_snippet_chars()
+            USING ERRCODE = 'program_limit_exceeded', HINT = 'ask for fewer or shorter passages';
+    END IF;
+    IF p_width NOT BETWEEN 1 AND 2000 THEN
+        RAISE EXCEPTION 'kb.snippets: width must be between 1 and 2000 (got %)', p_width
+            USING ERRCODE = 'program_limit_exceeded';
+    END IF;
+    RETURN kb.py_snippets(p_contents, kb.bounded_text('kb.snippets', 'the query', p_query), p_width);
+END;
+$$;
 COMMENT ON FUNCTION kb.snippets(text[], text, integer) IS
-'Query-aware snippets of several passages in one call (SECURITY DEFINER wrapper for readers).';
+'Query-aware snippets of several passages in one call (SECURITY DEFINER wrapper for readers; at most kb.max_snippet_chars characters of passages, a query of at most kb_pipeline.max_query_chars, width 1 to 2000).';
 
 CREATE OR REPLACE FUNCTION kb.snippet(p_content text, p_query text, p_width integer DEFAULT 200)
 RETURNS text
@@ -99,15 +155,29 @@ LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT (kb.py_snippets(ARRAY[p_content], p_query, p_width))[1] $$;
-COMMENT ON FUNCTION kb.snippet(text, text, integer) IS 'Query-aware snippet (SECURITY DEFINER wrapper for readers).';
+AS $$ SELECT (kb.snippets(ARRAY[p_content], p_query, p_width))[1] $$;
+COMMENT ON FUNCTION kb.snippet(text, text, integer) IS
+'Query-aware snippet of one passage (kb.snippets, with its bounds).';
 
 CREATE OR REPLACE FUNCTION kb.embed_query(p_query text, p_model text)
 RETURNS text
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE PARALLEL UNSAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT kb.py_embed_query(p_query, p_model) $$;
+AS $$
+BEGIN
+    -- Only the active model, for anyone but the tables' owner: an inactive one
+    -- may be a paid provider, or one whose stored key the admin kept for later.
+    IF NOT EXISTS (SELECT 1 FROM kb.models AS m WHERE m.name = p_model AND m.active)
+        AND NOT pg_has_role(kb.session_role(), (SELECT c.relowner FROM pg_catalog.pg_class AS c
+            WHERE c.oid = 'kb.documents'::regclass), 'USAGE') THEN
+        RAISE EXCEPTION 'kb.embed_query: model "%" is not the active model', left(p_model, 64)
+            USING ERRCODE = 'insufficient_privilege',
+            HINT = 'readers embed with the active model only (SELECT name FROM kb.models WHERE active)';
+    END IF;
+    RETURN kb.py_embed_query(kb.bounded_text('kb.embed_query', 'the query', p_query), p_model);
+END;
+$$;
 COMMENT ON FUNCTION kb.embed_query(text, text) IS
-'Query vector (pgvector text form) from the named model''s provider (SECURITY DEFINER wrapper for readers).';
+'Query vector (pgvector text form) from the named model''s provider (SECURITY DEFINER wrapper for readers: the active model only, unless the session acts as the tables'' owner; a query of at most kb_pipeline.max_query_chars characters).';

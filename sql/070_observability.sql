@@ -30,17 +30,19 @@ STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
     -- One answer to "is this call logged?", for kb.log_retrieval and for the
-    -- explain output: on a hot standby (or in BEGIN READ ONLY) PostgreSQL
-    -- refuses every INSERT, so retrieval there works and is not logged.
+    -- explain output: on a hot standby PostgreSQL refuses every INSERT, so
+    -- retrieval there works and is not logged; a read-only transaction on a
+    -- primary could write the log if it were not read-only, so with the log
+    -- on kb.log_retrieval refuses it (the log is never skipped on a primary).
     SELECT CASE
         WHEN NOT (kb.setting('retrieval_log') #>> '{}')::boolean THEN 'off'
-        WHEN current_setting('transaction_read_only')::boolean
-            THEN CASE WHEN pg_is_in_recovery() THEN 'skipped: hot standby' ELSE 'skipped: read-only transaction' END
+        WHEN pg_is_in_recovery() THEN 'skipped: hot standby'
+        WHEN current_setting('transaction_read_only')::boolean THEN 'refused: read-only transaction'
         ELSE 'logged'
     END
 $$;
 COMMENT ON FUNCTION kb.retrieval_log_state() IS
-'Whether a kb_retrieve call in this transaction is logged to kb.retrieval_log: logged, off (setting retrieval_log), or skipped: hot standby / skipped: read-only transaction (nothing is written there).';
+'Whether a kb_retrieve call in this transaction is logged to kb.retrieval_log: logged, off (setting retrieval_log), skipped: hot standby (nothing can be written there), or refused: read-only transaction (on a primary with the log on: kb.log_retrieval raises).';
 
 CREATE OR REPLACE FUNCTION kb.log_retrieval(p_explain jsonb, p_rows kb.retrieval_row[], p_namespace text, p_k integer)
 RETURNS void
@@ -51,12 +53,21 @@ AS $$
 BEGIN
     -- Called by the gateways, as the owner (no other role may execute it or
     -- insert into the log): the row names the session's role
-    -- (kb.session_role) and its login. A read-only transaction (a hot
-    -- standby, or BEGIN READ ONLY) retrieves without logging: PostgreSQL
-    -- refuses any INSERT there.
-    IF kb.retrieval_log_state() <> 'logged' THEN
-        RETURN;
-    END IF;
+    -- (kb.session_role) and its login. A hot standby retrieves without
+    -- logging (PostgreSQL refuses any INSERT there); a read-only transaction
+    -- on a primary is refused while the log is on, so no retrieval there
+    -- escapes it.
+    CASE kb.retrieval_log_state()
+        WHEN 'logged' THEN
+            NULL;
+        WHEN 'refused: read-only transaction' THEN
+            RAISE EXCEPTION 'kb_retrieve: the retrieval log is on (setting retrieval_log) and this transaction is read-only'
+                USING ERRCODE = 'read_only_sql_transaction',
+                HINT = 'retrieve outside a read-only transaction (on a primary every retrieval is logged), '
+                    'from a hot standby, or turn the setting retrieval_log off';
+        ELSE
+            RETURN;
+    END CASE;
     INSERT INTO kb.retrieval_log (
         role_name, session_role, query_hash, namespace, mode_requested, mode, k, result_count, low_confidence, no_evidence,
         sources, timings_ms, total_ms
@@ -78,7 +89,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb.log_retrieval(jsonb, kb.retrieval_row[], text, integer) IS
-'Appends one kb_retrieve call to kb.retrieval_log (for the gateways: it names the session''s role), when the setting retrieval_log is true and the transaction may write (query stored only as a hash).';
+'Appends one kb_retrieve call to kb.retrieval_log (for the gateways: it names the session''s role) when the setting retrieval_log is true (query stored only as a hash); raises in a read-only transaction on a primary while the log is on; writes nothing on a hot standby.';
 
 CREATE OR REPLACE VIEW kb.retrieval_latency_daily AS
 SELECT

@@ -42,6 +42,9 @@ kb.language_statistics, kb.language_statistics_status, kb.document_files, kb.sta
 kb.settings, kb.settings_catalogue, kb.embedding_providers, kb.embed_queue, kb.model_readiness, kb.ingest_status
 TO pgkb_reader, pgkb_writer, pgkb_admin;
 GRANT INSERT, UPDATE, DELETE ON kb.documents TO pgkb_writer, pgkb_admin;
+-- the record of tenant_isolation's changes: written by its trigger only (as the owner), read by admins
+REVOKE ALL ON kb.tenant_isolation_changes FROM public, pgkb_reader, pgkb_writer, pgkb_admin;
+GRANT SELECT ON kb.tenant_isolation_changes TO pgkb_admin;
 -- Derived tables are written by the trigger path only (SECURITY DEFINER, as
 -- the owner): a writer able to insert a posting learns from a duplicate-key or
 -- foreign-key outcome which words another tenant's chunks hold, and one able
@@ -136,10 +139,13 @@ STABLE PARALLEL SAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    SELECT coalesce((SELECT (s.value #>> '{}')::boolean FROM kb.settings AS s WHERE s.key = 'tenant_isolation'), false)
+    -- Fails closed: only a row saying false turns isolation off. A missing
+    -- row or a null value means on (the tables' owner and roles that bypass
+    -- row-level security still see everything: kb.allowed_namespaces).
+    SELECT NOT coalesce((SELECT s.value = 'false'::jsonb FROM kb.settings AS s WHERE s.key = 'tenant_isolation'), false)
 $$;
 COMMENT ON FUNCTION kb.tenant_isolation_on() IS
-'Whether row-level security by namespace is on (the setting tenant_isolation); SECURITY DEFINER so that policies work for roles that may not read kb.settings.';
+'Whether tenant isolation is on: off only while kb.settings holds tenant_isolation = false (a fresh install''s default); a missing row or a null value means on. Every change is recorded in kb.tenant_isolation_changes. SECURITY DEFINER so that policies work for roles that may not read kb.settings.';
 
 -- Readers see their own grants (those kb.allowed_namespaces needs), admins all.
 ALTER TABLE kb.namespace_grants ENABLE ROW LEVEL SECURITY;
@@ -149,6 +155,32 @@ CREATE POLICY own_grants ON kb.namespace_grants FOR SELECT
 USING (namespace_grants.role_id = any((SELECT kb.member_role_ids(current_user))::oid[]));
 DROP POLICY IF EXISTS admin_grants ON kb.namespace_grants;
 CREATE POLICY admin_grants ON kb.namespace_grants TO pgkb_admin USING (true) WITH CHECK (true);
+
+CREATE OR REPLACE FUNCTION kb.trg_settings_tenant_isolation_audit()
+RETURNS trigger
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    -- with the owner's rights: an admin who may change settings may not write the record of it
+    IF TG_OP = 'DELETE' AND OLD.key = 'tenant_isolation'
+        OR TG_OP = 'INSERT' AND NEW.key = 'tenant_isolation'
+        OR TG_OP = 'UPDATE' AND NEW.key = 'tenant_isolation' AND NEW.value IS DISTINCT FROM OLD.value THEN
+        INSERT INTO kb.tenant_isolation_changes (role_name, login, operation, old_value, new_value)
+        VALUES (kb.session_role(), session_user, TG_OP, CASE WHEN TG_OP <> 'INSERT' THEN OLD.value END,
+            CASE WHEN TG_OP <> 'DELETE' THEN NEW.value END);
+    END IF;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION kb.trg_settings_tenant_isolation_audit() IS
+'Records every change of the setting tenant_isolation (insert, a changed value, delete) in kb.tenant_isolation_changes, with the owner''s rights.';
+
+CREATE OR REPLACE TRIGGER settings_tenant_isolation_audit
+AFTER INSERT OR UPDATE OR DELETE ON kb.settings
+FOR EACH ROW EXECUTE FUNCTION kb.trg_settings_tenant_isolation_audit();
 
 CREATE OR REPLACE FUNCTION kb.allowed_namespaces(p_role name)
 RETURNS text[]

@@ -89,8 +89,9 @@ def assert_same_schema(got: dict, want: dict) -> None:
     """Equal fingerprints, with a readable account of what differs when they are not."""
     diff = {
         part: {
-            "only_got": sorted(set(got[part]) - set(want[part]), key=str)[:5],
-            "only_want": sorted(set(want[part]) - set(got[part]), key=str)[:5],
+            # rows as text: some columns are lists (proconfig), which a set cannot hold
+            "only_got": sorted(set(map(str, got[part])) - set(map(str, want[part])))[:5],
+            "only_want": sorted(set(map(str, want[part])) - set(map(str, got[part])))[:5],
         }
         for part in want
         if got.get(part) != want[part]
