@@ -521,9 +521,12 @@ CREATE TABLE kb.settings (
     value_type text,
     default_value jsonb,
     choices jsonb,
-    session_override boolean DEFAULT true NOT NULL
+    session_override boolean DEFAULT true NOT NULL,
+    min_value numeric,
+    max_value numeric
 );
 ALTER TABLE kb.settings ADD CONSTRAINT settings_choices_is_array CHECK ((jsonb_typeof(choices) = 'array'::text));
+ALTER TABLE kb.settings ADD CONSTRAINT settings_range_ordered CHECK (((min_value IS NULL) OR (max_value IS NULL) OR (min_value <= max_value)));
 ALTER TABLE kb.settings ADD CONSTRAINT settings_value_is_a_choice CHECK (((choices IS NULL) OR (value = 'null'::jsonb) OR (choices @> jsonb_build_array(value))));
 ALTER TABLE kb.settings ADD CONSTRAINT settings_value_matches_type CHECK (((value = 'null'::jsonb) OR (value_type IS NULL) OR ((value_type = 'boolean'::text) AND (jsonb_typeof(value) = 'boolean'::text)) OR ((value_type = 'integer'::text) AND (jsonb_typeof(value) = 'number'::text) AND ((value)::text !~ '[.eE]'::text)) OR ((value_type = 'number'::text) AND (jsonb_typeof(value) = 'number'::text)) OR ((value_type = 'text'::text) AND (jsonb_typeof(value) = 'string'::text))));
 ALTER TABLE kb.settings ADD CONSTRAINT settings_value_type_valid CHECK ((value_type = ANY (ARRAY['boolean'::text, 'integer'::text, 'number'::text, 'text'::text])));
@@ -566,7 +569,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- VIEW kb.retrieval_top_sources
 -- Queries (by hash) that returned nothing: gaps in the knowledge base.
 -- VIEW kb.retrieval_zero_results
--- Every setting with the value in force for this session, where it comes from (session, kb.settings or default), its type and description.
+-- Every setting with the value in force for this session, where it comes from (session, kb.settings or default), its type, description and range (numeric settings).
 -- VIEW kb.settings_catalogue
 -- Documents parsed or chunked with rules older than the installed ones (kb.parser_versions, kb.chunker_version); kb.reindex_documents() brings them up to date.
 -- VIEW kb.stale_documents
@@ -780,6 +783,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.setting(text)
 --     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The value of a setting: the session GUC pgkb.<key> where the catalogue allows session overrides, else kb.settings; an unknown key is an error.
+-- kb.setting_range_error(kb.settings,jsonb)
+--     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     What is wrong with a value of a numeric setting ("5 is outside its range 0 to 1"), NULL when it is in range: the one range check of kb.settings' trigger and of session overrides (kb.setting).
 -- kb.shard_corpus(text[],text)
 --     RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     A shard's part of a sharded corpus's statistics: the BM25 sizes and df of the terms over every namespace the caller may see here (kb_pipeline.lexical_corpus), and whether it holds vectors of the model.
@@ -846,6 +852,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.trg_settings_tenant_isolation_audit()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     Records every change of the setting tenant_isolation (insert, a changed value, delete) in kb.tenant_isolation_changes, with the owner's rights.
+-- kb.trg_settings_value_in_range()
+--     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     BEFORE INSERT/UPDATE on kb.settings: refuses a numeric value outside the setting's range (kb.setting_range_error), naming the setting and its range.
 -- kb.upsert_document(jsonb)
 --     RETURNS TABLE(id bigint, ingest_status text, ingest_error text) LANGUAGE sql VOLATILE PARALLEL UNSAFE
 --     Inserts or updates one document given as jsonb (the columns of kb.documents the folder loader writes), as the loader does: an unchanged document returns no row. The write a shard coordinator routes by namespace.

@@ -115,6 +115,87 @@ WHERE (s.value_type, s.default_value, s.choices, s.session_override, s.descripti
 IS DISTINCT FROM (excluded.value_type, excluded.default_value, excluded.choices, excluded.session_override,
     excluded.description);
 
+-- The range of every numeric setting, inclusive: wide enough for any sensible
+-- tuning, narrow enough that no value (an admin's or a session's) makes every
+-- retrieval fail, return nothing or multiply what every tenant shares (a
+-- writer's SET pgkb.chunk_max_tokens = 1 would turn one body into thousands of
+-- chunks and vectors in the shared index).
+UPDATE kb.settings AS s
+SET min_value = r.min_value, max_value = r.max_value
+FROM (VALUES
+    ('bm25_b', 0, 1),
+    ('bm25_k1', 0, 10),
+    ('bm25_postings_per_term', 1, 10000000),
+    ('boost_identifier', 0, 10),
+    ('boost_title', 0, 10),
+    ('candidates_per_leg', 10, 1000),
+    ('chunk_max_tokens', 32, 4000),
+    ('chunk_overlap_tokens', 0, 1000),
+    ('concept_term_weight', 1, 10),
+    ('embed_batch_size', 1, 512),
+    ('embed_max_attempts', 1, 20),
+    ('freshness_margin', 0, 0.5),
+    ('glossary_max_terms', 0, 256),
+    ('glossary_weight', 0, 2),
+    ('hnsw_ef_construction', 16, 1000),
+    ('hnsw_ef_search', 10, 1000),
+    ('hnsw_m', 4, 100),
+    ('language_min_vectors', 2, 1000000),
+    ('language_statistics_drift', 0.01, 1),
+    ('language_statistics_sample', 100, 1000000),
+    ('lexical_terms_version', 1, 1000),
+    ('max_per_document', 0, 1000),
+    ('min_dense_z', -10, 10),
+    ('min_evidence', 0, 0.99),
+    ('min_lexical_coverage', 0, 1),
+    ('rrf_k', 1, 1000),
+    ('same_language_z_margin', 0, 10),
+    ('strong_dense_z', -10, 10),
+    ('strong_lexical_coverage', 0, 1),
+    ('weight_dense', 0, 1),
+    ('weight_lexical', 0, 1)
+) AS r (key, min_value, max_value)
+WHERE s.key = r.key AND (s.min_value, s.max_value) IS DISTINCT FROM (r.min_value::numeric, r.max_value::numeric);
+
+CREATE OR REPLACE FUNCTION kb.setting_range_error(p_entry kb.settings, p_value jsonb)
+RETURNS text
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- NULL when the value is in the setting's range (or the setting has none)
+    SELECT CASE WHEN p_entry.value_type IN ('integer', 'number') AND jsonb_typeof(p_value) = 'number'
+        AND ((p_value #>> '{}')::numeric < p_entry.min_value OR (p_value #>> '{}')::numeric > p_entry.max_value)
+        THEN format('%s is outside its range %s to %s', p_value #>> '{}', p_entry.min_value, p_entry.max_value) END
+$$;
+COMMENT ON FUNCTION kb.setting_range_error(kb.settings, jsonb) IS
+'What is wrong with a value of a numeric setting ("5 is outside its range 0 to 1"), NULL when it is in range: the one range check of kb.settings'' trigger and of session overrides (kb.setting).';
+
+CREATE OR REPLACE FUNCTION kb.trg_settings_value_in_range()
+RETURNS trigger
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    problem text := kb.setting_range_error(NEW, NEW.value);
+BEGIN
+    -- only a value being written is checked: a migrate that gives a setting
+    -- its range never fails on a value written before
+    IF problem IS NOT NULL AND (TG_OP = 'INSERT' OR NEW.value IS DISTINCT FROM OLD.value) THEN
+        RAISE EXCEPTION 'pgkb: setting % = %', NEW.key, problem
+            USING ERRCODE = 'check_violation', HINT = 'SELECT key, min_value, max_value FROM kb.settings_catalogue';
+    END IF;
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION kb.trg_settings_value_in_range() IS
+'BEFORE INSERT/UPDATE on kb.settings: refuses a numeric value outside the setting''s range (kb.setting_range_error), naming the setting and its range.';
+
+CREATE OR REPLACE TRIGGER settings_value_in_range
+BEFORE INSERT OR UPDATE ON kb.settings
+FOR EACH ROW EXECUTE FUNCTION kb.trg_settings_value_in_range();
+
 CREATE OR REPLACE FUNCTION kb.setting(p_key text)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -151,6 +232,10 @@ BEGIN
         RAISE EXCEPTION 'pgkb: session setting pgkb.% = "%" is not one of %', p_key, session_value, entry.choices
             USING HINT = format('RESET pgkb.%s, or SET it to a valid value', p_key);
     END IF;
+    IF kb.setting_range_error(entry, value) IS NOT NULL THEN
+        RAISE EXCEPTION 'pgkb: session setting pgkb.% = %', p_key, kb.setting_range_error(entry, value)
+            USING HINT = format('RESET pgkb.%s, or SET it within its range', p_key);
+    END IF;
     RETURN value;
 END;
 $$;
@@ -169,7 +254,9 @@ SELECT
     s.default_value,
     s.choices,
     s.session_override,
-    s.description
+    s.description,
+    s.min_value,
+    s.max_value
 FROM kb.settings AS s;
 COMMENT ON VIEW kb.settings_catalogue IS
-'Every setting with the value in force for this session, where it comes from (session, kb.settings or default), its type and description.';
+'Every setting with the value in force for this session, where it comes from (session, kb.settings or default), its type, description and range (numeric settings).';

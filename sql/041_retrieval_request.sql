@@ -294,11 +294,7 @@ BEGIN
     IF p_request.max_per_document IS NOT NULL THEN
         RETURN p_request.max_per_document;
     END IF;
-    IF p_settings.max_per_document < 0 THEN
-        RAISE EXCEPTION 'kb_retrieve: setting max_per_document must be 0 (no cap) or more (got %)',
-            p_settings.max_per_document
-            USING HINT = 'SET pgkb.max_per_document = 2, or RESET it; kb.settings holds the team''s default';
-    END IF;
+    -- the setting's range (0 to 1000) is checked where it is read (kb.setting)
     RETURN nullif(p_settings.max_per_document, 0);
 END;
 $$;

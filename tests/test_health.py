@@ -128,7 +128,13 @@ def test_reindex_hnsw_drops_the_invalid_copy_an_interrupted_rebuild_left(fresh_d
 
 
 def test_an_hnsw_setting_pgvector_would_refuse_names_the_setting(fresh_db, dsn):
+    """The setting's range refuses hnsw_m = 200 when written; one stored before the range existed
+    (written here past the range's trigger) is still named by the health check and the index build."""
+    with pytest.raises(psycopg.errors.CheckViolation, match="hnsw_m = 200 is outside its range 4 to 100"):
+        fresh_db.execute("UPDATE kb.settings SET value = '200' WHERE key = 'hnsw_m'")
+    fresh_db.execute("ALTER TABLE kb.settings DISABLE TRIGGER settings_value_in_range")
     fresh_db.execute("UPDATE kb.settings SET value = '200' WHERE key = 'hnsw_m'")
+    fresh_db.execute("ALTER TABLE kb.settings ENABLE TRIGGER settings_value_in_range")
     try:
         refused = checks(dsn)["hnsw options"]
         assert refused["state"] == "failed" and "hnsw_m = 200" in refused["detail"]

@@ -280,7 +280,7 @@ def test_a_negative_max_per_document_setting_is_refused_naming_the_setting(rolle
     rolled_back_db.execute("SET LOCAL pgkb.max_per_document = '-2'")
     with pytest.raises(psycopg.errors.RaiseException) as info:
         retrieve(rolled_back_db, "refund", mode="lexical")
-    assert "setting max_per_document" in info.value.diag.message_primary
+    assert "pgkb.max_per_document = -2 is outside its range 0 to 1000" in info.value.diag.message_primary
 
 
 def test_kb_retrieve_has_one_signature_with_the_assembly_arguments(rolled_back_db):

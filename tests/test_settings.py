@@ -92,3 +92,48 @@ def test_ingest_reads_its_settings_through_the_accessor(rolled_back_db):
         ).fetchall()
     }
     assert counts[narrow] > 3 * counts[wide]
+
+
+# -- ranges --------------------------------------------------------------------------------------
+
+
+def test_every_numeric_setting_has_a_range_holding_its_default(migrated_db):
+    rows = migrated_db.execute(
+        "SELECT key, default_value, min_value, max_value FROM kb.settings WHERE value_type IN ('integer', 'number')"
+    ).fetchall()
+    assert rows
+    for r in rows:
+        assert r["min_value"] is not None and r["max_value"] is not None, r["key"]
+        assert r["min_value"] <= float(r["default_value"]) <= r["max_value"], r["key"]
+
+
+@pytest.mark.parametrize(
+    "key,value,message",
+    [
+        ("candidates_per_leg", "1e308", "candidates_per_leg = 10+ is outside its range 10 to 1000"),
+        ("bm25_b", "2", "bm25_b = 2 is outside its range 0 to 1"),
+        ("min_evidence", "2", "min_evidence = 2 is outside its range 0 to 0.99"),
+        ("concept_term_weight", "2000000000", "concept_term_weight = 2000000000 is outside its range 1 to 10"),
+    ],
+)
+def test_a_value_outside_its_range_is_refused_in_kb_settings(rolled_back_db, key, value, message):
+    rolled_back_db.execute("SAVEPOINT range")
+    with pytest.raises(psycopg.errors.CheckViolation, match=message):
+        rolled_back_db.execute("UPDATE kb.settings SET value = %s::jsonb WHERE key = %s", (value, key))
+    rolled_back_db.execute("ROLLBACK TO SAVEPOINT range")
+
+
+@pytest.mark.parametrize(
+    "key,value,message",
+    [
+        ("bm25_postings_per_term", "0", "pgkb.bm25_postings_per_term = 0 is outside its range 1 to 10000000"),
+        ("chunk_max_tokens", "1", "pgkb.chunk_max_tokens = 1 is outside its range 32 to 4000"),
+        ("min_evidence", "2", "pgkb.min_evidence = 2 is outside its range 0 to 0.99"),
+    ],
+)
+def test_a_session_override_outside_its_range_is_refused_by_name(rolled_back_db, key, value, message):
+    rolled_back_db.execute(f"SET LOCAL pgkb.{key} = '{value}'")
+    rolled_back_db.execute("SAVEPOINT range")
+    with pytest.raises(psycopg.errors.RaiseException, match=message):
+        rolled_back_db.execute("SELECT kb.setting(%s)", (key,))
+    rolled_back_db.execute("ROLLBACK TO SAVEPOINT range")
