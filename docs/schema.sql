@@ -875,7 +875,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     The answerability decision of a call from the evidence of its best stage: no evidence (at or below min_evidence: kb_pipeline.abstains returns no rows while the cutoff is on), low confidence (below 1), answer (1: a leg at its strong level or an identifier found verbatim). Every kb_retrieve row carries it.
 -- kb_pipeline.assembly_max_per_document(kb_pipeline.retrieval_request,kb_pipeline.retrieval_settings)
 --     RETURNS integer LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     The per-document cap of a call: its max_per_document argument, else the setting max_per_document (0 there: no cap); NULL for no cap. Pure.
+--     The per-document cap of a call: its max_per_document argument, else the setting max_per_document (0 in either: no cap); NULL for no cap. Pure.
 -- kb_pipeline.assembly_merge_adjacent(kb_pipeline.retrieval_request,kb_pipeline.retrieval_settings)
 --     RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Whether a call merges adjacent chunks: its merge_adjacent argument, else the setting merge_adjacent. Pure.
@@ -1052,7 +1052,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     pg_trgm leg for short queries: word_similarity over chunk text via the GIN index (pg_trgm.word_similarity_threshold).
 -- kb_pipeline.validated_request(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)
 --     RETURNS kb_pipeline.retrieval_request LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     Checks kb_retrieve's arguments before any work (each error names the argument, its hint the fix): a query not blank by kb.is_blank, k in 1..1000, a namespace that can exist, a known mode, as_of, filters of bounded size and depth with typed values, at most kb_pipeline.max_context_turns() turns, max_per_document in 1..1000 or NULL. Normalises them: query trimmed of blanks and cut to kb_pipeline.max_query_chars() (so is each turn, with a note), lower-case mode.
+--     Checks kb_retrieve's arguments before any work (each error names the argument, its hint the fix): a query not blank by kb.is_blank, k in 1..1000, a namespace that can exist, a known mode, as_of, filters of bounded size and depth with typed values, at most kb_pipeline.max_context_turns() turns, max_per_document in 0..1000 (0: no cap, as the setting) or NULL. Normalises them: query trimmed of blanks and cut to kb_pipeline.max_query_chars() (so is each turn, with a note), lower-case mode.
 -- kb_pipeline.with_answer(kb.retrieval_row[],text,double precision)
 --     RETURNS kb.retrieval_row[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The rows with the call's answerability decision (kb_pipeline.answerability) and evidence (rounded to 3 places) in every row. Pure.

@@ -279,7 +279,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mode", default="auto", choices=retrieval.MODES)
     p.add_argument("--as-of")
     p.add_argument("--context", action="append", help="an earlier question (repeatable)")
-    p.add_argument("--max-per-document", type=int, help="at most N chunks of one document (default: the setting)")
+    p.add_argument(
+        "--max-per-document", type=int, help="at most N chunks of one document, 0 for no cap (default: the setting)"
+    )
     p.add_argument(
         "--merge-adjacent",
         action=argparse.BooleanOptionalAction,

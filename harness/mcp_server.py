@@ -174,10 +174,10 @@ def build_server(dsn: str, role: str | None) -> MCPServer:
         max_per_document: Annotated[
             int | None,
             Field(
-                ge=1,
+                ge=0,
                 le=MAX_K,
                 description="At most this many passages from one document, so that other relevant documents get "
-                "places (default: the knowledge base's setting).",
+                "places; 0: no cap (default: the knowledge base's setting).",
             ),
         ] = None,
         merge_adjacent: Annotated[

@@ -243,8 +243,8 @@ BEGIN
         RAISE EXCEPTION 'kb_retrieve: as_of must not be NULL'
             USING HINT = 'leave it out for now(), or pass the date the answer should hold for';
     END IF;
-    IF p_max_per_document < 1 OR p_max_per_document > 1000 THEN
-        RAISE EXCEPTION 'kb_retrieve: max_per_document must be between 1 and 1000 (got %)', p_max_per_document
+    IF p_max_per_document < 0 OR p_max_per_document > 1000 THEN
+        RAISE EXCEPTION 'kb_retrieve: max_per_document must be between 0 (no cap) and 1000 (got %)', p_max_per_document
             USING HINT = 'the most chunks of one document among the k returned; NULL for the setting max_per_document';
     END IF;
     filters := kb_pipeline.check_filters(p_filters);
@@ -280,7 +280,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.validated_request(text, integer, text, text, jsonb, timestamptz, text[], integer, boolean) IS
-'Checks kb_retrieve''s arguments before any work (each error names the argument, its hint the fix): a query not blank by kb.is_blank, k in 1..1000, a namespace that can exist, a known mode, as_of, filters of bounded size and depth with typed values, at most kb_pipeline.max_context_turns() turns, max_per_document in 1..1000 or NULL. Normalises them: query trimmed of blanks and cut to kb_pipeline.max_query_chars() (so is each turn, with a note), lower-case mode.';
+'Checks kb_retrieve''s arguments before any work (each error names the argument, its hint the fix): a query not blank by kb.is_blank, k in 1..1000, a namespace that can exist, a known mode, as_of, filters of bounded size and depth with typed values, at most kb_pipeline.max_context_turns() turns, max_per_document in 0..1000 (0: no cap, as the setting) or NULL. Normalises them: query trimmed of blanks and cut to kb_pipeline.max_query_chars() (so is each turn, with a note), lower-case mode.';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.assembly_max_per_document(
     p_request kb_pipeline.retrieval_request, p_settings kb_pipeline.retrieval_settings
@@ -291,15 +291,16 @@ IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
+    -- 0 means no cap, as an argument and as the setting
     IF p_request.max_per_document IS NOT NULL THEN
-        RETURN p_request.max_per_document;
+        RETURN nullif(p_request.max_per_document, 0);
     END IF;
     -- the setting's range (0 to 1000) is checked where it is read (kb.setting)
     RETURN nullif(p_settings.max_per_document, 0);
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.assembly_max_per_document(kb_pipeline.retrieval_request, kb_pipeline.retrieval_settings) IS
-'The per-document cap of a call: its max_per_document argument, else the setting max_per_document (0 there: no cap); NULL for no cap. Pure.';
+'The per-document cap of a call: its max_per_document argument, else the setting max_per_document (0 in either: no cap); NULL for no cap. Pure.';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.assembly_merge_adjacent(
     p_request kb_pipeline.retrieval_request, p_settings kb_pipeline.retrieval_settings

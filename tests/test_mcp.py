@@ -371,7 +371,7 @@ def test_retrieve_passes_the_assembly_options_and_returns_provenance(fresh_db, d
                 "kb_retrieve",
                 {"query": "refund", "mode": "lexical", "k": 5, "max_per_document": 5, "merge_adjacent": True},
             ),
-            ("kb_retrieve", {"query": "refund", "max_per_document": 0}),
+            ("kb_retrieve", {"query": "refund", "max_per_document": -1}),
         ],
     )
     capped_sources = [r["source"] for r in payload(capped)["results"]]

@@ -266,13 +266,24 @@ def test_the_settings_are_the_defaults_and_the_arguments_override_them(rolled_ba
     assert len(retrieve(rolled_back_db, "refund", mode="lexical", k=3, merge_adjacent=False)) == 3
 
 
-@pytest.mark.parametrize("value", [0, -1, 1001])
+@pytest.mark.parametrize("value", [-1, 1001])
 def test_a_max_per_document_out_of_range_is_refused_naming_it(rolled_back_db, value):
     with pytest.raises(psycopg.errors.RaiseException) as info:
         retrieve(rolled_back_db, "refund", max_per_document=value)
     assert info.value.diag.message_primary == (
-        f"kb_retrieve: max_per_document must be between 1 and 1000 (got {value})"
+        f"kb_retrieve: max_per_document must be between 0 (no cap) and 1000 (got {value})"
     )
+
+
+def test_max_per_document_zero_means_no_cap_as_argument_and_as_setting(rolled_back_db):
+    corpus(rolled_back_db)
+    uncapped = [r["chunk_id"] for r in retrieve(rolled_back_db, "refund", mode="lexical", k=4, max_per_document=1000)]
+    capped = [r["chunk_id"] for r in retrieve(rolled_back_db, "refund", mode="lexical", k=4, max_per_document=1)]
+    assert capped != uncapped
+    by_argument = [r["chunk_id"] for r in retrieve(rolled_back_db, "refund", mode="lexical", k=4, max_per_document=0)]
+    rolled_back_db.execute("SET LOCAL pgkb.max_per_document = '0'")
+    by_setting = [r["chunk_id"] for r in retrieve(rolled_back_db, "refund", mode="lexical", k=4)]
+    assert by_argument == by_setting == uncapped
 
 
 def test_a_negative_max_per_document_setting_is_refused_naming_the_setting(rolled_back_db):
