@@ -260,6 +260,22 @@ def test_a_bad_retrieval_key_is_refused_naming_the_key_and_loses_nothing(fresh_d
     assert sources(retrieve(fresh_db, "gearbox", mode="lexical")) == ["ok.md"]
 
 
+def test_metadata_nested_deeper_than_python_reads_is_refused_by_name_and_loses_nothing(fresh_db):
+    doc_id = insert_document(fresh_db, "ok.md", "Stored gearbox text.")
+    deep = '{"a": ' * 2000 + "1" + "}" * 2000  # as JSON text: the client's own encoder stops near 1,000
+    with pytest.raises(psycopg.errors.CheckViolation) as err:
+        with fresh_db.transaction():
+            fresh_db.execute(
+                "INSERT INTO kb.documents (namespace, source, body, metadata) "
+                "VALUES ('default', 'deep.md', %s, %s::jsonb)",
+                ("Deep gearbox text.", deep),
+            )
+    assert "metadata nests deeper" in err.value.diag.message_primary and "deep.md" in err.value.diag.message_primary
+    assert document(fresh_db, "deep.md") is None
+    assert document(fresh_db, "ok.md")["id"] == doc_id and document(fresh_db, "ok.md")["ingest_status"] == "indexed"
+    assert sources(retrieve(fresh_db, "gearbox", mode="lexical")) == ["ok.md"]
+
+
 def test_a_bad_key_in_a_bodys_front_matter_is_refused_naming_the_key(fresh_db):
     with pytest.raises(psycopg.errors.CheckViolation) as err:
         insert_document(fresh_db, "b.md", "---\nconcept_keys: gearbox\n---\nText.")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from . import lexical
 from .chunker import Chunk, strip_front_matter
-from .front_matter import RetrievalOptions, read_block, retrieval_options
+from .front_matter import RetrievalKeyError, RetrievalOptions, read_block, retrieval_options
 from .query_analysis import han_share, passage_language
 
 
@@ -82,9 +82,15 @@ def document_options(metadata: dict | str | None, body: str) -> RetrievalOptions
     """The retrieval keys of a document (:mod:`pgkb_plpy.front_matter`): those of ``metadata``
     (a dict, or its JSON text as a trigger receives it), and for the keys it lacks, those of the
     front matter block at the start of ``body`` (the block :func:`chunker.strip_front_matter`
-    recognises). Raises :class:`front_matter.RetrievalKeyError` naming the key and where it is."""
+    recognises). Raises :class:`front_matter.RetrievalKeyError` naming the key and where it is,
+    or saying that the metadata nests deeper than Python's JSON reader goes."""
     if isinstance(metadata, str):
-        metadata = json.loads(metadata)
+        try:
+            metadata = json.loads(metadata)
+        except RecursionError:
+            raise RetrievalKeyError(
+                "metadata nests deeper than the in-database Python reads JSON (about 1,000 levels); flatten it"
+            ) from None
     metadata = metadata or {}
     options = retrieval_options(metadata)
     rest, offset = strip_front_matter(body or "")
