@@ -996,9 +996,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_pipeline.passage_rows(kb_pipeline.ranked_hit[])
 --     RETURNS kb.retrieval_row[] LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The ranked hits (rank NOT NULL) of this database as kb.retrieval_row, in rank order: the passage, its document, scores per leg, match type, provenance (the document's file, parser and chunker versions, the chunk's heading path, pages, offsets, content hash, ingest time; docs/RETRIEVAL.md). Snippet, answerability and evidence are set later.
--- kb_pipeline.plan_retrieval(kb_pipeline.retrieval_request,kb_pipeline.retrieval_settings,boolean)
+-- kb_pipeline.plan_retrieval(kb_pipeline.retrieval_request,kb_pipeline.retrieval_settings,boolean,jsonb)
 --     RETURNS kb_pipeline.retrieval_plan LANGUAGE plpgsql STABLE PARALLEL SAFE
---     What a kb_retrieve call will do: query analysis (its stages and each stage's BM25 terms, one PL/Python call), the mode (auto: hybrid when the active model has vectors the role may read, or, p_model_ready, on any database of a sharded corpus), the active model, base fusion weights and similarity thresholds (used when the language correction does not apply).
+--     What a kb_retrieve call will do: query analysis (its stages and each stage's BM25 terms, one PL/Python call, or p_analysis when the request was analysed before), the mode (auto: hybrid when the active model has vectors the role may read, or, p_model_ready, on any database of a sharded corpus), the active model, base fusion weights and similarity thresholds (used when the language correction does not apply).
 -- kb_pipeline.rank(kb_pipeline.fused_hit[],kb_pipeline.candidate[],text,kb_pipeline.retrieval_settings,integer,integer)
 --     RETURNS SETOF kb_pipeline.ranked_hit LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The top k of fused hits (kb_pipeline.ranked_hit): identifier and title boosts, a freshness preference among near-equals, one chunk per distinct text, a document's chunks after its p_max_per_document best only where no other candidate is left (NULL: no cap), ranks from 1, then the chunks the cap moved out of the top k (rank NULL). Pure: the facts of every candidate are given (kb_pipeline.candidate_facts, or a sharded corpus's shards).
@@ -1045,8 +1045,8 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     RETURNS kb_pipeline.retrieval_stage LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The evidence of a stage's legs: lexical from the top hit's idf coverage, dense from the z-score of the best hit of each language (the hits carry it) against its group's noise level (with language moments) or from the top cosine similarity; the better leg decides, an identifier found verbatim is 1 (kb_pipeline.calibrate against the thresholds). Pure: a coordinator judges the legs it merged from several shards by the rule one node uses.
 -- kb_pipeline.stage_inputs_over_shards(kb_pipeline.retrieval_request,kb_pipeline.retrieval_settings)
---     RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
---     What every shard is given for a retrieval over all namespaces: model_ready (any shard has vectors), lexical_corpus (the BM25 statistics summed over the shards: round 1), and each stage's lexical and dense inputs (kb_pipeline.lexical_inputs, kb_pipeline.dense_inputs over the copy of all shards' statistics).
+--     RETURNS record LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     The plan of a retrieval over all namespaces (the query analysed once) and what every shard is given for a retrieval over all namespaces: model_ready (any shard has vectors), lexical_corpus (the BM25 statistics summed over the shards: round 1), and each stage's lexical and dense inputs (kb_pipeline.lexical_inputs, kb_pipeline.dense_inputs over the copy of all shards' statistics).
 -- kb_pipeline.trigram_candidates(text,timestamp with time zone,text[],jsonb,integer)
 --     RETURNS TABLE(chunk_id bigint, score double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     pg_trgm leg for short queries: word_similarity over chunk text via the GIN index (pg_trgm.word_similarity_threshold).

@@ -339,7 +339,8 @@ COMMENT ON FUNCTION kb_pipeline.model_has_vectors(text, text[]) IS
 CREATE OR REPLACE FUNCTION kb_pipeline.plan_retrieval(
     p_request kb_pipeline.retrieval_request,
     p_settings kb_pipeline.retrieval_settings,
-    p_model_ready boolean DEFAULT NULL
+    p_model_ready boolean DEFAULT NULL,
+    p_analysis jsonb DEFAULT NULL
 )
 RETURNS kb_pipeline.retrieval_plan
 LANGUAGE plpgsql
@@ -353,7 +354,9 @@ BEGIN
     IF NOT p_settings.fusion = ANY(ARRAY['linear', 'rrf']) THEN
         RAISE EXCEPTION 'kb_retrieve: unknown fusion "%" (setting fusion: linear or rrf)', p_settings.fusion;
     END IF;
-    plan.analysis := kb.analyze_query(p_request.query, p_request.context);
+    -- p_analysis: this request's analysis when a plan was made before (a coordinator plans
+    -- twice: before and after the shards say whether they have vectors)
+    plan.analysis := coalesce(p_analysis, kb.analyze_query(p_request.query, p_request.context));
     plan.stages := ARRAY(SELECT jsonb_array_elements_text(plan.analysis -> 'stages'));
     plan.identifiers := ARRAY(SELECT jsonb_array_elements_text(coalesce(plan.analysis -> 'identifiers', '[]')));
     plan.notes := '{}';
@@ -390,5 +393,5 @@ BEGIN
     RETURN plan;
 END;
 $$;
-COMMENT ON FUNCTION kb_pipeline.plan_retrieval(kb_pipeline.retrieval_request, kb_pipeline.retrieval_settings, boolean) IS
-'What a kb_retrieve call will do: query analysis (its stages and each stage''s BM25 terms, one PL/Python call), the mode (auto: hybrid when the active model has vectors the role may read, or, p_model_ready, on any database of a sharded corpus), the active model, base fusion weights and similarity thresholds (used when the language correction does not apply).';
+COMMENT ON FUNCTION kb_pipeline.plan_retrieval(kb_pipeline.retrieval_request, kb_pipeline.retrieval_settings, boolean, jsonb) IS
+'What a kb_retrieve call will do: query analysis (its stages and each stage''s BM25 terms, one PL/Python call, or p_analysis when the request was analysed before), the mode (auto: hybrid when the active model has vectors the role may read, or, p_model_ready, on any database of a sharded corpus), the active model, base fusion weights and similarity thresholds (used when the language correction does not apply).';

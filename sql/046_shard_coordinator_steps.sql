@@ -126,9 +126,10 @@ COMMENT ON FUNCTION kb_pipeline.merged_stage(
 
 CREATE OR REPLACE FUNCTION kb_pipeline.stage_inputs_over_shards(
     p_request kb_pipeline.retrieval_request,
-    p_settings kb_pipeline.retrieval_settings
+    p_settings kb_pipeline.retrieval_settings,
+    plan OUT kb_pipeline.retrieval_plan,
+    inputs OUT jsonb
 )
-RETURNS jsonb
 LANGUAGE plpgsql
 VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, public, pg_temp
@@ -136,10 +137,9 @@ AS $$
 DECLARE
     -- the glossary's expansion does not depend on the mode (lexical and
     -- hybrid alike), so a plan before the shards said whether they have vectors will do
-    lexical jsonb := kb_pipeline.lexical_inputs(kb_pipeline.plan_retrieval(p_request, p_settings, true), NULL,
-        p_settings);
+    provisional kb_pipeline.retrieval_plan := kb_pipeline.plan_retrieval(p_request, p_settings, true);
+    lexical jsonb := kb_pipeline.lexical_inputs(provisional, NULL, p_settings);
     parts jsonb[];
-    plan kb_pipeline.retrieval_plan;
 BEGIN
     -- round 1: the BM25 statistics of every stage's terms and of the terms
     -- the glossary adds, summed over the shards
@@ -148,9 +148,10 @@ BEGIN
         CROSS JOIN LATERAL jsonb_array_elements_text((s.value -> 'terms')
             || coalesce(s.value -> 'glossary' -> 'added_terms', '[]')) AS t (term)
     ), (SELECT m.name FROM kb.models AS m WHERE m.active)) AS c), 'round 1');
+    -- the plan, the query analysed once
     plan := kb_pipeline.plan_retrieval(p_request, p_settings,
-        (SELECT bool_or((p ->> 'model_ready')::boolean) FROM unnest(parts) AS p));
-    RETURN jsonb_build_object(
+        (SELECT bool_or((p ->> 'model_ready')::boolean) FROM unnest(parts) AS p), provisional.analysis);
+    inputs := jsonb_build_object(
         'model_ready', plan.model_ready,
         'lexical_corpus', jsonb_build_object(
             'chunk_count', (SELECT sum((p -> 'lexical' ->> 'chunk_count')::numeric) FROM unnest(parts) AS p),
@@ -169,7 +170,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.stage_inputs_over_shards(kb_pipeline.retrieval_request, kb_pipeline.retrieval_settings) IS
-'What every shard is given for a retrieval over all namespaces: model_ready (any shard has vectors), lexical_corpus (the BM25 statistics summed over the shards: round 1), and each stage''s lexical and dense inputs (kb_pipeline.lexical_inputs, kb_pipeline.dense_inputs over the copy of all shards'' statistics).';
+'The plan of a retrieval over all namespaces (the query analysed once) and what every shard is given for a retrieval over all namespaces: model_ready (any shard has vectors), lexical_corpus (the BM25 statistics summed over the shards: round 1), and each stage''s lexical and dense inputs (kb_pipeline.lexical_inputs, kb_pipeline.dense_inputs over the copy of all shards'' statistics).';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.rows_over_shards(p_ranked kb_pipeline.ranked_hit[])
 RETURNS kb.retrieval_row[]
@@ -219,6 +220,7 @@ DECLARE
     request kb_pipeline.retrieval_request := kb_pipeline.validated_request(p_query, p_k, NULL, p_mode, p_filters,
         p_as_of, p_context, p_max_per_document, p_merge_adjacent);
     settings kb_pipeline.retrieval_settings := kb_pipeline.read_retrieval_settings();
+    prepared record;
     inputs jsonb;
     plan kb_pipeline.retrieval_plan;
     parts jsonb[];
@@ -233,8 +235,9 @@ BEGIN
             USING HINT = 'pass merge_adjacent => false, or a namespace (its shard answers as kb_retrieve does)';
     END IF;
     -- analyse, round 1 and every stage's inputs
-    inputs := kb_pipeline.stage_inputs_over_shards(request, settings);
-    plan := kb_pipeline.plan_retrieval(request, settings, (inputs ->> 'model_ready')::boolean);
+    prepared := kb_pipeline.stage_inputs_over_shards(request, settings);
+    plan := prepared.plan;
+    inputs := prepared.inputs;
     timings := timings || jsonb_build_object('analysis', kb_pipeline.ms_since(t), 'identifiers', 0);
     -- round 2: every shard's legs, merged as one node's; then judged
     t := clock_timestamp();
