@@ -60,6 +60,27 @@ $$;
 COMMENT ON FUNCTION kb.trg_documents_namespace() IS
 'AFTER UPDATE OF namespace: carries the namespace to the chunks and postings (row-level security and filters use it); SECURITY DEFINER, since writers may not write either.';
 
+CREATE OR REPLACE FUNCTION kb.trg_documents_private()
+RETURNS trigger
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    -- A document became private or shared: the statistics, which leave
+    -- private documents out, are recounted for its namespace now, so that no
+    -- role's statistics keep (or miss) it until the next drift-driven recount.
+    PERFORM kb.recount_lexical_stats();
+    PERFORM kb.recount_term_stats(ARRAY[NEW.namespace]);
+    DELETE FROM kb.language_statistics AS s WHERE s.namespace = NEW.namespace;
+    PERFORM kb.recount_language_statistics(m.name) FROM kb.models AS m WHERE m.active;
+    RETURN NULL;
+END;
+$$;
+COMMENT ON FUNCTION kb.trg_documents_private() IS
+'AFTER UPDATE on kb.documents when a document gains or loses its readers: recounts its namespace''s BM25 and language statistics, which leave private documents out; SECURITY DEFINER, since writers may not write either.';
+
 CREATE OR REPLACE FUNCTION kb.trg_documents_deleted()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -113,6 +134,11 @@ EXECUTE FUNCTION kb.trg_documents_sync();
 DROP TRIGGER IF EXISTS documents_deleted ON kb.documents;
 CREATE TRIGGER documents_deleted AFTER DELETE ON kb.documents
 FOR EACH STATEMENT EXECUTE FUNCTION kb.trg_documents_deleted();
+
+DROP TRIGGER IF EXISTS documents_private ON kb.documents;
+CREATE TRIGGER documents_private AFTER UPDATE ON kb.documents
+FOR EACH ROW WHEN ((old.reader_ids IS NULL) <> (new.reader_ids IS NULL))
+EXECUTE FUNCTION kb.trg_documents_private();
 
 DROP TRIGGER IF EXISTS documents_namespace ON kb.documents;
 CREATE TRIGGER documents_namespace AFTER UPDATE ON kb.documents
@@ -308,13 +334,17 @@ BEGIN
     INSERT INTO kb.lexical_stats (namespace, chunk_count, total_length)
     SELECT c.namespace, count(*), sum(c.lexical_length)
     FROM kb.chunks AS c
-    WHERE p_namespaces IS NULL OR c.namespace = any(p_namespaces)
+    WHERE (p_namespaces IS NULL OR c.namespace = any(p_namespaces))
+        AND NOT EXISTS (SELECT 1 FROM kb.documents AS p WHERE p.id = c.document_id AND p.reader_ids IS NOT NULL)
     GROUP BY c.namespace
     ORDER BY c.namespace
     ON CONFLICT (namespace) DO NOTHING;
     UPDATE kb.lexical_stats AS s
     SET terms_max_chunk_id = w.id,
-        terms_chunk_count = (SELECT count(*) FROM kb.chunks AS c WHERE c.namespace = s.namespace)
+        terms_chunk_count = (
+            SELECT count(*) FROM kb.chunks AS c
+            WHERE c.namespace = s.namespace AND NOT EXISTS (SELECT 1 FROM kb.documents AS p WHERE p.id = c.document_id AND p.reader_ids IS NOT NULL)
+        )
     FROM (SELECT coalesce(max(c.id), 0) AS id FROM kb.chunks AS c) AS w
     WHERE p_namespaces IS NULL OR s.namespace = any(p_namespaces);
     DELETE FROM kb.lexical_terms AS lt WHERE p_namespaces IS NULL OR lt.namespace = any(p_namespaces);
@@ -328,6 +358,7 @@ BEGIN
         INNER JOIN kb.lexical_stats AS s ON c.namespace = s.namespace
         INNER JOIN kb.lexical_postings AS lp ON c.id = lp.chunk_id
         WHERE ($1 IS NULL OR c.namespace = any($1)) AND c.id <= s.terms_max_chunk_id
+            AND NOT EXISTS (SELECT 1 FROM kb.documents AS p WHERE p.id = c.document_id AND p.reader_ids IS NOT NULL)
         GROUP BY lp.term, c.namespace
     $sql$ USING p_namespaces;
 END;
@@ -358,13 +389,16 @@ AS $$
     -- one refresh at a time (kb.maybe_refresh_lexical_stats skips while one runs)
     SELECT pg_advisory_xact_lock('kb.lexical_stats'::regclass::oid::bigint);
     -- every namespace with chunks, and zeros for those whose chunks are gone
-    -- (their row keeps the recount bookkeeping)
+    -- (their row keeps the recount bookkeeping). Private documents (readers
+    -- named) are left out of every statistic: a role that may not read one
+    -- must not see its words counted, nor its scores move because of it.
     INSERT INTO kb.lexical_stats AS s (namespace, chunk_count, total_length, refreshed_at)
     SELECT coalesce(c.namespace, o.namespace), coalesce(c.n, 0), coalesce(c.total, 0), now()
     FROM (
-        SELECT ch.namespace, count(*) AS n, sum(ch.lexical_length) AS total
-        FROM kb.chunks AS ch
-        GROUP BY ch.namespace
+        SELECT c.namespace, count(*) AS n, sum(c.lexical_length) AS total
+        FROM kb.chunks AS c
+        WHERE NOT EXISTS (SELECT 1 FROM kb.documents AS p WHERE p.id = c.document_id AND p.reader_ids IS NOT NULL)
+        GROUP BY c.namespace
     ) AS c
     FULL JOIN kb.lexical_stats AS o ON c.namespace = o.namespace
     ORDER BY 1

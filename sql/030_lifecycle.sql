@@ -1,10 +1,10 @@
 -- Which documents a retrieval may see: the lifecycle rule of docs/LIFECYCLE.md
--- ("current at as_of"), namespace and filters. kb.in_force is the rule's one
+-- ("current at as_of"), namespace, filters and the document's readers. kb.in_force is the rule's one
 -- spelling; kb.visible_documents applies it to a whole scope,
 -- kb.document_is_current to one document, and kb.visible_candidate is the one
 -- condition every retrieval leg puts on its candidates.
 
--- kb.in_force and kb.visible_candidate carry no SET search_path: a SET clause
+-- kb.in_force, kb.may_read_document and kb.visible_candidate carry no SET search_path: a SET clause
 -- stops PostgreSQL from inlining a SQL function, and these two must become
 -- part of the query that calls them (a per-row call costs tens of
 -- microseconds, and the legs must keep their plans). Every name in them is
@@ -75,6 +75,43 @@ CREATE OR REPLACE TRIGGER settings_calendar AFTER INSERT OR UPDATE OF value ON k
 FOR EACH ROW WHEN (new.key = 'calendar_time_zone')
 EXECUTE FUNCTION kb.trg_settings_calendar();
 
+CREATE OR REPLACE FUNCTION kb.session_reader_ids()
+RETURNS oid[]
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    who name := kb.session_role();
+BEGIN
+    -- NULL: the session's role reads every document, as row-level security
+    -- lets it (superuser, BYPASSRLS, the tables' owner: workers, migrations)
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname = who AND (r.rolsuper OR r.rolbypassrls))
+        OR pg_has_role(who, (SELECT c.relowner FROM pg_catalog.pg_class AS c WHERE c.oid = 'kb.documents'::regclass),
+            'USAGE') THEN
+        RETURN NULL;
+    END IF;
+    RETURN kb.member_role_ids(who);
+END;
+$$;
+COMMENT ON FUNCTION kb.session_reader_ids() IS
+'The role ids a document''s readers must name for the session''s role (kb.session_role) to read it: that role, the roles it belongs to and 0 (PUBLIC); NULL when the role reads every document (superuser, BYPASSRLS, the owner).';
+
+CREATE OR REPLACE FUNCTION kb.may_read_document(p_reader_ids oid[])
+RETURNS boolean
+LANGUAGE sql
+STABLE PARALLEL SAFE
+AS $$
+    -- A document without readers is read by whoever may read its namespace;
+    -- one with readers only by them. The session's ids are an InitPlan of
+    -- the calling query, computed once and only when a private document is met.
+    SELECT p_reader_ids IS NULL
+        OR (SELECT kb.session_reader_ids()) IS NULL
+        OR p_reader_ids && (SELECT kb.session_reader_ids())
+$$;
+COMMENT ON FUNCTION kb.may_read_document(oid[]) IS
+'Whether the session''s role may read a document with these reader ids (kb.documents.reader_ids; NULL: everyone who reads its namespace). Part of every retrieval''s visibility: a document the role may not read is, to it, a document that does not exist. Inlined into its callers.';
+
 CREATE OR REPLACE FUNCTION kb.visible_documents(p_as_of timestamptz, p_namespaces text[], p_filters jsonb)
 RETURNS SETOF bigint
 LANGUAGE sql
@@ -101,6 +138,7 @@ AS $$
         SELECT d.id, d.namespace, d.source, d.supersedes, d.status, d.effective_from, d.effective_to, d.removed_at
         FROM kb.documents AS d, opts AS o
         WHERE (p_namespaces IS NULL OR d.namespace = ANY(p_namespaces))
+            AND kb.may_read_document(d.reader_ids)
             AND (o.doc_types IS NULL OR d.doc_type = ANY(o.doc_types))
             AND (o.statuses IS NULL OR d.status = ANY(o.statuses))
             AND (o.meta IS NULL OR d.metadata @> o.meta)
@@ -113,10 +151,12 @@ AS $$
     ),
     replacements AS (
         -- any document (of any scope) that took effect replaces one in the same
-        -- namespace; the same test as in kb.document_is_current
+        -- namespace; the same test as in kb.document_is_current. One the
+        -- session's role may not read replaces nothing for it.
         SELECT d.namespace, d.supersedes AS source, d.source AS origin
         FROM kb.documents AS d
         WHERE d.supersedes IS NOT NULL
+            AND kb.may_read_document(d.reader_ids)
             AND (p_namespaces IS NULL OR d.namespace = ANY(p_namespaces))
             AND kb.in_force(d.status, d.effective_from, CASE WHEN d.effective_to IS NOT NULL THEN 'infinity'::date END,
                 NULL, p_as_of)
@@ -128,7 +168,7 @@ AS $$
         SELECT d.namespace, d.supersedes, x.origin
         FROM replaced AS x
         INNER JOIN kb.documents AS d ON d.namespace = x.namespace AND d.source = x.source
-        WHERE d.supersedes IS NOT NULL
+        WHERE d.supersedes IS NOT NULL AND kb.may_read_document(d.reader_ids)
     )
     SELECT s.id FROM scoped AS s, opts AS o WHERE o.history
     UNION ALL
@@ -166,7 +206,8 @@ AS $$
     -- have taken effect by as_of (the same test as in kb.visible_documents).
     -- The successors are read lazily, nearest first, and the first one that
     -- took effect ends the walk: a version behind a long chain of newer ones
-    -- costs one probe, not the chain.
+    -- costs one probe, not the chain. A successor the session's role may not
+    -- read does not exist for it.
     WITH RECURSIVE successors (id, namespace, source, status, effective_from, effective_to, removed_at) AS (
         SELECT d.id, d.namespace, d.source, d.status, d.effective_from, d.effective_to, d.removed_at
         FROM kb.documents AS d
@@ -175,6 +216,7 @@ AS $$
         SELECT d.id, d.namespace, d.source, d.status, d.effective_from, d.effective_to, d.removed_at
         FROM successors AS c
         INNER JOIN kb.documents AS d ON d.namespace = c.namespace AND d.supersedes = c.source
+        WHERE kb.may_read_document(d.reader_ids)
     )
     SELECT coalesce((
         SELECT kb.in_force(d.status, d.effective_from, d.effective_to, d.removed_at, p_as_of)
@@ -209,15 +251,19 @@ AS $$
     SELECT d.id
     FROM kb.documents AS d
     WHERE d.id = p_document_id
+        AND kb.may_read_document(d.reader_ids)
         AND CASE WHEN p_filters_restrict
             THEN d.id IN (SELECT kb.visible_documents(p_as_of, p_namespaces, p_filters))
             ELSE kb.in_force(d.status, d.effective_from, d.effective_to, d.removed_at, p_as_of) AND (
-                NOT EXISTS (SELECT 1 FROM kb.documents AS s WHERE s.namespace = d.namespace AND s.supersedes = d.source)
+                NOT EXISTS (
+                    SELECT 1 FROM kb.documents AS s
+                    WHERE s.namespace = d.namespace AND s.supersedes = d.source AND kb.may_read_document(s.reader_ids)
+                )
                 OR kb.document_is_current(d.id, p_as_of)
             ) END
 $$;
 COMMENT ON FUNCTION kb.visible_candidate(bigint, timestamptz, text[], jsonb, boolean) IS
-'The visibility condition of every retrieval leg: the document id when the document may be used (current at as_of, or matching filters that lift the lifecycle rule), else no row. Inlined into its callers.';
+'The visibility condition of every retrieval leg: the document id when the document may be used (readable by the session''s role, kb.may_read_document, and current at as_of, or matching filters that lift the lifecycle rule), else no row. Inlined into its callers.';
 
 CREATE OR REPLACE FUNCTION kb.trg_documents_supersedes_acyclic()
 RETURNS trigger

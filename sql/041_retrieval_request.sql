@@ -322,19 +322,27 @@ STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
+    -- of documents the session's role may read (kb.may_read_document): a
+    -- private document's vectors must not switch another role's mode
     IF p_namespaces IS NULL THEN
-        RETURN EXISTS (SELECT 1 FROM kb.embeddings AS e WHERE e.model = p_model);
+        RETURN EXISTS (
+            SELECT 1 FROM kb.embeddings AS e
+            INNER JOIN kb.chunks AS c ON c.id = e.chunk_id
+            INNER JOIN kb.documents AS d ON d.id = c.document_id
+            WHERE e.model = p_model AND kb.may_read_document(d.reader_ids)
+        );
     END IF;
     -- the namespaces' chunks first: another tenant's millions of vectors are not read
     RETURN EXISTS (
         SELECT 1 FROM kb.chunks AS c
         INNER JOIN kb.embeddings AS e ON e.chunk_id = c.id AND e.model = p_model
-        WHERE c.namespace = ANY(p_namespaces)
+        INNER JOIN kb.documents AS d ON d.id = c.document_id
+        WHERE c.namespace = ANY(p_namespaces) AND kb.may_read_document(d.reader_ids)
     );
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.model_has_vectors(text, text[]) IS
-'Whether the model has vectors of chunks in the namespaces given (NULL: in any the caller may see): the readiness that mode auto and a shard''s corpus statistics report.';
+'Whether the model has vectors of chunks in the namespaces given (NULL: in any the caller may see), of documents the session''s role may read: the readiness that mode auto and a shard''s corpus statistics report.';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.plan_retrieval(
     p_request kb_pipeline.retrieval_request,

@@ -133,7 +133,8 @@ BEGIN
         SELECT h
         FROM jsonb_populate_recordset(NULL::kb_pipeline.ranked_hit, p_ranked) AS h
         INNER JOIN kb.chunks AS c ON c.id = h.chunk_id AND c.namespace = h.namespace
-        WHERE namespaces IS NULL OR c.namespace = ANY(namespaces)
+        INNER JOIN kb.documents AS d ON d.id = c.document_id
+        WHERE (namespaces IS NULL OR c.namespace = ANY(namespaces)) AND kb.may_read_document(d.reader_ids)
     ));
 END;
 $$;

@@ -114,6 +114,45 @@ DROP TRIGGER IF EXISTS namespace_grants_role ON kb.namespace_grants;
 CREATE TRIGGER namespace_grants_role BEFORE INSERT OR UPDATE ON kb.namespace_grants
 FOR EACH ROW EXECUTE FUNCTION kb.trg_namespace_grants_role();
 
+-- Document readers, bound the same way: a name becomes the role's oid when
+-- the list is written ('public': 0), and an unknown role is refused.
+CREATE OR REPLACE FUNCTION kb.trg_documents_readers()
+RETURNS trigger
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    unknown text;
+BEGIN
+    IF NEW.readers IS NULL THEN
+        NEW.reader_ids := NULL;
+        RETURN NEW;
+    END IF;
+    SELECT r.name INTO unknown
+    FROM unnest(NEW.readers) AS r (name)
+    WHERE r.name IS NULL OR r.name <> 'public' AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS x WHERE x.rolname = r.name)
+    LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'pgkb: document %/% names reader "%": no such role', NEW.namespace, NEW.source, unknown
+            USING ERRCODE = 'undefined_object', COLUMN = 'readers',
+                HINT = 'readers lists role names (''public'': every role that may read the namespace); NULL: no restriction';
+    END IF;
+    NEW.reader_ids := ARRAY(
+        SELECT DISTINCT CASE WHEN r.name = 'public' THEN 0::oid ELSE (SELECT x.oid FROM pg_catalog.pg_roles AS x WHERE x.rolname = r.name) END
+        FROM unnest(NEW.readers) AS r (name)
+        ORDER BY 1
+    );
+    RETURN NEW;
+END;
+$$;
+COMMENT ON FUNCTION kb.trg_documents_readers() IS
+'BEFORE INSERT/UPDATE OF readers on kb.documents: binds the readers'' names to role oids (reader_ids; ''public'' is 0) and refuses a name that is no role, so that a dropped role matches nobody and a new role of the same name inherits nothing.';
+
+DROP TRIGGER IF EXISTS documents_readers ON kb.documents;
+CREATE TRIGGER documents_readers BEFORE INSERT OR UPDATE OF readers, reader_ids ON kb.documents
+FOR EACH ROW EXECUTE FUNCTION kb.trg_documents_readers();
+
 CREATE OR REPLACE FUNCTION kb.member_role_ids(p_role name)
 RETURNS oid[]
 LANGUAGE sql
@@ -228,23 +267,37 @@ ALTER TABLE kb.lexical_stats ENABLE ROW LEVEL SECURITY;
 ALTER TABLE kb.lexical_terms ENABLE ROW LEVEL SECURITY;
 ALTER TABLE kb.language_statistics ENABLE ROW LEVEL SECURITY;
 
+-- A document naming readers is seen only by them (whatever tenant_isolation
+-- says: a list of readers is a promise of its own); a writer may write only
+-- documents it may read. Its chunks and postings follow it: the EXISTS
+-- applies the documents' policy to each row a role reads directly (the
+-- retrieval doors read as the owner and apply kb.may_read_document instead).
 DROP POLICY IF EXISTS tenant_namespace ON kb.documents;
 CREATE POLICY tenant_namespace ON kb.documents
 USING (
-    (SELECT kb.allowed_namespaces(current_user)) IS NULL
-    OR documents.namespace IN (SELECT unnest(kb.allowed_namespaces(current_user)))
+    (
+        (SELECT kb.allowed_namespaces(current_user)) IS NULL
+        OR documents.namespace IN (SELECT unnest(kb.allowed_namespaces(current_user)))
+    )
+    AND (documents.reader_ids IS NULL OR documents.reader_ids && (SELECT kb.member_role_ids(current_user)))
 );
 DROP POLICY IF EXISTS tenant_namespace ON kb.chunks;
 CREATE POLICY tenant_namespace ON kb.chunks
 USING (
-    (SELECT kb.allowed_namespaces(current_user)) IS NULL
-    OR chunks.namespace IN (SELECT unnest(kb.allowed_namespaces(current_user)))
+    (
+        (SELECT kb.allowed_namespaces(current_user)) IS NULL
+        OR chunks.namespace IN (SELECT unnest(kb.allowed_namespaces(current_user)))
+    )
+    AND EXISTS (SELECT 1 FROM kb.documents AS d WHERE d.id = chunks.document_id)
 );
 DROP POLICY IF EXISTS tenant_namespace ON kb.lexical_postings;
 CREATE POLICY tenant_namespace ON kb.lexical_postings
 USING (
-    (SELECT kb.allowed_namespaces(current_user)) IS NULL
-    OR lexical_postings.namespace IN (SELECT unnest(kb.allowed_namespaces(current_user)))
+    (
+        (SELECT kb.allowed_namespaces(current_user)) IS NULL
+        OR lexical_postings.namespace IN (SELECT unnest(kb.allowed_namespaces(current_user)))
+    )
+    AND EXISTS (SELECT 1 FROM kb.documents AS d WHERE d.id = lexical_postings.document_id)
 );
 -- BM25 statistics are kept per namespace so that these policies can apply:
 -- a reader's N, average length and document frequencies are sums over the
@@ -272,16 +325,10 @@ USING (
 -- vectors and queue rows follow their chunk (whose own policy applies inside the subquery)
 DROP POLICY IF EXISTS tenant_namespace ON kb.embeddings;
 CREATE POLICY tenant_namespace ON kb.embeddings
-USING (
-    (SELECT kb.allowed_namespaces(current_user)) IS NULL
-    OR EXISTS (SELECT 1 FROM kb.chunks AS c WHERE c.id = embeddings.chunk_id)
-);
+USING (EXISTS (SELECT 1 FROM kb.chunks AS c WHERE c.id = embeddings.chunk_id));
 DROP POLICY IF EXISTS tenant_namespace ON kb.embed_queue;
 CREATE POLICY tenant_namespace ON kb.embed_queue
-USING (
-    (SELECT kb.allowed_namespaces(current_user)) IS NULL
-    OR EXISTS (SELECT 1 FROM kb.chunks AS c WHERE c.id = embed_queue.chunk_id)
-);
+USING (EXISTS (SELECT 1 FROM kb.chunks AS c WHERE c.id = embed_queue.chunk_id));
 
 -- The retrieval log is written by the gateways only (kb.log_retrieval, as
 -- the owner, naming the session's role): no other role may insert, so no

@@ -12,7 +12,11 @@ day it is created:
   same answer with or without B; the pipeline's internals, which read every tenant's rows as the
   owner, are not callable by A at all;
 * retrieval in every mode returns and explains A's documents only, and explains it exactly alike
-  with or without B (BM25 statistics are per namespace, under row-level security)."""
+  with or without B (BM25 statistics are per namespace, under row-level security).
+
+Every rule holds for both ways B can be kept from A (``separation``): B's documents in a
+namespace A is not granted, and B's documents in A's own namespace, private to B's roles
+(kb.documents.readers)."""
 
 from __future__ import annotations
 
@@ -101,10 +105,25 @@ def role(name: str) -> str:
     return f"{name}_{SUFFIX}"
 
 
+# How B's documents are kept from A: the namespace they are stored in, and the SQL condition
+# that picks them out of kb.documents (d).
+SEPARATIONS = {
+    "namespace": (B_NAMESPACE, f"d.namespace = '{B_NAMESPACE}'"),
+    "readers": ("acme", "d.reader_ids IS NOT NULL"),
+}
+
+
+@pytest.fixture(params=list(SEPARATIONS))
+def separation(request) -> str:
+    return request.param
+
+
 @pytest.fixture
-def world(fresh_db):
-    """Two tenants with documents, grants, a retrieval logged for each, and a model secret."""
+def world(fresh_db, separation):
+    """Two tenants with documents, grants, a retrieval logged for each, and a model secret. B's
+    documents live in B's namespace, or (separation "readers") in A's, readable by B's roles only."""
     conn = fresh_db
+    b_namespace = SEPARATIONS[separation][0]
     conn.execute(
         "SELECT kb.register_model('hash-secret', 'hash', 'hash', 16, %s, false)", (Jsonb({"api_key": B_SECRET}),)
     )
@@ -113,18 +132,20 @@ def world(fresh_db):
         ("a/travel.md", "# Travel\n\nAcme hotels are reimbursed up to 600 CNY per night."),
     ):
         insert_document(conn, source, body, namespace="acme")
-    for source, body in (
-        ("b/refund.md", "# Refund policy\n\nGlobex refunds are possible within 30 days. 退款期限三十天。"),
-        (B_SOURCE, f"# Merger\n\nThe {B_WORD} merger closes in May; refunds stop then."),
-    ):
-        insert_document(conn, source, body, namespace=B_NAMESPACE)
     conn.execute("UPDATE kb.settings SET value = 'true' WHERE key IN ('tenant_isolation', 'retrieval_log')")
     with ExitStack() as stack:
         for name, (group, namespace) in ROLES.items():
             stack.enter_context(temporary_role(conn, role(name), f"NOLOGIN IN ROLE {group}"))
+            namespace = b_namespace if namespace == B_NAMESPACE else namespace
             conn.execute(
                 "INSERT INTO kb.namespace_grants (role_name, namespace) VALUES (%s, %s)", (role(name), namespace)
             )
+        b_readers = None if separation == "namespace" else [role("globex_reader"), role("globex_writer")]
+        for source, body in (
+            ("b/refund.md", "# Refund policy\n\nGlobex refunds are possible within 30 days. 退款期限三十天。"),
+            (B_SOURCE, f"# Merger\n\nThe {B_WORD} merger closes in May; refunds stop then."),
+        ):
+            insert_document(conn, source, body, namespace=b_namespace, readers=b_readers)
         for name in ("acme_reader", "globex_reader"):
             with acting_as(conn, role(name)):
                 retrieve(conn, f"refund {B_WORD}", mode="lexical")
@@ -167,16 +188,16 @@ def view_of(conn, grantee: str) -> dict[str, list[str]]:
     return seen
 
 
-def remove_tenant_b(conn) -> None:
-    conn.execute("DELETE FROM kb.documents WHERE namespace = %s", (B_NAMESPACE,))
+def remove_tenant_b(conn, separation: str) -> None:
+    conn.execute(f"DELETE FROM kb.documents AS d WHERE {SEPARATIONS[separation][1]}")
     conn.execute("DELETE FROM kb.retrieval_log WHERE role_name LIKE 'globex%%'")
     conn.execute("DELETE FROM kb.model_secrets")
 
 
 @pytest.mark.parametrize("name", A_ROLES)
-def test_every_relation_shows_tenant_a_the_same_rows_with_or_without_tenant_b(world, name):
+def test_every_relation_shows_tenant_a_the_same_rows_with_or_without_tenant_b(world, separation, name):
     before = view_of(world, role(name))
-    remove_tenant_b(world)
+    remove_tenant_b(world, separation)
     after = view_of(world, role(name))
     assert before.keys() == after.keys()
     differing = {rel for rel in before if before[rel] != after[rel]}
@@ -202,7 +223,7 @@ def test_retrieval_returns_and_explains_tenant_a_only(world, mode):
 
 
 @pytest.mark.parametrize("mode", ["lexical", "hybrid"])
-def test_retrieval_explains_tenant_a_the_same_with_or_without_tenant_b(world, mode):
+def test_retrieval_explains_tenant_a_the_same_with_or_without_tenant_b(world, separation, mode):
     def answers():
         with acting_as(world, role("acme_reader")):
             return [
@@ -211,7 +232,7 @@ def test_retrieval_explains_tenant_a_the_same_with_or_without_tenant_b(world, mo
             ]
 
     before = answers()
-    remove_tenant_b(world)
+    remove_tenant_b(world, separation)
     assert answers() == before
 
 
@@ -234,19 +255,21 @@ def test_tenant_roles_write_only_reviewed_relations(world):
     assert writable == set(REVIEWED_WRITABLE)
 
 
-def test_writes_of_tenant_a_touch_only_its_own_rows(world):
-    b_rows = world.execute("SELECT count(*) AS n FROM kb.documents WHERE namespace = %s", (B_NAMESPACE,)).fetchone()
+def test_writes_of_tenant_a_touch_only_its_own_rows(world, separation):
+    count_b = f"SELECT count(*) AS n FROM kb.documents AS d WHERE {SEPARATIONS[separation][1]}"
+    b_rows = world.execute(count_b).fetchone()
     for statement in ("UPDATE kb.documents SET title = title", "DELETE FROM kb.documents"):
         with world.transaction(force_rollback=True), acting_as(world, role("acme_writer")):
             cur = world.execute(statement)
             assert cur.rowcount == 2, statement
             world.execute("RESET ROLE")
-            assert (
-                world.execute("SELECT count(*) AS n FROM kb.documents WHERE namespace = %s", (B_NAMESPACE,)).fetchone()
-                == b_rows
-            )
+            assert world.execute(count_b).fetchone() == b_rows
 
 
+# Within one namespace a source names one document, so a writer of the namespace who inserts
+# the source a private document holds learns that the name is taken (docs/RELIABILITY.md);
+# this rule is about namespaces.
+@pytest.mark.parametrize("separation", ["namespace"], indirect=True)
 def test_a_write_aimed_at_tenant_b_fails_alike_whether_or_not_the_row_exists(world):
     outcomes = []
     for source in (B_SOURCE, "b/no-such-document.md"):
@@ -276,7 +299,7 @@ def test_every_definer_function_tenant_roles_may_call_is_reviewed(world):
     assert callable_definers == set(REVIEWED_DEFINERS)
 
 
-def test_reviewed_definer_functions_answer_tenant_a_alike_with_or_without_tenant_b(world):
+def test_reviewed_definer_functions_answer_tenant_a_alike_with_or_without_tenant_b(world, separation):
     calls = [call for _, call in REVIEWED_DEFINERS.values() if call]
 
     def answers():
@@ -284,7 +307,7 @@ def test_reviewed_definer_functions_answer_tenant_a_alike_with_or_without_tenant
             return [world.execute(f"SELECT {call}::text AS v").fetchone()["v"] for call in calls]
 
     before = answers()
-    remove_tenant_b(world)
+    remove_tenant_b(world, separation)
     assert answers() == before
 
 
@@ -316,9 +339,10 @@ def test_no_tenant_role_may_run_a_pipeline_internal_directly(world):
         world.execute("SELECT * FROM kb_pipeline.trigram_candidates('refund', now(), NULL, '{}', 10)")
 
 
-def test_a_shard_passage_call_naming_another_tenants_chunk_returns_nothing(world):
+def test_a_shard_passage_call_naming_another_tenants_chunk_returns_nothing(world, separation):
     b_chunk = world.execute(
-        "SELECT c.id, c.namespace FROM kb.chunks AS c WHERE c.namespace = %s LIMIT 1", (B_NAMESPACE,)
+        "SELECT c.id, c.namespace FROM kb.chunks AS c INNER JOIN kb.documents AS d ON d.id = c.document_id"
+        f" WHERE {SEPARATIONS[separation][1]} LIMIT 1"
     ).fetchone()
     hit = Jsonb([{"chunk_id": b_chunk["id"], "namespace": b_chunk["namespace"], "final_score": 1, "rank": 1}])
     call = "SELECT count(*) AS n FROM kb.shard_passages(%s)"
