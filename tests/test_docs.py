@@ -40,7 +40,7 @@ NARRATION = [
 ]
 
 # A figure's provenance, in one form everywhere: "Measured 2026-12-02 on b6f2a75".
-PROVENANCE = re.compile(r"Measured \d{4}-\d{2}-\d{2}\b[^\n]*? on `?[0-9a-f]{7,40}\b")
+PROVENANCE = re.compile(r"[Mm]easured\s+\d{4}-\d{2}-\d{2}\b[^.]*?\son\s+`?[0-9a-f]{7,40}\b")
 COMMIT_NAMED = re.compile(r"\bon `?([0-9a-f]{7,40})\b")
 MEASURED_CELL = re.compile(r"[~≈]?\d[\d,]*\.\d+\b")
 
