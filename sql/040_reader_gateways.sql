@@ -86,6 +86,24 @@ $$;
 COMMENT ON FUNCTION kb.bounded_text(text, text, text) IS
 'The text itself, or a named error when it is longer than a query may be (kb_pipeline.max_query_chars): the bound every reader door puts on text before PL/Python runs.';
 
+CREATE OR REPLACE FUNCTION kb.max_vector_chars()
+RETURNS integer
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT 200000 $$;
+COMMENT ON FUNCTION kb.max_vector_chars() IS
+'The longest vector text a reader door accepts: a 16,000-dimension vector (pgvector''s largest) at 12 characters a number.';
+
+CREATE OR REPLACE FUNCTION kb.max_namespaces()
+RETURNS integer
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT 10000 $$;
+COMMENT ON FUNCTION kb.max_namespaces() IS
+'The most namespaces one call to a reader door may name.';
+
 CREATE OR REPLACE FUNCTION kb.query_terms(p_text text)
 RETURNS text[]
 LANGUAGE sql
@@ -121,9 +139,18 @@ RETURNS integer
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT 2000000 $$;
+AS $$ SELECT 200000 $$;
 COMMENT ON FUNCTION kb.max_snippet_chars() IS
-'The most characters of passages one kb.snippets call reads: k = 1000 passages of 2,000 characters (0.3–0.4 s of PL/Python at the 0.16–0.21 µs a character measured on the benchmark''s passages).';
+'The most characters of passages one kb.snippets call reads: 0.6 s of PL/Python at worst (every word a match of a 2,000-character query of 400 terms, 3 µs a character), 0.2 s on plain mixed Chinese and English text; tests/test_bounded_doors.py times the worst case.';
+
+CREATE OR REPLACE FUNCTION kb.max_snippet_passages()
+RETURNS integer
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT 1000 $$;
+COMMENT ON FUNCTION kb.max_snippet_passages() IS
+'The most passages one kb.snippets call takes: kb_retrieve''s largest k.';
 
 CREATE OR REPLACE FUNCTION kb.snippets(p_contents text[], p_query text, p_width integer DEFAULT 200)
 RETURNS text[]
@@ -135,6 +162,10 @@ AS $$
 DECLARE
     total bigint := (SELECT coalesce(sum(length(c)), 0) FROM unnest(p_contents) AS c);
 BEGIN
+    IF cardinality(p_contents) > kb.max_snippet_passages() THEN
+        RAISE EXCEPTION 'kb.snippets: % passages; at most %', cardinality(p_contents), kb.max_snippet_passages()
+            USING ERRCODE = 'program_limit_exceeded', HINT = 'ask for fewer passages';
+    END IF;
     IF total > kb.max_snippet_chars() THEN
         RAISE EXCEPTION 'kb.snippets: the passages hold % characters; at most %', total, kb.max_snippet_chars()
             USING ERRCODE = 'program_limit_exceeded', HINT = 'ask for fewer or shorter passages';
@@ -147,7 +178,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb.snippets(text[], text, integer) IS
-'Query-aware snippets of several passages in one call (SECURITY DEFINER wrapper for readers; at most kb.max_snippet_chars characters of passages, a query of at most kb_pipeline.max_query_chars, width 1 to 2000).';
+'Query-aware snippets of several passages in one call (SECURITY DEFINER wrapper for readers; at most kb.max_snippet_passages passages holding at most kb.max_snippet_chars characters, a query of at most kb_pipeline.max_query_chars, width 1 to 2000).';
 
 CREATE OR REPLACE FUNCTION kb.snippet(p_content text, p_query text, p_width integer DEFAULT 200)
 RETURNS text

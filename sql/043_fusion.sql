@@ -430,8 +430,12 @@ IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
-    -- one PL/Python call for all rows
-    texts text[] := kb.snippets(ARRAY(SELECT u.content FROM unnest(p_rows) WITH ORDINALITY AS u ORDER BY u.ordinality),
+    -- one PL/Python call for all rows; each passage is read up to its share
+    -- of kb.max_snippet_chars (k = 8 passages: 25,000 characters each, longer
+    -- than any chunk; k = 100: 2,000; k = 1000: the first 200)
+    share integer := kb.max_snippet_chars() / greatest(cardinality(p_rows), 1);
+    texts text[] := kb.snippets(
+        ARRAY(SELECT left(u.content, share) FROM unnest(p_rows) WITH ORDINALITY AS u ORDER BY u.ordinality),
         p_query, 200);
 BEGIN
     RETURN kb_pipeline.rows_with(p_rows, ARRAY(
@@ -440,4 +444,4 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.with_snippets(kb.retrieval_row[], text) IS
-'The rows with their query-aware snippets (200 characters), computed in one call.';
+'The rows with their query-aware snippets (200 characters), computed in one call over each passage''s first kb.max_snippet_chars / (number of rows) characters.';

@@ -8,15 +8,17 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
     -- Each entry is namespace || '/' || source of a document the caller can
     -- see (row-level security applies: SECURITY INVOKER). Either part may
-    -- hold '/', so every split is tried, each an index probe.
-    SELECT NOT EXISTS (
+    -- hold '/', so every split at a '/' is tried, each an index probe. A list
+    -- longer than a retrieval returns (k <= 1000), or an entry longer than a
+    -- namespace and a source can be, names no document.
+    SELECT cardinality(p_sources) <= 1000 AND NOT EXISTS (
         SELECT 1 FROM unnest(p_sources) AS s (entry)
-        WHERE NOT EXISTS (
+        WHERE length(s.entry) > 10000 OR NOT EXISTS (
             SELECT 1
-            FROM generate_series(1, length(s.entry)) AS i (pos)
+            FROM unnest(string_to_array(s.entry, NULL)) WITH ORDINALITY AS c (ch, pos)
             INNER JOIN kb.documents AS d
-                ON d.namespace = left(s.entry, i.pos - 1) AND d.source = substr(s.entry, i.pos + 1)
-            WHERE substr(s.entry, i.pos, 1) = '/'
+                ON d.namespace = left(s.entry, c.pos::integer - 1) AND d.source = substr(s.entry, c.pos::integer + 1)
+            WHERE c.ch = '/'
         )
     )
 $$;

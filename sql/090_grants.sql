@@ -53,12 +53,6 @@ GRANT SELECT ON kb.tenant_isolation_changes TO pgkb_admin;
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON kb.chunks, kb.embeddings, kb.lexical_postings, kb.lexical_terms,
 kb.lexical_stats, kb.language_statistics, kb.embed_queue FROM public, pgkb_reader, pgkb_writer, pgkb_admin;
 GRANT EXECUTE ON FUNCTION kb.plpython_init() TO pgkb_writer, pgkb_admin;
--- the one PL/Python function a reader runs itself, for the shard coordinator's
--- steps that still run as their caller: it reads the language statistics as
--- that caller, so row-level security picks the namespaces whose statistics
--- correct the reader's dense scores (kb.embed_query has loaded the modules
--- into the backend before)
-GRANT EXECUTE ON FUNCTION kb.py_language_moments(text, text, text[], integer, text) TO public;
 GRANT SELECT, INSERT, UPDATE, DELETE ON kb.settings, kb.models, kb.namespace_grants, kb.model_secrets TO pgkb_admin;
 -- what each provider's similarities mean is no secret, and every retrieval reads it
 GRANT SELECT ON kb.embedding_providers TO public;
@@ -67,6 +61,7 @@ GRANT SELECT ON ALL TABLES IN SCHEMA kb TO pgkb_admin;
 -- Functions that run as the owner and write or recompute shared state: only
 -- the roles whose job that is may call them (a reader starting full recounts
 -- of the statistics would be a denial of service).
+REVOKE EXECUTE ON FUNCTION kb.store_model(text, text, text, integer, jsonb, boolean) FROM public;
 REVOKE EXECUTE ON FUNCTION kb.register_model(text, text, text, integer, jsonb, boolean), kb.activate_model(text),
 kb.ensure_hnsw_indexes(text),
 kb.refresh_lexical_stats(), kb.refresh_term_stats(text[]), kb.maybe_refresh_lexical_stats(),

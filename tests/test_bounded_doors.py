@@ -68,3 +68,20 @@ def test_a_reader_embeds_with_the_active_model_only(reader):
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match='model "inactive-hash" is not the active model'):
             conn.execute("SELECT kb.embed_query('refund', 'inactive-hash')")
         conn.execute("ROLLBACK TO SAVEPOINT inactive")
+
+
+def test_snippets_at_their_bounds_answer_within_a_second(reader):
+    """The worst case kb.max_snippet_chars allows: passages where every word matches one of a
+    2,000-character query's 400 terms."""
+    conn, role = reader
+    with acting_as(conn, role):
+        bound = conn.execute("SELECT kb.max_snippet_chars() AS n").fetchone()["n"]
+        start = time.perf_counter()
+        snippets = conn.execute(
+            """SELECT kb.snippets(array_fill(left(repeat('w1 词1 w2 词2 w3 ', 100000), %s), ARRAY[25]),
+                                  (SELECT left(string_agg('w' || g || ' 词' || g, ' '), 2000)
+                                   FROM generate_series(1, 400) AS g), 200) AS s""",
+            (bound // 25,),
+        ).fetchone()["s"]
+        assert time.perf_counter() - start < 1.0
+    assert len(snippets) == 25

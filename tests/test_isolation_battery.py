@@ -72,6 +72,10 @@ REVIEWED_DEFINERS = {
     "kb.snippet(text,text,integer)": ("pure: snippet of the passage given", "kb.snippet('a b', 'a', 20)"),
     "kb.embed_query(text,text)": ("pure: the query's vector from the model named", "kb.embed_query('x', 'hash-64')"),
     "kb.tenant_isolation_on()": ("one global switch, no tenant data", "kb.tenant_isolation_on()"),
+    "kb.language_moments(text,text,text[],integer,text)": (
+        "a door of the coordinator's steps: statistics of the namespaces named that kb.read_scope gives the session",
+        "kb.language_moments('hash-64', kb.embed_query('refund days', 'hash-64'), NULL, 1, 'refund days')",
+    ),
     "kb.recount_lexical_stats()": ("writers only; recomputes every namespace's BM25 statistics, returns nothing", None),
     "kb.recount_term_stats(text[])": ("writers only; recounts document frequencies, returns nothing", None),
     "kb.maybe_refresh_lexical_stats()": ("writers only; returns nothing", None),
@@ -125,7 +129,7 @@ def world(fresh_db, separation):
     conn = fresh_db
     b_namespace = SEPARATIONS[separation][0]
     conn.execute(
-        "SELECT kb.register_model('hash-secret', 'hash', 'hash', 16, %s, false)", (Jsonb({"api_key": B_SECRET}),)
+        "SELECT kb.register_model('ollama-secret', 'ollama', 'bge-m3', 16, %s, false)", (Jsonb({"api_key": B_SECRET}),)
     )
     for source, body in (
         ("a/refund.md", "# Refund policy\n\nAcme refunds are possible within 14 days. 退款期限十四天。"),

@@ -165,6 +165,21 @@ def embed_queue_batch(plpy, GD, SD, model: str, batch_size: int, include_exhaust
 
 
 @_entry_point
+def model_error(plpy, GD, SD, provider: str, model: str, dimensions: int, options: str | None) -> str | None:
+    """``kb.py_model_error(provider, model, dimensions, options)``: why a model cannot be
+    registered as given (an unknown provider or bundled model, dimensions out of range or not
+    the bundled model's, an unknown or mistyped option), or None. Nothing is loaded or contacted."""
+    from .embedders.errors import EmbeddingError
+    from .embedders.factory import make_provider
+
+    try:
+        make_provider(provider, model, dimensions, options)
+    except EmbeddingError as exc:
+        return str(exc)
+    return None
+
+
+@_entry_point
 def embed_query(plpy, GD, SD, query: str, model: str) -> str:
     """``kb.py_embed_query(query, model)``: the query's vector (pgvector text form)."""
     return backend.query_vector(plpy, GD, model, query)

@@ -218,9 +218,10 @@ SHARED_CHUNK = "NOT EXISTS (SELECT 1 FROM kb.documents AS p WHERE p.id = c.docum
 def recount(plpy, model: str, drift: float, sample_size: int) -> dict:
     """Bring ``kb.language_statistics`` of ``model`` up to date, as the owner (the caller is a
     SECURITY DEFINER function): classify chunks stored without a language, count the model's
-    vectors per namespace and group (private documents left out: ``SHARED_CHUNK``), drop
-    groups that have none left and recompute those that are stale (:func:`is_stale`): the mean over every vector of the group (pgvector's ``avg``),
-    the covariance over a deterministic sample of ``sample_size`` of them. Returns counts."""
+    vectors per namespace and group (private documents left out: ``SHARED_CHUNK``), drop groups
+    that have none left and recompute those that are stale (:func:`is_stale`): the mean over every
+    vector of the group (pgvector's ``avg``), the covariance over a deterministic sample of
+    ``sample_size`` of them. Returns counts."""
     classified = _classify_unlabelled(plpy)
     counts = {
         (r["namespace"], r["language"]): r["n"]
