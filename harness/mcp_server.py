@@ -67,25 +67,8 @@ def _plain(value: Any) -> Any:
 
 
 def citation(row: dict[str, Any]) -> str:
-    """One line an assistant can quote: source § section (pages, version, effective window, status,
-    parser), each detail only when the passage has it."""
-    provenance = row.get("provenance")
-    text = row["source"]
-    if row.get("section_path"):
-        text += f" § {row['section_path']}"
-    details = []
-    if retrieval.pages(provenance):
-        details.append(retrieval.pages(provenance))
-    if row.get("version"):
-        details.append(f"version {row['version']}")
-    start, end = row.get("effective_from"), row.get("effective_to")
-    if start or end:
-        details.append(f"effective {_plain(start) or '…'} to {_plain(end) or 'open'}")
-    if row.get("status") and row["status"] != "active":
-        details.append(row["status"])
-    if retrieval.parser_name(provenance):
-        details.append(f"parsed by {retrieval.parser_name(provenance)}")
-    return text + (f" ({', '.join(details)})" if details else "")
+    """One line an assistant can quote (harness.retrieval.citation)."""
+    return retrieval.citation(row)
 
 
 def _db_message(exc: psycopg.Error) -> str:
