@@ -208,7 +208,9 @@ CREATE INDEX chunks_document ON kb.chunks USING btree (document_id, ordinal);
 CREATE INDEX chunks_namespace ON kb.chunks USING btree (namespace);
 CREATE INDEX chunks_section_trgm ON kb.chunks USING gin (section_text gin_trgm_ops);
 ALTER TABLE kb.chunks ENABLE ROW LEVEL SECURITY;
-CREATE POLICY tenant_namespace ON kb.chunks USING (((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))));
+CREATE POLICY tenant_namespace ON kb.chunks USING ((((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))) AND (EXISTS ( SELECT 1
+   FROM kb.documents d
+  WHERE (d.id = chunks.document_id)))));
 
 -- (no comment)
 CREATE TABLE kb.documents (
@@ -243,13 +245,16 @@ CREATE TABLE kb.documents (
     parse_error text,
     page_starts integer[],
     parsed_at timestamp with time zone,
-    chunker_version text
+    chunker_version text,
+    readers text[],
+    reader_ids oid[]
 );
 ALTER TABLE kb.documents ADD CONSTRAINT documents_body_not_blank CHECK ((NOT kb.is_blank(body)));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_effective_window CHECK (((effective_to IS NULL) OR (effective_from IS NULL) OR (effective_to >= effective_from)));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_ingest_status_check CHECK ((ingest_status = ANY (ARRAY['pending'::text, 'indexed'::text, 'failed'::text, 'excluded'::text])));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_metadata_is_object CHECK ((jsonb_typeof(metadata) = 'object'::text));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_namespace_valid CHECK ((namespace ~ '^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$'::text));
+ALTER TABLE kb.documents ADD CONSTRAINT documents_readers_listed CHECK (((readers IS NULL) OR ((cardinality(readers) >= 1) AND (cardinality(readers) <= 100))));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_source_not_blank CHECK ((btrim(source) <> ''::text));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_status_valid CHECK ((status = ANY (ARRAY['draft'::text, 'active'::text, 'deprecated'::text])));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_pkey PRIMARY KEY (id);
@@ -257,11 +262,12 @@ ALTER TABLE kb.documents ADD CONSTRAINT documents_supersedes_acyclic TRIGGER DEF
 ALTER TABLE kb.documents ADD CONSTRAINT documents_source_unique UNIQUE (namespace, source);
 CREATE INDEX documents_metadata ON kb.documents USING gin (metadata jsonb_path_ops);
 CREATE INDEX documents_parse_failed ON kb.documents USING btree (namespace) WHERE (parse_error IS NOT NULL);
+CREATE INDEX documents_private ON kb.documents USING btree (id) WHERE (reader_ids IS NOT NULL);
 CREATE INDEX documents_source_trgm ON kb.documents USING gin (source gin_trgm_ops);
 CREATE INDEX documents_supersedes ON kb.documents USING btree (namespace, supersedes) WHERE (supersedes IS NOT NULL);
 CREATE INDEX documents_title_trgm ON kb.documents USING gin (title gin_trgm_ops);
 ALTER TABLE kb.documents ENABLE ROW LEVEL SECURITY;
-CREATE POLICY tenant_namespace ON kb.documents USING (((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))));
+CREATE POLICY tenant_namespace ON kb.documents USING ((((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))) AND ((reader_ids IS NULL) OR (reader_ids && ( SELECT kb.member_role_ids(CURRENT_USER) AS member_role_ids)))));
 
 -- (no comment)
 CREATE TABLE kb.embed_queue (
@@ -278,9 +284,9 @@ ALTER TABLE kb.embed_queue ADD CONSTRAINT embed_queue_model_fkey FOREIGN KEY (mo
 ALTER TABLE kb.embed_queue ADD CONSTRAINT embed_queue_pkey PRIMARY KEY (chunk_id, model);
 CREATE INDEX embed_queue_model ON kb.embed_queue USING btree (model, attempts);
 ALTER TABLE kb.embed_queue ENABLE ROW LEVEL SECURITY;
-CREATE POLICY tenant_namespace ON kb.embed_queue USING (((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (EXISTS ( SELECT 1
+CREATE POLICY tenant_namespace ON kb.embed_queue USING ((EXISTS ( SELECT 1
    FROM kb.chunks c
-  WHERE (c.id = embed_queue.chunk_id)))));
+  WHERE (c.id = embed_queue.chunk_id))));
 
 -- (no comment)
 CREATE TABLE kb.embedding_providers (
@@ -312,9 +318,9 @@ CREATE INDEX embeddings_hnsw_e5_small_ca1930b6_en ON kb.embeddings USING hnsw ((
 CREATE INDEX embeddings_hnsw_e5_small_ca1930b6_other ON kb.embeddings USING hnsw (((embedding)::vector(384)) vector_cosine_ops) WITH (m='16', ef_construction='64') WHERE ((model = 'e5-small'::text) AND (language = 'other'::text));
 CREATE INDEX embeddings_hnsw_e5_small_ca1930b6_zh ON kb.embeddings USING hnsw (((embedding)::vector(384)) vector_cosine_ops) WITH (m='16', ef_construction='64') WHERE ((model = 'e5-small'::text) AND (language = 'zh'::text));
 ALTER TABLE kb.embeddings ENABLE ROW LEVEL SECURITY;
-CREATE POLICY tenant_namespace ON kb.embeddings USING (((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (EXISTS ( SELECT 1
+CREATE POLICY tenant_namespace ON kb.embeddings USING ((EXISTS ( SELECT 1
    FROM kb.chunks c
-  WHERE (c.id = embeddings.chunk_id)))));
+  WHERE (c.id = embeddings.chunk_id))));
 
 -- (no comment)
 CREATE TABLE kb.eval_results (
@@ -406,7 +412,9 @@ ALTER TABLE kb.lexical_postings ADD CONSTRAINT lexical_postings_pkey PRIMARY KEY
 CREATE INDEX lexical_postings_chunk ON kb.lexical_postings USING btree (chunk_id);
 CREATE INDEX lexical_postings_impact ON kb.lexical_postings USING btree (term, impact DESC) INCLUDE (chunk_id, document_id, namespace, tf, chunk_length);
 ALTER TABLE kb.lexical_postings ENABLE ROW LEVEL SECURITY;
-CREATE POLICY tenant_namespace ON kb.lexical_postings USING (((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))));
+CREATE POLICY tenant_namespace ON kb.lexical_postings USING ((((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))) AND (EXISTS ( SELECT 1
+   FROM kb.documents d
+  WHERE (d.id = lexical_postings.document_id)))));
 
 -- (no comment)
 CREATE TABLE kb.lexical_stats (
@@ -701,6 +709,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.max_snippet_chars()
 --     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The most characters of passages one kb.snippets call reads: k = 1000 passages of 2,000 characters (0.3–0.4 s of PL/Python at the 0.16–0.21 µs a character measured on the benchmark's passages).
+-- kb.may_read_document(oid[])
+--     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
+--     Whether the session's role may read a document with these reader ids (kb.documents.reader_ids; NULL: everyone who reads its namespace). Part of every retrieval's visibility: a document the role may not read is, to it, a document that does not exist. Inlined into its callers.
 -- kb.maybe_refresh_language_statistics()
 --     RETURNS void LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     Refreshes the active model's language statistics after vectors change: always while it has fewer than 2,000 vectors, else at most once a minute, never waiting on another recount.
@@ -800,6 +811,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.retrieval_metadata(jsonb)
 --     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The metadata keys that change how a document is indexed (rag_include, concept_keys, aliases, synonyms; docs/INGEST.md): a change of them re-indexes the document.
+-- kb.session_reader_ids()
+--     RETURNS oid[] LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     The role ids a document's readers must name for the session's role (kb.session_role) to read it: that role, the roles it belongs to and 0 (PUBLIC); NULL when the role reads every document (superuser, BYPASSRLS, the owner).
 -- kb.session_role()
 --     RETURNS name LANGUAGE sql STABLE PARALLEL SAFE
 --     The role the session acts as (SET ROLE's, else the login), also inside SECURITY DEFINER functions: whose namespaces the retrieval gateways read (kb.read_scope) and whom the retrieval log names.
@@ -845,6 +859,12 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.trg_documents_parse_file()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     BEFORE INSERT/UPDATE OF file on kb.documents: parses the file's bytes (in a child process, pgkb_plpy.parsers) into body, title, content_type, page_starts; a failure is kept in parse_error and the document stays stored. SECURITY DEFINER (the parser is not executable by writers).
+-- kb.trg_documents_private()
+--     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     AFTER UPDATE on kb.documents when a document gains or loses its readers: recounts its namespace's BM25 and language statistics, which leave private documents out; SECURITY DEFINER, since writers may not write either.
+-- kb.trg_documents_readers()
+--     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     BEFORE INSERT/UPDATE OF readers on kb.documents: binds the readers' names to role oids (reader_ids; 'public' is 0) and refuses a name that is no role, so that a dropped role matches nobody and a new role of the same name inherits nothing.
 -- kb.trg_documents_supersedes_acyclic()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Constraint trigger on kb.documents (deferred to commit): refuses a supersedes chain that returns to where it started (a document superseding itself included).
@@ -883,7 +903,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     Inserts or updates one document given as jsonb (the columns of kb.documents the folder loader writes), as the loader does: an unchanged document returns no row. The write a shard coordinator routes by namespace.
 -- kb.visible_candidate(bigint,timestamp with time zone,text[],jsonb,boolean)
 --     RETURNS SETOF bigint LANGUAGE sql STABLE PARALLEL SAFE
---     The visibility condition of every retrieval leg: the document id when the document may be used (current at as_of, or matching filters that lift the lifecycle rule), else no row. Inlined into its callers.
+--     The visibility condition of every retrieval leg: the document id when the document may be used (readable by the session's role, kb.may_read_document, and current at as_of, or matching filters that lift the lifecycle rule), else no row. Inlined into its callers.
 -- kb.visible_documents(timestamp with time zone,text[],jsonb)
 --     RETURNS SETOF bigint LANGUAGE sql STABLE PARALLEL SAFE
 --     Ids of the documents a retrieval may use: current at as_of (docs/LIFECYCLE.md) within the namespaces (NULL: all) and filters; a status filter or include_history returns history too.
@@ -1000,7 +1020,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     One stage of a sharded retrieval: its legs merged over the shards' answers (kb_pipeline.merged_leg) and judged by the node's rule (kb_pipeline.stage_evidence).
 -- kb_pipeline.model_has_vectors(text,text[])
 --     RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL SAFE
---     Whether the model has vectors of chunks in the namespaces given (NULL: in any the caller may see): the readiness that mode auto and a shard's corpus statistics report.
+--     Whether the model has vectors of chunks in the namespaces given (NULL: in any the caller may see), of documents the session's role may read: the readiness that mode auto and a shard's corpus statistics report.
 -- kb_pipeline.ms_since(timestamp with time zone)
 --     RETURNS numeric LANGUAGE sql VOLATILE PARALLEL SAFE
 --     Milliseconds elapsed since a clock_timestamp(), for explain timings.
