@@ -471,6 +471,18 @@ ALTER TABLE kb.models ADD CONSTRAINT models_pkey PRIMARY KEY (name);
 ALTER TABLE kb.models ADD CONSTRAINT models_name_dimensions_key UNIQUE (name, dimensions);
 ALTER TABLE kb.models ADD CONSTRAINT models_one_active EXCLUDE USING btree (active WITH =) WHERE (active) DEFERRABLE INITIALLY DEFERRED;
 
+-- What each namespace holds, maintained by the admin: the description of the namespace's own retrieval tool in `pgkb mcp` (PGKB_MCP_NAMESPACE_TOOLS=1). Readers see the rows of the namespaces they may read.
+CREATE TABLE kb.namespace_descriptions (
+    namespace text NOT NULL,
+    description text NOT NULL
+);
+ALTER TABLE kb.namespace_descriptions ADD CONSTRAINT namespace_descriptions_description_valid CHECK (((description = btrim(description)) AND (description <> ''::text) AND (length(description) <= 1000)));
+ALTER TABLE kb.namespace_descriptions ADD CONSTRAINT namespace_descriptions_namespace_valid CHECK ((namespace ~ '^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$'::text));
+ALTER TABLE kb.namespace_descriptions ADD CONSTRAINT namespace_descriptions_pkey PRIMARY KEY (namespace);
+ALTER TABLE kb.namespace_descriptions ENABLE ROW LEVEL SECURITY;
+CREATE POLICY admin_namespace ON kb.namespace_descriptions USING (((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))));
+CREATE POLICY tenant_namespace ON kb.namespace_descriptions USING (((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))));
+
 -- (no comment)
 CREATE TABLE kb.namespace_grants (
     role_name name NOT NULL,
@@ -555,6 +567,8 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 
 -- Views (definitions in sql/)
 
+-- The documents current now (docs/LIFECYCLE.md) that the caller may read, without their text: what `pgkb mcp` lists as resources, in (namespace, source) order.
+-- VIEW kb.current_documents
 -- Documents added as files, without their bytes: name as given, detected content type, size, parser and version, pages, the parse error if any.
 -- VIEW kb.document_files
 -- Every numeric metric of every run, long format, for trend charts.
@@ -608,6 +622,12 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.document_is_current(bigint,timestamp with time zone)
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
 --     Whether one document is current at as_of (docs/LIFECYCLE.md: in force and not replaced by a document that took effect, through chains); the same rule as kb.visible_documents.
+-- kb.document_lifecycle(kb.documents,timestamp with time zone)
+--     RETURNS text LANGUAGE sql STABLE PARALLEL SAFE
+--     The lifecycle of a document at as_of, in the words of docs/LIFECYCLE.md: current (kb.document_is_current), else draft, removed, future, expired, deprecated or superseded.
+-- kb.document_provenance(kb.documents)
+--     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     Where a whole document comes from: its file (name, content type, size, SHA-256), parser and version, pages, chunker version, content hash, chunks, ingest state and times, and the folder it was loaded from (origin).
 -- kb.embed_pending(integer,text,boolean)
 --     PROCEDURE LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Embeds queued chunks of a model (default: the active one) batch by batch, committing each; safe with several concurrent workers (SKIP LOCKED). Stops at the first failing batch, whose error stays on the queue rows. Reports progress as a NOTICE per batch: pgkb progress: {"model", "batch", "embedded", "failed", "remaining", "error"}.
@@ -761,6 +781,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.query_terms(text)
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
 --     BM25 terms of a query (SECURITY DEFINER wrapper for readers; at most kb_pipeline.max_query_chars characters).
+-- kb.read_document(text,text,timestamp with time zone)
+--     RETURNS TABLE(document_id bigint, namespace text, source text, title text, doc_type text, status text, version text, effective_from date, effective_to date, supersedes text, superseded_by text[], lifecycle text, metadata jsonb, body text, provenance jsonb) LANGUAGE sql STABLE PARALLEL SAFE
+--     One whole document the caller may read, by namespace and source: its text, lifecycle at as_of (kb.document_lifecycle; default now), the sources that supersede it, metadata and provenance (kb.document_provenance). No row when it does not exist or is not the caller's to read; namespace and source at most kb_pipeline.max_query_chars characters.
 -- kb.read_scope(text)
 --     RETURNS text[] LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The namespaces a retrieval by the session's role (kb.session_role) may read: the one asked for if the role may read it, else none; without one, every namespace the role may read (NULL: all). Refuses a role without SELECT on kb.documents. Every leg of the pipeline applies it.

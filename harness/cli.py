@@ -211,7 +211,7 @@ def cmd_eval(args) -> int:
 def cmd_mcp(args) -> int:
     from . import mcp_server
 
-    return mcp_server.serve()
+    return mcp_server.serve(namespace_tools=args.namespace_tools)
 
 
 def cmd_lab(args) -> int:
@@ -331,7 +331,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--plot")
     p.set_defaults(func=cmd_eval)
-    p = sub.add_parser("mcp", help="serve kb_retrieve and kb_status to AI assistants (MCP over stdio)")
+    p = sub.add_parser(
+        "mcp", help="serve kb_retrieve, kb_explain, kb_status and the documents to AI assistants (MCP over stdio)"
+    )
+    p.add_argument(
+        "--namespace-tools",
+        action="store_true",
+        help="also one retrieval tool per namespace described in kb.namespace_descriptions "
+        "(or PGKB_MCP_NAMESPACE_TOOLS=1)",
+    )
     p.set_defaults(func=cmd_mcp)
     p = sub.add_parser("glossary", help="load or list the team glossary (kb.glossary)")
     glossary.add_arguments(p)

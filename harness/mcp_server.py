@@ -1,26 +1,62 @@
-"""`pgkb mcp`: an MCP server over stdio with two tools, `kb_retrieve` and `kb_status`.
+"""`pgkb mcp`: an MCP server over stdio. Tools `kb_retrieve`, `kb_explain` and `kb_status`; the current
+documents as resources; optionally one retrieval tool per described namespace.
 
 An assistant (Claude Desktop, an IDE agent, anything that speaks the Model Context
 Protocol) starts `pgkb mcp` as a child process and talks JSON-RPC on its stdin/stdout.
 So stdout carries protocol messages only: every log line goes to stderr.
 
-Both tools run as the database role named by PGKB_MCP_ROLE when it is set (the
+Everything runs as the database role named by PGKB_MCP_ROLE when it is set (the
 connection does `SET ROLE` right after connecting), so the role's grants and any
-row-level security policies decide what the assistant can read. Database errors
-become tool errors with PostgreSQL's own message; they never end the server.
+row-level security policies decide what the assistant can read: passages, documents and
+namespace descriptions alike. Database errors become tool errors with PostgreSQL's own
+message; they never end the server.
+
+* Resources: every document current now that the role may read (the view
+  kb.current_documents), listed in pages of PGKB_MCP_PAGE_SIZE (default 100) in (namespace,
+  source) order, as ``pgkb://documents/<namespace>/<source>``; reading one returns the whole
+  text and, as JSON, its lifecycle and provenance (kb.read_document). ``?as_of=DATE`` reads the
+  version that was current that day.
+* Per-namespace tools (PGKB_MCP_NAMESPACE_TOOLS=1 or `pgkb mcp --namespace-tools`): one tool
+  ``kb_retrieve_<namespace>`` per row of kb.namespace_descriptions the role can read, described
+  by that row. The list is read again at every tools/list, and a tools/call that finds it
+  changed first sends notifications/tools/list_changed.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import hashlib
+import json
 import logging
 import os
+import re
 import sys
 import threading
 from collections.abc import Callable
 from datetime import date, datetime
 from typing import Annotated, Any, Literal, TypeVar
+from urllib.parse import parse_qs, quote, unquote, urlsplit
 
+import anyio
 import psycopg
+from mcp.server.lowlevel.server import NotificationOptions
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INVALID_PARAMS,
+    ListResourcesResult,
+    ListResourceTemplatesResult,
+    PaginatedRequestParams,
+    ReadResourceRequestParams,
+    ReadResourceResult,
+    Resource,
+    ResourceTemplate,
+    TextResourceContents,
+)
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pydantic import Field
@@ -29,15 +65,16 @@ from . import retrieval, roles, status
 from .config import load_settings
 from .db import connect
 
-try:  # mcp >= 2
-    from mcp.server.mcpserver import MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
-except ImportError:  # mcp 1.x
-    from mcp.server.fastmcp import FastMCP as MCPServer
-    from mcp.server.fastmcp.exceptions import ToolError
-
 ROLE_ENV = "PGKB_MCP_ROLE"
+NAMESPACE_TOOLS_ENV = "PGKB_MCP_NAMESPACE_TOOLS"
+PAGE_SIZE_ENV = "PGKB_MCP_PAGE_SIZE"
 MAX_K = 50
+DEFAULT_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000
+RESOURCE_NOT_FOUND = -32002  # the MCP specification's code for an unknown resource
+DOCUMENT_URI = "pgkb://documents/"
+NAMESPACE_TOOL_PREFIX = "kb_retrieve_"
+MAX_TOOL_NAME = 64  # what the strictest clients accept: ^[a-zA-Z0-9_-]{1,64}$
 
 log = logging.getLogger("pgkb.mcp")
 T = TypeVar("T")
@@ -47,12 +84,52 @@ pgkb answers questions from a team's knowledge base (decision records, policies,
 Call kb_retrieve with the user's question; it returns passages from the documents that are current at `as_of`
 (default: now), each with source, section path, version and effective dates. Answer from those passages only,
 cite them (the `citation` field is ready to quote), and say so when no passage supports an answer.
-Use as_of (an ISO date) for questions about what applied on a past day."""
+Use as_of (an ISO date) for questions about what applied on a past day. Each passage's `document_uri` is a
+resource holding the whole document; kb_explain shows why passages ranked as they did."""
 
 # Every column of kb_retrieve's row goes to the assistant except the per-leg raw scores: they sit on
 # different scales (cosine similarity, BM25) and invite comparisons that mean nothing; the per-leg
 # ranks and the fused score carry the explanation an answer needs.
 WITHHELD_FIELDS = frozenset({"dense_score", "lexical_score"})
+
+# The tools' arguments, shared by kb_retrieve, kb_explain and the per-namespace tools.
+Query = Annotated[str, Field(description="The question or search text, in any language.")]
+K = Annotated[int, Field(ge=1, le=MAX_K, description="How many passages to return.")]
+Namespace = Annotated[str | None, Field(description="Search only this namespace (default: all).")]
+DocType = Annotated[str | None, Field(description="Only documents of this type, e.g. 'policy' or 'decision'.")]
+Mode = Annotated[Literal[retrieval.MODES], Field(description="Retrieval mode; 'auto' picks per query.")]
+AsOf = Annotated[
+    str | None,
+    Field(description="ISO date or timestamp: answer with the documents current on that day (default now)."),
+]
+Context = Annotated[
+    list[str] | None, Field(description="Earlier questions of the conversation, for follow-up questions.")
+]
+MaxPerDocument = Annotated[
+    int | None,
+    Field(
+        ge=0,
+        le=MAX_K,
+        description="At most this many passages from one document, so that other relevant documents get "
+        "places; 0: no cap (default: the knowledge base's setting).",
+    ),
+]
+MergeAdjacent = Annotated[
+    bool | None,
+    Field(
+        description="Join passages that follow each other in one document into one passage, in document "
+        "order, their overlap removed (default: the knowledge base's setting)."
+    ),
+]
+
+RETRIEVE_RETURNS = """\
+Every result carries source, title, section_path, version, effective_from/effective_to, a snippet, the
+full passage (content), score, match_type and provenance (file name, content type and size, parser and
+chunker versions, pages of a PDF, heading path, content hash, when it was ingested), plus a ready-made
+`citation` (with page numbers and parser where the document is a parsed file) and `document_uri`, the
+resource holding the whole document. `answerability` says whether the passages answer the question
+("answer"), only partly ("low confidence"), or not at all ("no evidence"), with the `evidence` in [0, 1];
+an empty `results` list means the knowledge base holds no evidence for the question."""
 
 
 def validate_role(name: str | None) -> str | None:
@@ -67,25 +144,43 @@ def _plain(value: Any) -> Any:
 
 
 def citation(row: dict[str, Any]) -> str:
-    """One line an assistant can quote: source § section (pages, version, effective window, status,
-    parser), each detail only when the passage has it."""
-    provenance = row.get("provenance")
-    text = row["source"]
-    if row.get("section_path"):
-        text += f" § {row['section_path']}"
-    details = []
-    if retrieval.pages(provenance):
-        details.append(retrieval.pages(provenance))
-    if row.get("version"):
-        details.append(f"version {row['version']}")
-    start, end = row.get("effective_from"), row.get("effective_to")
-    if start or end:
-        details.append(f"effective {_plain(start) or '…'} to {_plain(end) or 'open'}")
-    if row.get("status") and row["status"] != "active":
-        details.append(row["status"])
-    if retrieval.parser_name(provenance):
-        details.append(f"parsed by {retrieval.parser_name(provenance)}")
-    return text + (f" ({', '.join(details)})" if details else "")
+    """One line an assistant can quote (harness.retrieval.citation)."""
+    return retrieval.citation(row)
+
+
+def document_uri(namespace: str, source: str) -> str:
+    """The resource URI of a document: pgkb://documents/<namespace>/<source>, the source percent-encoded
+    except for its slashes."""
+    return f"{DOCUMENT_URI}{quote(namespace, safe='')}/{quote(source, safe='/')}"
+
+
+def parse_document_uri(uri: str) -> tuple[str, str, str | None]:
+    """(namespace, source, as_of or None) of a document URI; ValueError for anything else."""
+    parts = urlsplit(uri)
+    if parts.scheme != "pgkb" or parts.netloc != "documents" or parts.path.count("/") < 2:
+        raise ValueError(f"not a pgkb document URI (pgkb://documents/<namespace>/<source>): {uri}")
+    namespace, _, source = parts.path[1:].partition("/")
+    query = parse_qs(parts.query)
+    unknown = set(query) - {"as_of"}
+    if unknown:
+        raise ValueError(f"a document URI takes only ?as_of=DATE, not {', '.join(sorted(unknown))}")
+    as_of = query.get("as_of", [None])[-1]
+    if not namespace or not source:
+        raise ValueError(f"a document URI names a namespace and a source: {uri}")
+    return unquote(namespace), unquote(source), as_of
+
+
+def namespace_tool_name(namespace: str) -> str:
+    """The tool name of a namespace's retrieval tool: kb_retrieve_<namespace>, valid for every client
+    (letters, digits, _ and -, at most 64 characters). A namespace that does not fit as it is (a '.', or
+    too long) gets its other characters as '_' and a short hash of its name, so two namespaces never
+    share a tool."""
+    name = NAMESPACE_TOOL_PREFIX + namespace
+    if re.fullmatch(r"[A-Za-z0-9_-]+", namespace) and len(name) <= MAX_TOOL_NAME:
+        return name
+    digest = hashlib.sha256(namespace.encode()).hexdigest()[:8]
+    slug = re.sub(r"[^A-Za-z0-9_-]", "_", namespace)[: MAX_TOOL_NAME - len(NAMESPACE_TOOL_PREFIX) - 9]
+    return f"{NAMESPACE_TOOL_PREFIX}{slug}_{digest}"
 
 
 def _db_message(exc: psycopg.Error) -> str:
@@ -148,95 +243,330 @@ class Database:
             self._conn.close()
 
 
-def build_server(dsn: str, role: str | None) -> MCPServer:
+def _answer(db: Database, role: str | None, query: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """kb_retrieve's answer as a tool returns it: the rows (without the leg scores) with citations and
+    document URIs, and the call's decision."""
+    if not query.strip():
+        raise ToolError("query is empty")
+    doc_type = arguments.pop("doc_type")
+    filters = {"doc_type": doc_type} if doc_type else None
+    context = arguments.pop("context") or None
+    rows = db.run(lambda conn: retrieval.retrieve(conn, query, filters=filters, context=context, **arguments))
+    log.info(
+        "kb_retrieve mode=%s k=%d namespace=%s: %d rows",
+        arguments["mode"],
+        arguments["k"],
+        arguments["namespace"],
+        len(rows),
+    )
+    results = []
+    for row in rows:
+        item = {name: _plain(value) for name, value in row.items() if name not in WITHHELD_FIELDS}
+        item["citation"] = citation(row)
+        item["document_uri"] = document_uri(row["namespace"], row["source"])
+        results.append(item)
+    answer: dict[str, Any] = {
+        "query": query,
+        "as_of": arguments["as_of"] or "now",
+        "namespace": arguments["namespace"],
+        "doc_type": doc_type,
+        "mode": arguments["mode"],
+        "role": role,
+        "count": len(results),
+        # the call's decision, in every row as well: an empty result is "no evidence"
+        "answerability": rows[0]["answerability"] if rows else "no evidence",
+        "evidence": rows[0]["evidence"] if rows else 0.0,
+        "results": results,
+    }
+    if not results:
+        answer["note"] = "No passage matched: the knowledge base has no evidence for this question."
+    return answer
+
+
+def _explain(db: Database, query: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    if not query.strip():
+        raise ToolError("query is empty")
+    doc_type = arguments.pop("doc_type")
+    filters = {"doc_type": doc_type} if doc_type else None
+    context = arguments.pop("context") or None
+    result = db.run(lambda conn: retrieval.explain(conn, query, filters=filters, context=context, **arguments))
+    log.info("kb_explain mode=%s k=%d namespace=%s", arguments["mode"], arguments["k"], arguments["namespace"])
+    return result
+
+
+def _namespace_tool(db: Database, role: str | None, namespace: str) -> Callable[..., dict[str, Any]]:
+    """kb_retrieve within one namespace: the tool function behind kb_retrieve_<namespace>."""
+
+    def retrieve_in_namespace(
+        query: Query,
+        k: K = 8,
+        doc_type: DocType = None,
+        mode: Mode = "auto",
+        as_of: AsOf = None,
+        context: Context = None,
+        max_per_document: MaxPerDocument = None,
+        merge_adjacent: MergeAdjacent = None,
+    ) -> dict[str, Any]:
+        arguments = dict(
+            k=k,
+            namespace=namespace,
+            doc_type=doc_type,
+            mode=mode,
+            as_of=as_of,
+            context=context,
+            max_per_document=max_per_document,
+            merge_adjacent=merge_adjacent,
+        )
+        return _answer(db, role, query, arguments)
+
+    return retrieve_in_namespace
+
+
+class NamespaceTools:
+    """The per-namespace retrieval tools, kept equal to the rows of kb.namespace_descriptions the role
+    can read (row-level security decides which)."""
+
+    def __init__(self, server: MCPServer, db: Database, role: str | None):
+        self.server = server
+        self.db = db
+        self.role = role
+        self.tools: dict[str, tuple[str, str]] = {}  # tool name -> (namespace, description)
+
+    def read(self) -> dict[str, tuple[str, str]]:
+        rows = self.db.run(
+            lambda conn: conn.execute(
+                "SELECT namespace, description FROM kb.namespace_descriptions ORDER BY namespace"
+            ).fetchall()
+        )
+        return {namespace_tool_name(r["namespace"]): (r["namespace"], r["description"]) for r in rows}
+
+    async def refresh(self) -> bool:
+        """Read the descriptions again and add, change or remove tools; True when the list changed. A
+        database error keeps the tools as they were (logged)."""
+        try:
+            wanted = await anyio.to_thread.run_sync(self.read)
+        except ToolError as exc:
+            log.warning("namespace tools not refreshed: %s", exc)
+            return False
+        if wanted == self.tools:
+            return False
+        for name in set(self.tools) - set(wanted) | {
+            n for n in wanted if n in self.tools and wanted[n] != self.tools[n]
+        }:
+            self.server.remove_tool(name)
+            del self.tools[name]
+        for name, (namespace, description) in wanted.items():
+            if name not in self.tools:
+                self.server.add_tool(
+                    _namespace_tool(self.db, self.role, namespace),
+                    name=name,
+                    title=f"Search {namespace}",
+                    description=f"Search the namespace {namespace!r}: {description}\n\n"
+                    f"Returns ranked passages from its documents current at `as_of` (default now). {RETRIEVE_RETURNS}",
+                )
+                self.tools[name] = (namespace, description)
+        log.info("namespace tools: %s", ", ".join(sorted(self.tools)) or "(none)")
+        return True
+
+
+def _install_namespace_tools(server: MCPServer, tools: NamespaceTools) -> None:
+    """tools/list reads the namespaces again first; tools/call too, and tells the client when they changed."""
+    lowlevel = server._lowlevel_server  # the SDK's Server under MCPServer; add_request_handler is its API
+    list_entry = lowlevel.get_request_handler("tools/list")
+    call_entry = lowlevel.get_request_handler("tools/call")
+
+    async def list_tools(ctx, params):
+        await tools.refresh()
+        return await list_entry.handler(ctx, params)
+
+    async def call_tool(ctx, params):
+        if await tools.refresh() and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+            await ctx.session.send_tool_list_changed()
+        return await call_entry.handler(ctx, params)
+
+    lowlevel.add_request_handler("tools/list", list_entry.params_type, list_tools)
+    lowlevel.add_request_handler("tools/call", call_entry.params_type, call_tool)
+
+
+def _encode_cursor(namespace: str, source: str) -> str:
+    return base64.urlsafe_b64encode(json.dumps([namespace, source]).encode()).decode()
+
+
+def _decode_cursor(cursor: str) -> tuple[str, str]:
+    try:
+        namespace, source = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+        if isinstance(namespace, str) and isinstance(source, str):
+            return namespace, source
+    except (ValueError, TypeError, binascii.Error):
+        pass
+    raise MCPError(INVALID_PARAMS, "invalid cursor (pass the nextCursor of the previous page as it is)")
+
+
+def _mime_type(source: str) -> str:
+    return "text/markdown" if source.lower().endswith((".md", ".markdown")) else "text/plain"
+
+
+def _install_document_resources(server: MCPServer, db: Database, role: str | None, page_size: int) -> None:
+    """resources/list pages through kb.current_documents; resources/read returns kb.read_document."""
+    lowlevel = server._lowlevel_server
+
+    def page(after: tuple[str, str] | None) -> list[dict[str, Any]]:
+        return db.run(
+            lambda conn: conn.execute(
+                """SELECT namespace, source, title, doc_type, status, version, effective_from, effective_to,
+                          characters
+                   FROM kb.current_documents
+                   WHERE %(after_namespace)s::text IS NULL
+                      OR (namespace, source) > (%(after_namespace)s::text, %(after_source)s::text)
+                   ORDER BY namespace, source LIMIT %(limit)s""",
+                {
+                    "after_namespace": after[0] if after else None,
+                    "after_source": after[1] if after else None,
+                    "limit": page_size + 1,
+                },
+            ).fetchall()
+        )
+
+    async def list_resources(ctx, params: PaginatedRequestParams) -> ListResourcesResult:
+        after = _decode_cursor(params.cursor) if params.cursor else None
+        try:
+            rows = await anyio.to_thread.run_sync(page, after)
+        except ToolError as exc:
+            raise MCPError(INVALID_PARAMS, str(exc)) from exc
+        more = len(rows) > page_size
+        rows = rows[:page_size]
+        resources = []
+        for r in rows:
+            details = [r["namespace"], r["doc_type"], r["version"] and f"version {r['version']}"]
+            if r["effective_from"] or r["effective_to"]:
+                details.append(
+                    f"effective {_plain(r['effective_from']) or '…'} to {_plain(r['effective_to']) or 'open'}"
+                )
+            resources.append(
+                Resource(
+                    uri=document_uri(r["namespace"], r["source"]),
+                    name=r["source"],
+                    title=r["title"],
+                    description=" · ".join(d for d in details if d),
+                    mime_type=_mime_type(r["source"]),
+                )
+            )
+        cursor = _encode_cursor(rows[-1]["namespace"], rows[-1]["source"]) if more else None
+        log.info("resources/list: %d documents%s", len(resources), " (more)" if more else "")
+        return ListResourcesResult(resources=resources, next_cursor=cursor)
+
+    async def list_templates(ctx, params: PaginatedRequestParams) -> ListResourceTemplatesResult:
+        template = ResourceTemplate(
+            uri_template=DOCUMENT_URI + "{namespace}/{+source}",
+            name="document",
+            title="A document of the knowledge base",
+            description="The whole document current now (append ?as_of=YYYY-MM-DD for the version current that "
+            "day), with its lifecycle and provenance as JSON.",
+        )
+        return ListResourceTemplatesResult(resource_templates=[template])
+
+    async def read_resource(ctx, params: ReadResourceRequestParams) -> ReadResourceResult:
+        uri = str(params.uri)
+        try:
+            namespace, source, as_of = parse_document_uri(uri)
+        except ValueError as exc:
+            raise MCPError(RESOURCE_NOT_FOUND, str(exc), {"uri": uri}) from exc
+        try:
+            row = await anyio.to_thread.run_sync(
+                lambda: db.run(
+                    lambda conn: conn.execute(
+                        "SELECT * FROM kb.read_document(%s, %s, coalesce(%s::timestamptz, now()))",
+                        (namespace, source, as_of),
+                    ).fetchone()
+                )
+            )
+        except ToolError as exc:
+            raise MCPError(INVALID_PARAMS, str(exc), {"uri": uri}) from exc
+        if row is None:
+            raise MCPError(RESOURCE_NOT_FOUND, f"no document {source!r} in namespace {namespace!r}", {"uri": uri})
+        if row["lifecycle"] != "current":
+            successor = f" (superseded by {', '.join(row['superseded_by'])})" if row["superseded_by"] else ""
+            raise MCPError(
+                RESOURCE_NOT_FOUND,
+                f"{source!r} in namespace {namespace!r} is not current {'on ' + as_of if as_of else 'now'}: "
+                f"it is {row['lifecycle']}{successor}",
+                {"uri": uri, "lifecycle": row["lifecycle"], "superseded_by": row["superseded_by"]},
+            )
+        about = {name: _plain(value) for name, value in row.items() if name != "body"}
+        about["as_of"] = as_of or "now"
+        about["role"] = role
+        log.info("resources/read: one document (%d characters)", len(row["body"]))
+        return ReadResourceResult(
+            contents=[
+                TextResourceContents(uri=uri, text=row["body"], mime_type=_mime_type(source), _meta=about),
+                TextResourceContents(uri=uri, text=json.dumps(about, ensure_ascii=False), mime_type="application/json"),
+            ]
+        )
+
+    lowlevel.add_request_handler("resources/list", PaginatedRequestParams, list_resources)
+    lowlevel.add_request_handler("resources/templates/list", PaginatedRequestParams, list_templates)
+    lowlevel.add_request_handler("resources/read", ReadResourceRequestParams, read_resource)
+
+
+def build_server(
+    dsn: str, role: str | None, *, namespace_tools: bool = False, page_size: int = DEFAULT_PAGE_SIZE
+) -> MCPServer:
     db = Database(dsn, role)
     server = MCPServer(name="pgkb", instructions=INSTRUCTIONS)
 
-    @server.tool()
+    @server.tool(
+        description=f"Search the knowledge base and return ranked passages from the documents current "
+        f"at `as_of`.\n\n{RETRIEVE_RETURNS}"
+    )
     def kb_retrieve(
-        query: Annotated[str, Field(description="The question or search text, in any language.")],
-        k: Annotated[int, Field(ge=1, le=MAX_K, description="How many passages to return.")] = 8,
-        namespace: Annotated[str | None, Field(description="Search only this namespace (default: all).")] = None,
-        doc_type: Annotated[
-            str | None, Field(description="Only documents of this type, e.g. 'policy' or 'decision'.")
-        ] = None,
-        mode: Annotated[
-            Literal[retrieval.MODES],
-            Field(description="Retrieval mode; 'auto' picks per query."),
-        ] = "auto",
-        as_of: Annotated[
-            str | None,
-            Field(description="ISO date or timestamp: answer with the documents current on that day (default now)."),
-        ] = None,
-        context: Annotated[
-            list[str] | None, Field(description="Earlier questions of the conversation, for follow-up questions.")
-        ] = None,
-        max_per_document: Annotated[
-            int | None,
-            Field(
-                ge=0,
-                le=MAX_K,
-                description="At most this many passages from one document, so that other relevant documents get "
-                "places; 0: no cap (default: the knowledge base's setting).",
-            ),
-        ] = None,
-        merge_adjacent: Annotated[
-            bool | None,
-            Field(
-                description="Join passages that follow each other in one document into one passage, in document "
-                "order, their overlap removed (default: the knowledge base's setting)."
-            ),
-        ] = None,
+        query: Query,
+        k: K = 8,
+        namespace: Namespace = None,
+        doc_type: DocType = None,
+        mode: Mode = "auto",
+        as_of: AsOf = None,
+        context: Context = None,
+        max_per_document: MaxPerDocument = None,
+        merge_adjacent: MergeAdjacent = None,
     ) -> dict[str, Any]:
-        """Search the knowledge base and return ranked passages from the documents current at `as_of`.
-
-        Every result carries source, title, section_path, version, effective_from/effective_to, a snippet, the
-        full passage (content), score, match_type and provenance (file name, content type and size, parser and
-        chunker versions, pages of a PDF, heading path, content hash, when it was ingested), plus a ready-made
-        `citation` (with page numbers and parser where the document is a parsed file). `answerability` says
-        whether the passages answer the question ("answer"), only partly ("low confidence"), or not at all
-        ("no evidence"), with the `evidence` in [0, 1]; an empty `results` list means the knowledge base holds
-        no evidence for the question.
-        """
-        if not query.strip():
-            raise ToolError("query is empty")
-        filters = {"doc_type": doc_type} if doc_type else None
-        rows = db.run(
-            lambda conn: retrieval.retrieve(
-                conn,
-                query,
-                k=k,
-                namespace=namespace,
-                mode=mode,
-                filters=filters,
-                as_of=as_of,
-                context=context or None,
-                max_per_document=max_per_document,
-                merge_adjacent=merge_adjacent,
-            )
+        arguments = dict(
+            k=k,
+            namespace=namespace,
+            doc_type=doc_type,
+            mode=mode,
+            as_of=as_of,
+            context=context,
+            max_per_document=max_per_document,
+            merge_adjacent=merge_adjacent,
         )
-        log.info("kb_retrieve mode=%s k=%d namespace=%s: %d rows", mode, k, namespace, len(rows))
-        results = []
-        for row in rows:
-            item = {name: _plain(value) for name, value in row.items() if name not in WITHHELD_FIELDS}
-            item["citation"] = citation(row)
-            results.append(item)
-        answer: dict[str, Any] = {
-            "query": query,
-            "as_of": as_of or "now",
-            "namespace": namespace,
-            "doc_type": doc_type,
-            "mode": mode,
-            "role": role,
-            "count": len(results),
-            # the call's decision, in every row as well: an empty result is "no evidence"
-            "answerability": rows[0]["answerability"] if rows else "no evidence",
-            "evidence": rows[0]["evidence"] if rows else 0.0,
-            "results": results,
-        }
-        if not results:
-            answer["note"] = "No passage matched: the knowledge base has no evidence for this question."
-        return answer
+        return _answer(db, role, query, arguments)
+
+    @server.tool()
+    def kb_explain(
+        query: Query,
+        k: K = 8,
+        namespace: Namespace = None,
+        doc_type: DocType = None,
+        mode: Mode = "auto",
+        as_of: AsOf = None,
+        context: Context = None,
+        max_per_document: MaxPerDocument = None,
+        merge_adjacent: MergeAdjacent = None,
+    ) -> dict[str, Any]:
+        """Why kb_retrieve ranks what it ranks for the same arguments (kb_retrieve_explain): the query analysis
+        (language, terms, answer type), the stages tried, candidates and scores per leg (lexical, dense), the
+        evidence and the answerability decision, timings per stage, the model used, and the results in short."""
+        arguments = dict(
+            k=k,
+            namespace=namespace,
+            doc_type=doc_type,
+            mode=mode,
+            as_of=as_of,
+            context=context,
+            max_per_document=max_per_document,
+            merge_adjacent=merge_adjacent,
+        )
+        return _explain(db, query, arguments)
 
     @server.tool()
     def kb_status() -> dict[str, Any]:
@@ -250,7 +580,11 @@ def build_server(dsn: str, role: str | None) -> MCPServer:
         data["role"] = role
         return data
 
+    _install_document_resources(server, db, role, page_size)
+    if namespace_tools:
+        _install_namespace_tools(server, NamespaceTools(server, db, role))
     server.pgkb_database = db  # type: ignore[attr-defined]  # closed by serve()
+    server.pgkb_namespace_tools = namespace_tools  # type: ignore[attr-defined]
     return server
 
 
@@ -262,20 +596,54 @@ def configure_logging() -> None:
     log.propagate = False
 
 
-def serve() -> int:
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _page_size() -> int:
+    text = os.environ.get(PAGE_SIZE_ENV, "").strip()
+    if not text:
+        return DEFAULT_PAGE_SIZE
+    if not text.isdigit() or not 1 <= int(text) <= MAX_PAGE_SIZE:
+        raise ValueError(f"{PAGE_SIZE_ENV} must be a whole number from 1 to {MAX_PAGE_SIZE} (got {text!r})")
+    return int(text)
+
+
+def run_stdio(server: MCPServer) -> None:
+    """MCPServer.run("stdio"), advertising tools/list_changed when the tool list can change."""
+    lowlevel = server._lowlevel_server
+    options = lowlevel.create_initialization_options(
+        NotificationOptions(tools_changed=server.pgkb_namespace_tools)  # type: ignore[attr-defined]
+    )
+
+    async def run() -> None:
+        async with stdio_server() as (read_stream, write_stream):
+            await lowlevel.run(read_stream, write_stream, options)
+
+    anyio.run(run)
+
+
+def serve(namespace_tools: bool = False) -> int:
     """Run the stdio server until the client closes stdin."""
     configure_logging()
     try:
         role = validate_role(os.environ.get(ROLE_ENV))
+        page_size = _page_size()
     except ValueError as exc:
         log.error("%s", exc)
         return 2
-    # both tools only read: a hot standby may serve them (PGKB_READ_DSN)
+    namespace_tools = namespace_tools or _flag(NAMESPACE_TOOLS_ENV)
+    # everything here only reads: a hot standby may serve it (PGKB_READ_DSN)
     dsn = load_settings().read_dsn
-    server = build_server(dsn, role)
-    log.info("serving on stdio; database %s; role %s", _redacted(dsn), role or "(connection user)")
+    server = build_server(dsn, role, namespace_tools=namespace_tools, page_size=page_size)
+    log.info(
+        "serving on stdio; database %s; role %s%s",
+        _redacted(dsn),
+        role or "(connection user)",
+        "; one tool per described namespace" if namespace_tools else "",
+    )
     try:
-        server.run("stdio")
+        run_stdio(server)
     finally:
         server.pgkb_database.close()  # type: ignore[attr-defined]
     return 0

@@ -111,6 +111,37 @@ def retrieve(
         return cur.execute(f"SELECT * FROM {call}", params).fetchall()
 
 
+async def aretrieve(
+    conn: psycopg.AsyncConnection,
+    query: str,
+    *,
+    k: int | None = None,
+    namespace: str | None = None,
+    mode: str | None = None,
+    filters: Any = None,
+    as_of: str | date | datetime | None = None,
+    context: Sequence[str] | None = None,
+    max_per_document: int | None = None,
+    merge_adjacent: bool | None = None,
+) -> list[dict[str, Any]]:
+    """`retrieve` on an async connection (psycopg.AsyncConnection): the same call, the same rows."""
+    call, params = _call(
+        "kb_retrieve",
+        query,
+        k=k,
+        namespace=namespace,
+        mode=mode,
+        filters=filters,
+        as_of=as_of,
+        context=context,
+        max_per_document=max_per_document,
+        merge_adjacent=merge_adjacent,
+    )
+    async with conn.cursor(row_factory=dict_row) as cur:
+        await cur.execute(f"SELECT * FROM {call}", params)
+        return await cur.fetchall()
+
+
 def explain(
     conn: psycopg.Connection,
     query: str,
@@ -155,3 +186,29 @@ def parser_name(provenance: dict[str, Any] | None) -> str | None:
     """The parser library and its version ("pypdfium2 5.15.2"), without the build details the database keeps."""
     parser = (provenance or {}).get("parser")
     return parser.split(" (", 1)[0] if parser else None
+
+
+def _plain_date(value: Any) -> Any:
+    return value.isoformat() if isinstance(value, datetime | date) else value
+
+
+def citation(row: dict[str, Any]) -> str:
+    """One line to quote for a passage (a kb_retrieve row): source § section (pages, version, effective
+    window, status, parser), each detail only when the passage has it."""
+    provenance = row.get("provenance")
+    text = row["source"]
+    if row.get("section_path"):
+        text += f" § {row['section_path']}"
+    details = []
+    if pages(provenance):
+        details.append(pages(provenance))
+    if row.get("version"):
+        details.append(f"version {row['version']}")
+    start, end = row.get("effective_from"), row.get("effective_to")
+    if start or end:
+        details.append(f"effective {_plain_date(start) or '…'} to {_plain_date(end) or 'open'}")
+    if row.get("status") and row["status"] != "active":
+        details.append(row["status"])
+    if parser_name(provenance):
+        details.append(f"parsed by {parser_name(provenance)}")
+    return text + (f" ({', '.join(details)})" if details else "")

@@ -103,7 +103,8 @@ installed_from="$(cd / && "$HARNESS_VENV/bin/python" -c 'import harness, os; pri
 if [ "$(cat "$harness_stamp" 2>/dev/null)" != "$want" ] || [ "$installed_from" != "$REPO" ] \
    || [ ! -x "$HARNESS_VENV/bin/pgkb" ]; then
   log "installing harness venv (editable, $REPO)"
-  "$HARNESS_VENV/bin/pip" install "${pip_quiet[@]}" -e "$REPO[dev]"
+  # with the extras README's LangChain and LlamaIndex examples import (about 35 s and 170 MB more)
+  "$HARNESS_VENV/bin/pip" install "${pip_quiet[@]}" -e "$REPO[dev,langchain,llamaindex]"
   echo "$want" > "$harness_stamp"
 fi
 ln -sf "$HARNESS_VENV/bin/pgkb" /usr/local/bin/pgkb

@@ -23,6 +23,7 @@ from harness.retrieval import retrieve
 mcp = pytest.importorskip("mcp")
 from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
+from mcp_types import PaginatedRequestParams  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 SERVER_COMMAND = [sys.executable, "-m", "harness.cli", "mcp"]
@@ -31,12 +32,16 @@ SERVER_COMMAND = [sys.executable, "-m", "harness.cli", "mcp"]
 @asynccontextmanager
 async def mcp_session(dsn: str, **env: str):
     """An initialised ClientSession to a fresh `pgkb mcp`; `stray` collects anything on stdout that is not
-    a protocol message (the SDK hands such lines to the message handler as exceptions)."""
+    a protocol message (the SDK hands such lines to the message handler as exceptions), `notifications`
+    the methods of the server's notifications."""
     stray: list[Exception] = []
+    notifications: list[str] = []
 
     async def on_message(message) -> None:
         if isinstance(message, Exception):
             stray.append(message)
+        else:
+            notifications.append(message.method)
 
     params = StdioServerParameters(
         command=SERVER_COMMAND[0], args=SERVER_COMMAND[1:], cwd=str(REPO), env={"PGKB_DSN": dsn, **env}
@@ -44,8 +49,9 @@ async def mcp_session(dsn: str, **env: str):
     with open("/dev/null", "w") as errlog:  # the server's stderr logs; not part of the protocol
         async with stdio_client(params, errlog=errlog) as (read, write):
             async with ClientSession(read, write, message_handler=on_message) as session:
-                await session.initialize()
+                session.initialized = await session.initialize()
                 session.stray = stray
+                session.notifications = notifications
                 yield session
     assert not stray, f"non-protocol output on stdout: {stray}"
 
@@ -115,12 +121,13 @@ def test_tools_are_listed_with_their_parameters(dsn):
             return (await session.list_tools()).tools
 
     tools = {t.name: t for t in anyio.run(run)}
-    assert set(tools) == {"kb_retrieve", "kb_status"}
+    assert set(tools) == {"kb_retrieve", "kb_explain", "kb_status"}
     props = tools["kb_retrieve"].input_schema["properties"]
     assert {"query", "k", "namespace", "doc_type", "mode", "as_of"} <= set(props)
     assert tools["kb_retrieve"].input_schema["required"] == ["query"]
     assert props["k"]["default"] == 8
-    assert tools["kb_retrieve"].description and tools["kb_status"].description
+    assert tools["kb_retrieve"].description and tools["kb_status"].description and tools["kb_explain"].description
+    assert tools["kb_explain"].input_schema["properties"] == props
 
 
 def test_retrieve_returns_citable_current_passages(corpus, dsn):
@@ -162,7 +169,7 @@ def test_results_carry_every_kb_retrieve_column_but_the_leg_scores(corpus, dsn):
     columns = set(retrieve(corpus, "refunds", k=10)[0])
     leg_scores = {"dense_score", "lexical_score"}  # raw scores on different scales; the ranks explain a hit
     assert leg_scores < columns
-    assert results and all(set(r) == columns - leg_scores | {"citation"} for r in results)
+    assert results and all(set(r) == columns - leg_scores | {"citation", "document_uri"} for r in results)
 
 
 def test_no_evidence_is_an_empty_answer_not_an_error(corpus, dsn):
@@ -216,7 +223,8 @@ def reader_role(corpus):
         corpus.execute(
             "GRANT SELECT ON kb.documents, kb.chunks, kb.embeddings, kb.lexical_postings, kb.lexical_stats, "
             "kb.lexical_terms, kb.embed_queue, "
-            f"kb.models, kb.settings, kb.schema_migrations, kb.model_readiness, kb.ingest_status TO {role}"
+            f"kb.models, kb.settings, kb.schema_migrations, kb.model_readiness, kb.ingest_status, "
+            f"kb.current_documents, kb.namespace_descriptions TO {role}"
         )
         # pgkb's own row-level security: namespace grants, enforced with tenant_isolation on
         corpus.execute("UPDATE kb.settings SET value = 'true' WHERE key = 'tenant_isolation'")
@@ -265,7 +273,7 @@ def test_nonexistent_role_is_a_clear_error(corpus, dsn):
     for result in (retrieve, status_result):
         text = error_text(result)
         assert "PGKB_MCP_ROLE" in text and "does not exist" in text, text
-    assert len(tools.tools) == 2
+    assert len(tools.tools) == 3
     assert corpus.execute("SELECT count(*) AS n FROM kb.documents").fetchone()["n"] == 3
 
 
@@ -381,3 +389,255 @@ def test_retrieve_passes_the_assembly_options_and_returns_provenance(fresh_db, d
     assert [c["chunk_id"] for c in top["provenance"]["chunks"]] == ids
     assert top["provenance"]["chunker_version"] and top["provenance"]["content_hash"]
     assert "max_per_document" in error_text(bad)
+
+
+# -- kb_explain -----------------------------------------------------------------------------------------
+
+
+def test_explain_tool_explains_the_retrieval_kb_retrieve_makes(corpus, dsn):
+    explained, retrieved, empty = call(
+        dsn,
+        [
+            ("kb_explain", {"query": "refund deadline days", "namespace": "public", "k": 3}),
+            ("kb_retrieve", {"query": "refund deadline days", "namespace": "public", "k": 3}),
+            ("kb_explain", {"query": "   "}),
+        ],
+    )
+    data = payload(explained)
+    assert {"analysis", "stages", "timings_ms", "low_confidence", "model", "results"} <= set(data)
+    assert data["model"]["name"] == "hash-64"
+    assert [r["source"] for r in data["results"]] == [r["source"] for r in payload(retrieved)["results"]]
+    assert "query is empty" in error_text(empty)
+
+
+# -- documents as resources ----------------------------------------------------------------------------
+
+
+def list_all_resources(dsn: str, **env: str) -> tuple[list, list]:
+    """Every page of resources/list (following nextCursor) and the templates, in one session."""
+
+    async def run():
+        async with mcp_session(dsn, **env) as session:
+            pages, cursor = [], None
+            while True:
+                result = await session.list_resources(params=PaginatedRequestParams(cursor=cursor) if cursor else None)
+                pages.append(result.resources)
+                cursor = result.next_cursor
+                if not cursor:
+                    break
+            return pages, (await session.list_resource_templates()).resource_templates
+
+    return anyio.run(run)
+
+
+def read(dsn: str, uris: list[str], **env: str) -> list:
+    """resources/read of each URI in one session: the ReadResourceResult, or the McpError raised."""
+
+    async def run():
+        results = []
+        async with mcp_session(dsn, **env) as session:
+            for uri in uris:
+                try:
+                    results.append(await session.read_resource(uri))
+                except Exception as exc:  # the SDK raises the server's JSON-RPC error
+                    results.append(exc)
+        return results
+
+    return anyio.run(run)
+
+
+def test_current_documents_are_resources_listed_in_pages(corpus, dsn):
+    for i in range(3):
+        insert_document(corpus, f"notes/note-{i}.txt", f"Note {i} about refunds.", namespace="public")
+    pages, templates = list_all_resources(dsn, PGKB_MCP_PAGE_SIZE="2")
+    assert [len(p) for p in pages] == [2, 2, 1]
+    listed = [r for p in pages for r in p]
+    expected = [
+        ("internal", "decisions/adr-007-refund-automation.md"),
+        ("public", "notes/note-0.txt"),
+        ("public", "notes/note-1.txt"),
+        ("public", "notes/note-2.txt"),
+        ("public", "policies/refund-v2.md"),  # refund-v1.md is superseded: not a current document
+    ]
+    assert [str(r.uri) for r in listed] == [f"pgkb://documents/{ns}/{source}" for ns, source in expected]
+    top = listed[-1]
+    assert top.name == "policies/refund-v2.md" and top.title == "Refund policy"
+    assert top.mime_type == "text/markdown" and listed[1].mime_type == "text/plain"
+    assert "version 2" in top.description and "2024-03-01" in top.description
+    assert [t.uri_template for t in templates] == ["pgkb://documents/{namespace}/{+source}"]
+
+
+def test_reading_a_document_resource_returns_its_whole_text_lifecycle_and_provenance(corpus, dsn):
+    (result,) = read(dsn, ["pgkb://documents/public/policies/refund-v2.md"])
+    text, about = result.contents
+    body = corpus.execute("SELECT body FROM kb.documents WHERE source = 'policies/refund-v2.md'").fetchone()["body"]
+    assert text.text == body and text.mime_type == "text/markdown"
+    assert about.mime_type == "application/json"
+    meta = json.loads(about.text)
+    assert meta == text.meta
+    assert meta["lifecycle"] == "current" and meta["as_of"] == "now" and meta["role"] is None
+    assert (meta["namespace"], meta["source"], meta["version"], meta["status"]) == (
+        "public",
+        "policies/refund-v2.md",
+        "2",
+        "active",
+    )
+    assert meta["effective_from"] == "2024-03-01" and meta["effective_to"] is None
+    assert meta["supersedes"] == "policies/refund-v1.md" and meta["superseded_by"] is None
+    provenance = meta["provenance"]
+    assert provenance["chunk_count"] >= 1 and provenance["ingest_status"] == "indexed"
+    assert provenance["chunker_version"] and provenance["content_hash"] and provenance["indexed_at"]
+
+
+def test_a_superseded_document_is_no_current_resource_but_reads_as_of_its_day(corpus, dsn):
+    now, then, missing, foreign = read(
+        dsn,
+        [
+            "pgkb://documents/public/policies/refund-v1.md",
+            "pgkb://documents/public/policies/refund-v1.md?as_of=2023-06-01",
+            "pgkb://documents/public/policies/nothing.md",
+            "https://example.org/policies/refund-v2.md",
+        ],
+    )
+    assert "is not current now: it is superseded (superseded by policies/refund-v2.md)" in str(now)
+    assert "within 7 days" in then.contents[0].text
+    assert json.loads(then.contents[1].text)["lifecycle"] == "current"
+    assert "no document 'policies/nothing.md' in namespace 'public'" in str(missing)
+    assert "not a pgkb document URI" in str(foreign)
+
+
+def test_document_resources_are_read_as_the_servers_role_under_row_level_security(reader_role, dsn):
+    pages, _ = list_all_resources(dsn, PGKB_MCP_ROLE=reader_role)
+    assert [r.name for p in pages for r in p] == ["policies/refund-v2.md"]
+    mine, hidden = read(
+        dsn,
+        [
+            "pgkb://documents/public/policies/refund-v2.md",
+            "pgkb://documents/internal/decisions/adr-007-refund-automation.md",
+        ],
+        PGKB_MCP_ROLE=reader_role,
+    )
+    assert json.loads(mine.contents[1].text)["role"] == reader_role
+    # another namespace's document does not exist for the role: the same answer as a missing one
+    assert "no document 'decisions/adr-007-refund-automation.md' in namespace 'internal'" in str(hidden)
+
+
+def test_retrieve_results_link_their_whole_document(corpus, dsn):
+    async def run():
+        async with mcp_session(dsn) as session:
+            answer = payload(
+                await session.call_tool("kb_retrieve", {"query": "refund deadline", "namespace": "public"})
+            )
+            uri = answer["results"][0]["document_uri"]
+            return uri, await session.read_resource(uri)
+
+    uri, document = anyio.run(run)
+    assert uri == "pgkb://documents/public/policies/refund-v2.md"
+    assert "14 days" in document.contents[0].text
+
+
+def test_document_uris_round_trip_sources_with_spaces_slashes_and_chinese():
+    from harness.mcp_server import document_uri, parse_document_uri
+
+    for namespace, source in [("public", "a/b c/退款 政策.md"), ("x.y", "100%/#?.md")]:
+        uri = document_uri(namespace, source)
+        assert parse_document_uri(uri) == (namespace, source, None)
+        assert parse_document_uri(uri + "?as_of=2024-01-01") == (namespace, source, "2024-01-01")
+
+
+# -- one retrieval tool per namespace --------------------------------------------------------------------
+
+
+def describe(conn, namespace: str, description: str) -> None:
+    conn.execute(
+        "INSERT INTO kb.namespace_descriptions (namespace, description) VALUES (%s, %s) "
+        "ON CONFLICT (namespace) DO UPDATE SET description = excluded.description",
+        (namespace, description),
+    )
+
+
+def test_namespace_names_map_to_valid_distinct_tool_names():
+    import re
+
+    from harness.mcp_server import namespace_tool_name
+
+    names = ["public", "a.b", "a_b", "a-b", "A.B", "x" * 63, "x" * 62 + "y", "support.zh-CN"]
+    tools = [namespace_tool_name(n) for n in names]
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", t) for t in tools), tools
+    assert len(set(tools)) == len(names)
+    assert tools[:2] == ["kb_retrieve_public", tools[1]] and tools[1].startswith("kb_retrieve_a_b_")
+    assert namespace_tool_name("a.b") == tools[1]  # the same name every time
+
+
+def test_namespace_tools_are_offered_per_described_namespace_with_their_descriptions(corpus, dsn):
+    describe(corpus, "public", "Customer-facing policies: refunds, deadlines, returns.")
+    describe(corpus, "internal", "Engineering decision records (ADRs) about refund automation.")
+
+    async def run():
+        async with mcp_session(dsn, PGKB_MCP_NAMESPACE_TOOLS="1") as session:
+            tools = {t.name: t for t in (await session.list_tools()).tools}
+            answer = await session.call_tool("kb_retrieve_public", {"query": "refunds", "k": 10})
+            return tools, answer, session.notifications
+
+    tools, answer, notifications = anyio.run(run)
+    assert set(tools) == {"kb_retrieve", "kb_explain", "kb_status", "kb_retrieve_public", "kb_retrieve_internal"}
+    public = tools["kb_retrieve_public"]
+    assert public.description.startswith("Search the namespace 'public': Customer-facing policies: refunds")
+    assert "namespace" not in public.input_schema["properties"]
+    assert set(public.input_schema["properties"]) == set(tools["kb_retrieve"].input_schema["properties"]) - {
+        "namespace"
+    }
+    data = payload(answer)
+    assert data["namespace"] == "public" and {r["source"] for r in data["results"]} == {"policies/refund-v2.md"}
+    assert notifications == []  # the list did not change after it was listed
+
+
+def test_no_namespace_tools_without_the_option(corpus, dsn):
+    describe(corpus, "public", "Customer-facing policies.")
+
+    async def run():
+        async with mcp_session(dsn) as session:
+            return (await session.list_tools()).tools
+
+    assert {t.name for t in anyio.run(run)} == {"kb_retrieve", "kb_explain", "kb_status"}
+
+
+def test_namespace_tools_follow_the_descriptions_the_role_may_read(reader_role, dsn, corpus):
+    describe(corpus, "public", "Customer-facing policies.")
+    describe(corpus, "internal", "Engineering decision records.")
+
+    async def run():
+        async with mcp_session(dsn, PGKB_MCP_NAMESPACE_TOOLS="1", PGKB_MCP_ROLE=reader_role) as session:
+            return {t.name for t in (await session.list_tools()).tools}
+
+    assert anyio.run(run) == {"kb_retrieve", "kb_explain", "kb_status", "kb_retrieve_public"}
+
+
+def test_namespace_tools_change_with_the_descriptions_and_the_client_is_told(corpus, dsn):
+    describe(corpus, "public", "Customer-facing policies.")
+
+    async def run():
+        async with mcp_session(dsn, PGKB_MCP_NAMESPACE_TOOLS="1") as session:
+            capabilities = session.initialized.capabilities
+            first = {t.name for t in (await session.list_tools()).tools}
+            describe(corpus, "internal", "Engineering decision records.")
+            describe(corpus, "public", "Customer-facing policies, refunds first.")
+            # any tool call notices the change and tells the client before answering
+            await session.call_tool("kb_status", {})
+            told = list(session.notifications)
+            second = {t.name: t.description for t in (await session.list_tools()).tools}
+            corpus.execute("DELETE FROM kb.namespace_descriptions WHERE namespace = 'internal'")
+            gone = await session.call_tool("kb_retrieve_internal", {"query": "refunds"})
+            third = {t.name for t in (await session.list_tools()).tools}
+            return capabilities, first, told, second, gone, third, list(session.notifications)
+
+    capabilities, first, told, second, gone, third, notifications = anyio.run(run)
+    base = {"kb_retrieve", "kb_explain", "kb_status"}
+    assert first == base | {"kb_retrieve_public"}
+    assert told == ["notifications/tools/list_changed"]
+    assert set(second) == base | {"kb_retrieve_public", "kb_retrieve_internal"}
+    assert "refunds first" in second["kb_retrieve_public"]
+    assert gone.is_error and "kb_retrieve_internal" in gone.content[0].text
+    assert third == first
+    assert notifications == ["notifications/tools/list_changed"] * 2
+    assert capabilities.tools.list_changed

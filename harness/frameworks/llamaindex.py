@@ -1,0 +1,94 @@
+"""A LlamaIndex retriever over `kb_retrieve` (extra `pgkb[llamaindex]`: llama-index-core only).
+
+    from harness.frameworks.llamaindex import PgkbRetriever
+    nodes = PgkbRetriever(k=3).retrieve("退款期限是几天？")
+
+Each passage is a `NodeWithScore`: kb_retrieve's fused score, and a `TextNode` with the passage text,
+the id ``pgkb-chunk-<chunk id>``, its document as the SOURCE relationship, and every other column of the
+row in ``metadata`` (harness.frameworks.passage_metadata: source, title, section_path, namespace, scores
+and ranks per leg, match type, provenance, lifecycle, answerability and evidence, a ready ``citation``).
+Only ``citation`` is shown to a language model or an embedding model with the text; the rest is for
+the program. When the knowledge base has no evidence the list is empty; ``retriever.last_decision``
+says what kb_retrieve decided for the latest call.
+
+Nothing here needs a tokenizer or NLTK data: retrieval, ranking and snippets happen in the database,
+and importing llama_index.core reads only the data its wheel ships (tests check both with the
+network unavailable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date, datetime
+from typing import Any
+
+from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks import CallbackManager
+from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
+
+from . import ARGUMENTS, LLM_METADATA_KEYS, Decision, KnowledgeBase, decision_of, passage_metadata
+
+
+class PgkbRetriever(BaseRetriever):
+    """kb_retrieve as a LlamaIndex retriever. Every keyword but ``dsn`` is an argument of kb_retrieve;
+    None leaves it to the database (k 8, mode auto, all namespaces the role may read, no filters,
+    as_of now, no context, the settings for max_per_document and merge_adjacent). ``dsn`` None:
+    PGKB_READ_DSN, else PGKB_DSN, else the embedded cluster of `pgkb up`."""
+
+    def __init__(
+        self,
+        dsn: str | None = None,
+        *,
+        k: int | None = None,
+        namespace: str | None = None,
+        mode: str | None = None,
+        filters: dict[str, Any] | None = None,
+        as_of: str | date | datetime | None = None,
+        context: Sequence[str] | None = None,
+        max_per_document: int | None = None,
+        merge_adjacent: bool | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
+    ) -> None:
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        self.arguments: dict[str, Any] = {
+            "k": k,
+            "namespace": namespace,
+            "mode": mode,
+            "filters": filters,
+            "as_of": as_of,
+            "context": list(context) if context is not None else None,
+            "max_per_document": max_per_document,
+            "merge_adjacent": merge_adjacent,
+        }
+        assert tuple(self.arguments) == ARGUMENTS
+        self._kb = KnowledgeBase(dsn)
+        self.last_decision: Decision | None = None
+        """What kb_retrieve decided for this retriever's latest call (None before the first)."""
+
+    def _nodes(self, rows: list[dict[str, Any]]) -> list[NodeWithScore]:
+        self.last_decision = decision_of(rows)
+        nodes = []
+        for row in rows:
+            metadata = passage_metadata(row, self.arguments["as_of"])
+            hidden = [key for key in metadata if key not in LLM_METADATA_KEYS]
+            node = TextNode(
+                id_=f"pgkb-chunk-{row['chunk_id']}",
+                text=row["content"],
+                metadata=metadata,
+                excluded_llm_metadata_keys=hidden,
+                excluded_embed_metadata_keys=hidden,
+                relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=f"pgkb-document-{row['document_id']}")},
+            )
+            nodes.append(NodeWithScore(node=node, score=row["score"]))
+        return nodes
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self._nodes(self._kb.retrieve(query_bundle.query_str, self.arguments))
+
+    async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        return self._nodes(await self._kb.aretrieve(query_bundle.query_str, self.arguments))
+
+    def close(self) -> None:
+        """Close the kept connection (the next sync call opens another)."""
+        self._kb.close()
