@@ -552,6 +552,13 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_value_matches_type CHECK (((valu
 ALTER TABLE kb.settings ADD CONSTRAINT settings_value_type_valid CHECK ((value_type = ANY (ARRAY['boolean'::text, 'integer'::text, 'number'::text, 'text'::text])));
 ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 
+-- One row per namespace whose supersedes chains were checked (kb.trg_documents_supersedes_acyclic writes it first): what makes concurrent checks of a namespace take turns, at every isolation level.
+CREATE TABLE kb.supersedes_turns (
+    namespace text NOT NULL,
+    checks bigint DEFAULT 0 NOT NULL
+);
+ALTER TABLE kb.supersedes_turns ADD CONSTRAINT supersedes_turns_pkey PRIMARY KEY (namespace);
+
 -- Every change of the setting tenant_isolation (insert, update of its value, delete): when, by which role (SET ROLE's, else the login) and login, the value before and after. Written by a trigger with the owner's rights; no role inserts into it.
 CREATE TABLE kb.tenant_isolation_changes (
     id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
@@ -856,6 +863,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.strip_blank(text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The text without kb.blank_class() characters at either end (pgkb_plpy.vocabulary.strip_blank in SQL).
+-- kb.take_supersedes_turn(text)
+--     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     The supersedes check's turn in a namespace: writes the namespace's row of kb.supersedes_turns (held to the commit), so checks take turns; under REPEATABLE READ or SERIALIZABLE a check whose snapshot misses another's committed change fails with a serialization failure naming the namespace. Only for namespaces the session's role may see.
 -- kb.tenant_isolation_on()
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
 --     Whether tenant isolation is on: off only while kb.settings holds tenant_isolation = false (a fresh install's default); a missing row or a null value means on. Every change is recorded in kb.tenant_isolation_changes. SECURITY DEFINER so that policies work for roles that may not read kb.settings.

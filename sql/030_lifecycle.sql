@@ -265,6 +265,33 @@ $$;
 COMMENT ON FUNCTION kb.visible_candidate(bigint, timestamptz, text[], jsonb, boolean) IS
 'The visibility condition of every retrieval leg: the document id when the document may be used (readable by the session''s role, kb.may_read_document, and current at as_of, or matching filters that lift the lifecycle rule), else no row. Inlined into its callers.';
 
+CREATE OR REPLACE FUNCTION kb.take_supersedes_turn(p_namespace text)
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    allowed text[] := kb.allowed_namespaces(kb.session_role());
+BEGIN
+    -- only a namespace the session's role may see: no one waits on, or
+    -- disturbs, another tenant's checks
+    IF allowed IS NOT NULL AND NOT p_namespace = ANY(allowed) THEN
+        RETURN;
+    END IF;
+    INSERT INTO kb.supersedes_turns AS t (namespace, checks) VALUES (p_namespace, 1)
+    ON CONFLICT (namespace) DO UPDATE SET checks = t.checks + 1;
+EXCEPTION WHEN serialization_failure THEN
+    RAISE EXCEPTION 'pgkb: another transaction changed the supersedes chains of namespace "%" since this one began',
+        p_namespace
+        USING ERRCODE = 'serialization_failure',
+            HINT = 'retry the transaction: its cycle check must see what the other committed';
+END;
+$$;
+COMMENT ON FUNCTION kb.take_supersedes_turn(text) IS
+'The supersedes check''s turn in a namespace: writes the namespace''s row of kb.supersedes_turns (held to the commit), so checks take turns; under REPEATABLE READ or SERIALIZABLE a check whose snapshot misses another''s committed change fails with a serialization failure naming the namespace. Only for namespaces the session''s role may see.';
+
 CREATE OR REPLACE FUNCTION kb.trg_documents_supersedes_acyclic()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -282,9 +309,12 @@ BEGIN
         RETURN NULL;
     END IF;
     -- Two transactions could each add one half of a cycle and see none: the
-    -- checks of one namespace take turns, each seeing what the one before it
-    -- committed (READ COMMITTED; the lock is held from here to the commit).
-    PERFORM pg_advisory_xact_lock(hashtext('pgkb.supersedes'), hashtext(doc.namespace));
+    -- checks of one namespace take turns on its row of kb.supersedes_turns
+    -- (held from here to the commit). Under READ COMMITTED the next check then
+    -- reads what the one before it committed; under REPEATABLE READ or
+    -- SERIALIZABLE its snapshot cannot, so writing the row the other changed
+    -- fails it, and the transaction is to be retried.
+    PERFORM kb.take_supersedes_turn(doc.namespace);
     -- Follow `supersedes` from the document (each names at most one other);
     -- a cycle returns to it. A chain that loops elsewhere stops at its repeat.
     WITH RECURSIVE chain (source, path) AS (

@@ -72,6 +72,10 @@ REVIEWED_DEFINERS = {
     "kb.snippet(text,text,integer)": ("pure: snippet of the passage given", "kb.snippet('a b', 'a', 20)"),
     "kb.embed_query(text,text)": ("pure: the query's vector from the model named", "kb.embed_query('x', 'hash-64')"),
     "kb.tenant_isolation_on()": ("one global switch, no tenant data", "kb.tenant_isolation_on()"),
+    "kb.take_supersedes_turn(text)": (
+        "the supersedes check's turn: writes only a namespace kb.allowed_namespaces gives the session, returns nothing",
+        None,
+    ),
     "kb.language_moments(text,text,text[],integer,text)": (
         "a door of the coordinator's steps: statistics of the namespaces named that kb.read_scope gives the session",
         "kb.language_moments('hash-64', kb.embed_query('refund days', 'hash-64'), NULL, 1, 'refund days')",

@@ -392,3 +392,26 @@ def test_the_current_version_is_found_behind_many_hidden_versions_of_its_text(ro
     assert got == {"travel-v12.md"}
     assert time.monotonic() - started < 5
     rolled_back_db.execute("RESET pgkb.bm25_postings_per_term")
+
+
+@pytest.mark.parametrize("level", ["REPEATABLE READ", "SERIALIZABLE"])
+def test_halves_of_a_cycle_committed_by_two_snapshot_transactions_are_refused(fresh_db, dsn, level):
+    """A snapshot taken before the other half committed cannot see it: the second check fails
+    with a serialization failure (under REPEATABLE READ naming the namespace; SERIALIZABLE's own
+    conflict detection may fail it first), and the cycle is never stored."""
+    first, second = connect(dsn), connect(dsn)
+    try:
+        for conn in (first, second):
+            conn.execute(f"BEGIN ISOLATION LEVEL {level}")
+            conn.execute("SELECT count(*) FROM kb.documents")  # the snapshot
+        first.execute("INSERT INTO kb.documents (source, body, supersedes) VALUES ('a.md', 'a', 'b.md')")
+        second.execute("INSERT INTO kb.documents (source, body, supersedes) VALUES ('b.md', 'b', 'a.md')")
+        first.execute("COMMIT")
+        with pytest.raises(psycopg.errors.SerializationFailure) as failure:
+            second.execute("COMMIT")
+        if level == "REPEATABLE READ":
+            assert 'supersedes chains of namespace "default"' in str(failure.value)
+    finally:
+        first.close()
+        second.close()
+    assert count_rows(fresh_db, "kb.documents") == 1
