@@ -162,22 +162,31 @@ def tenants(rolled_back_db):
         yield conn
 
 
+def outcome_of(conn, statement: str, seconds: float) -> tuple[str, float]:
+    """How one call ended ("answered", "named error …" or what went wrong) and its seconds."""
+    conn.execute("SAVEPOINT walk")
+    conn.execute(f"SET LOCAL statement_timeout = '{int(seconds * 10 * 1000)}ms'")
+    start = time.perf_counter()
+    outcome = "answered"
+    try:
+        conn.execute(statement)
+    except psycopg.Error as exc:
+        outcome = f"{type(exc).__name__}: {exc}" if exc.sqlstate in NOT_NAMED else f"named error {exc.sqlstate}"
+    took = time.perf_counter() - start
+    conn.execute("ROLLBACK TO SAVEPOINT walk")
+    return outcome, took
+
+
 def slow_or_unnamed(conn, role: str, statements: list[str], seconds: float) -> list[str]:
     found = []
     with acting_as(conn, role):
         for statement in statements:
-            conn.execute("SAVEPOINT walk")
-            conn.execute(f"SET LOCAL statement_timeout = '{int(seconds * 10 * 1000)}ms'")
-            start = time.perf_counter()
-            outcome = "answered"
-            try:
-                conn.execute(statement)
-            except psycopg.Error as exc:
-                outcome = f"{type(exc).__name__}: {exc}" if exc.sqlstate in NOT_NAMED else f"named error {exc.sqlstate}"
-            took = time.perf_counter() - start
-            conn.execute("ROLLBACK TO SAVEPOINT walk")
+            outcome, took = outcome_of(conn, statement, seconds)
+            if took > seconds and outcome.startswith(("answered", "named")):
+                # a shared machine's pause is not the call's cost: the best of three decides
+                took = min([took] + [outcome_of(conn, statement, seconds)[1] for _ in range(2)])
             if took > seconds or not outcome.startswith(("answered", "named")):
-                found.append(f"{statement[:160]} -> {outcome[:200]} in {took:.2f} s")
+                found.append(f"{statement[:300]} -> {outcome[:200]} in {took:.2f} s")
     return found
 
 

@@ -135,6 +135,7 @@ def test_every_function_pins_search_path_and_ignores_a_malicious_one(fresh_db):
     ).fetchall()
     assert sorted(r["fn"] for r in unpinned) == [
         "kb.in_force(text,date,date,timestamp with time zone,timestamp with time zone)",
+        "kb.may_read_document(oid[])",
         "kb.visible_candidate(bigint,timestamp with time zone,text[],jsonb,boolean)",
         "kb_pipeline.bm25_weight(double precision,integer,integer,double precision,double precision,double precision)",
         "kb_pipeline.calibrate(double precision,double precision,double precision)",

@@ -67,6 +67,7 @@ __all__ = [
     "embed_query",
     "parse_file",
     "language_moments",
+    "model_error",
     "query_terms",
     "recount_language_statistics",
     "snippets",
