@@ -13,6 +13,7 @@ import psycopg
 import pytest
 from helpers import acting_as, insert_document, sources, temporary_role
 
+from harness import loader
 from harness.retrieval import MODES, explain, retrieve
 
 SUFFIX = uuid.uuid4().hex[:8]
@@ -180,3 +181,16 @@ def test_readers_apply_with_tenant_isolation_off_too(office):
     assert "salary-review.md" not in retrieved_as(office, STAFF, "zqxbonus pool")
     with acting_as(office, STAFF):
         assert office.execute("SELECT count(*) AS n FROM kb.documents WHERE readers IS NOT NULL").fetchone()["n"] == 0
+
+
+def test_reloading_a_folder_keeps_a_documents_readers(office, dsn, tmp_path):
+    """pgkb ingest does not set readers (SQL does); loading a changed file again keeps them."""
+    folder = tmp_path / "hr"
+    folder.mkdir()
+    (folder / "bonus.md").write_text("# Bonus\n\nThe qqbonus rule.", encoding="utf-8")
+    loader.ingest(dsn, [str(folder)], namespace="hr", progress=False)
+    office.execute("UPDATE kb.documents SET readers = %s WHERE source = 'bonus.md'", ([BOARD],))
+    (folder / "bonus.md").write_text("# Bonus\n\nThe qqbonus rule, revised.", encoding="utf-8")
+    loader.ingest(dsn, [str(folder)], namespace="hr", progress=False)
+    assert office.execute("SELECT readers FROM kb.documents WHERE source = 'bonus.md'").fetchone()["readers"] == [BOARD]
+    assert "bonus.md" not in retrieved_as(office, STAFF, "qqbonus rule")
