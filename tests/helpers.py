@@ -133,3 +133,39 @@ def deferred_corpus(conn: psycopg.Connection, documents: int, namespace: str = "
             namespace=namespace,
         )
     return [r["embed_text"] if isinstance(r, dict) else r[0] for r in conn.execute("SELECT embed_text FROM kb.chunks")]
+
+
+def insert_refund_corpus(conn: psycopg.Connection) -> None:
+    """Three documents the MCP and framework tests ask about: a refund policy in two versions (v2
+    supersedes v1 from 2024-03-01) in namespace `public`, and a decision record in `internal`."""
+    insert_document(
+        conn,
+        "policies/refund-v1.md",
+        "# Refund policy\n\n## Deadline\n\nRefunds are accepted within 7 days of delivery.",
+        title="Refund policy",
+        doc_type="policy",
+        version="1",
+        effective_from="2023-01-01",
+        namespace="public",
+    )
+    insert_document(
+        conn,
+        "policies/refund-v2.md",
+        "# Refund policy\n\n## Deadline\n\nRefunds are accepted within 14 days of delivery. 退款期限为收货后 14 天。",
+        title="Refund policy",
+        doc_type="policy",
+        version="2",
+        effective_from="2024-03-01",
+        supersedes="policies/refund-v1.md",
+        namespace="public",
+    )
+    insert_document(
+        conn,
+        "decisions/adr-007-refund-automation.md",
+        "# ADR 7: automate refunds\n\n## Decision\n\nRefunds under 50 EUR are approved automatically.",
+        title="ADR 7: automate refunds",
+        doc_type="decision",
+        version="1",
+        effective_from="2024-01-15",
+        namespace="internal",
+    )

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from helpers import insert_document, temporary_role
+from helpers import insert_document, insert_refund_corpus, temporary_role
 
 from harness.retrieval import retrieve
 
@@ -81,37 +81,7 @@ def error_text(result) -> str:
 
 @pytest.fixture
 def corpus(fresh_db):
-    insert_document(
-        fresh_db,
-        "policies/refund-v1.md",
-        "# Refund policy\n\n## Deadline\n\nRefunds are accepted within 7 days of delivery.",
-        title="Refund policy",
-        doc_type="policy",
-        version="1",
-        effective_from="2023-01-01",
-        namespace="public",
-    )
-    insert_document(
-        fresh_db,
-        "policies/refund-v2.md",
-        "# Refund policy\n\n## Deadline\n\nRefunds are accepted within 14 days of delivery. 退款期限为收货后 14 天。",
-        title="Refund policy",
-        doc_type="policy",
-        version="2",
-        effective_from="2024-03-01",
-        supersedes="policies/refund-v1.md",
-        namespace="public",
-    )
-    insert_document(
-        fresh_db,
-        "decisions/adr-007-refund-automation.md",
-        "# ADR 7: automate refunds\n\n## Decision\n\nRefunds under 50 EUR are approved automatically.",
-        title="ADR 7: automate refunds",
-        doc_type="decision",
-        version="1",
-        effective_from="2024-01-15",
-        namespace="internal",
-    )
+    insert_refund_corpus(fresh_db)
     return fresh_db
 
 
