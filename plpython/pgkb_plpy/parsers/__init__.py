@@ -61,7 +61,9 @@ PARSE_MEMORY_BYTES = 2 * 1024 * 1024 * 1024
 
 #: The version of pgkb's conversion of each format (bump when the text a format yields changes:
 #: documents parsed with another version are stale, and kb.reparse_files re-parses them).
-FORMAT_VERSIONS = {"pdf": "1", "docx": "1", "html": "1", "markdown": "1", "text": "1"}
+#: 2 (pdf, docx, html): page furniture dropped, literal text escaped, Word notes, revisions, content
+#: controls and text boxes kept, HTML chrome scored out, spans placed.
+FORMAT_VERSIONS = {"pdf": "2", "docx": "2", "html": "2", "markdown": "1", "text": "1"}
 
 #: What a ParseError's kind can be.
 ERROR_KINDS = (
@@ -237,6 +239,43 @@ def sanitize_text(text: str) -> str:
     text = "\n".join(line.rstrip() for line in text.split("\n"))
     text = re.sub(r"\n{3,}", "\n\n", text)
     return text.strip("\n")
+
+
+#: Characters that start a Markdown block at the start of a line (heading, quote, list, table, fence,
+#: setext underline, thematic break): a converted line starting with one is escaped.
+_STRUCTURE_FIRST = frozenset("#>|-*+`~=_")
+
+
+def escape_line(line: str) -> str:
+    """``line`` of converted text made literal for the chunker: a backslash before a first character
+    that would start Markdown structure (``# x`` is text, not a heading; ``| a``, ``- b``, a fence,
+    ``===`` likewise). Numbered lines (1.1, 第一章) are left as they are: they head in every format."""
+    stripped = line.lstrip(" \t")
+    if stripped[:1] in _STRUCTURE_FIRST:
+        cut = len(line) - len(stripped)
+        return line[:cut] + "\\" + stripped
+    return line
+
+
+def escape_text(text: str) -> str:
+    """:func:`escape_line` of every line of ``text``."""
+    return "\n".join(escape_line(line) for line in text.split("\n"))
+
+
+_JUNK_TITLE_RE = re.compile(
+    r"^(?:untitled(?:[ -]?\d+)?|\(?anonymous\)?|no title|title|document\d*|unknown|none|null|slide \d+|"
+    r"microsoft (?:word|powerpoint) - .*|.*\.(?:docx?|pdf|dvi|tex|odt|rtf|txt|html?|indd|qxd|ps))$",
+    re.IGNORECASE,
+)
+
+
+def clean_title(title: str | None) -> str | None:
+    """A document title worth putting at the root of every section path, or None: blank, "untitled",
+    "(anonymous)", "Microsoft Word - x.docx", a file name, or text without a letter are dropped."""
+    title = " ".join((title or "").split())
+    if not title or _JUNK_TITLE_RE.match(title) or not any(ch.isalpha() for ch in title):
+        return None
+    return title
 
 
 def decode_text(data: bytes) -> str:

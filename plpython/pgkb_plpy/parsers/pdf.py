@@ -9,6 +9,18 @@ measurement in docs/INGEST.md: the fastest by far, and the best Chinese text).
   are left to the chunker, which sees them in every format.
 * A line of Chinese text that fills the width of the page and runs on into the next is joined
   to it (PDF breaks lines where the page ends, not where the sentence does).
+* Page furniture is dropped before anything else (:func:`furniture`): a line at the top or bottom
+  of a page (its first or last ``EDGE_LINES``) that repeats, digits ignored, at an edge of most
+  pages (or of ``RUN_PAGES`` pages within a few pages: a chapter's running header); a number-only
+  line at an edge ("12", "- 3 -", "Page 3 of 10", "iv", "第 3 页"); table-of-contents pages (lines
+  ending in dot leaders and a page number, or a "Contents"/"目录" page of lines ending in numbers)
+  and index pages ("Index"/"索引" and its continuation pages of lines ending in page numbers).
+* Literal text stays text: every line that is not a heading is escaped
+  (:func:`pgkb_plpy.parsers.escape_line`), so a "# comment" or "| x" in the PDF is no structure.
+* Outline titles match printed lines loosely (letters and digits only; a title that starts the
+  line, or the line without its number). A heading numbered ``3``/``3.1``/``3.1.2`` takes the
+  level of its number's depth, so headings nest as printed whatever their font sizes.
+* A junk metadata title ("untitled", "Microsoft Word - x.docx") is dropped (:func:`clean_title`).
 * No text on any page: ``no_text_layer`` (a scan; OCR is not supported). Encrypted: ``encrypted``.
 """
 
@@ -17,7 +29,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from . import CONTENT_TYPES, MAX_PAGES, ParsedFile, ParseError, format_version, sanitize_text
+from . import CONTENT_TYPES, MAX_PAGES, ParsedFile, ParseError, clean_title, escape_line, format_version, sanitize_text
 
 #: A line set at least this many times the body size is a heading (without an outline).
 HEADING_SIZE_RATIO = 1.2
@@ -25,6 +37,24 @@ HEADING_SIZE_RATIO = 1.2
 HEADING_MAX_CHARS = 80
 #: Heading levels taken from font sizes (the largest sizes).
 HEADING_LEVELS = 3
+
+#: Lines at the top and at the bottom of a page where running headers, footers and numbers are looked for.
+EDGE_LINES = 3
+#: A line repeated at the edges of this many pages within RUN_WINDOW pages is a running header too.
+RUN_PAGES = 3
+RUN_WINDOW = 6
+
+_NUMBER_ONLY_RE = re.compile(
+    r"^[\s\-–—.·•|(\[]*(?:page|p\.|pp\.|seite|第)?\s*(?:\d{1,5}|[ivxlcdm]{1,7})\s*"
+    r"(?:(?:of|/|／|von)\s*\d{1,5})?\s*(?:页|頁)?[\s\-–—.·•|)\]]*$",
+    re.IGNORECASE,
+)
+_LEADER_RE = re.compile(r"(?:[.．·•…_]\s*){3,}\s*(?:\d{1,5}|[ivxlcdm]{1,7})$", re.IGNORECASE)
+_ENDS_NUMBER_RE = re.compile(r"(?:^|\s|[,，])(?:\d{1,5}|[ivxlcdm]{1,7})(?:\s*[-–]\s*\d{1,5})?$", re.IGNORECASE)
+_TOC_TITLE_RE = re.compile(r"^(?:table of )?contents$|^目\s*录$|^目\s*次$|^inhalt(?:sverzeichnis)?$", re.IGNORECASE)
+_INDEX_TITLE_RE = re.compile(r"^(?:\d+\s+|[a-z]\s+)?(?:general |concept |function )?index$|^索\s*引$", re.IGNORECASE)
+_NUMBERED_RE = re.compile(r"^(\d{1,2}(?:\.\d{1,2}){0,4})\.?(?:\s+|$)")
+_EDGE_DIGITS_RE = re.compile(r"\d+")
 
 _CJK_END_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]$")
 _CJK_START_RE = re.compile(r"^[\u3400-\u9fff\uf900-\ufaff\uff08\u201c]")
@@ -57,6 +87,95 @@ def _page_lines(textpage, raw) -> list[tuple[str, float]]:
     return [(t, s) for t, s in lines if t]
 
 
+def _edge_key(text: str) -> str:
+    """A line as running headers are compared: digits ignored, letters case-folded."""
+    return " ".join(_EDGE_DIGITS_RE.sub("", text).casefold().split())
+
+
+def _edges(count: int) -> range | list[int]:
+    if count <= 2 * EDGE_LINES:
+        return range(count)
+    return [*range(EDGE_LINES), *range(count - EDGE_LINES, count)]
+
+
+def _toc_or_index_page(texts: list[str], previous_index: bool) -> str | None:
+    """ "toc" or "index" when a page's lines (furniture removed) are a table of contents or an index."""
+    if not texts:
+        return None
+    body = texts[1:] if len(texts) > 1 else texts
+    leaders = sum(1 for t in texts if _LEADER_RE.search(t))
+    numbered_ends = sum(1 for t in body if _ENDS_NUMBER_RE.search(t))
+    if len(texts) >= 3 and leaders >= 0.5 * len(texts):
+        return "toc"
+    if _TOC_TITLE_RE.match(texts[0]) and (leaders or numbered_ends >= 0.5 * len(body)):
+        return "toc"
+    if (_INDEX_TITLE_RE.match(texts[0]) or previous_index) and len(body) >= 3 and numbered_ends >= 0.6 * len(body):
+        return "index"
+    return None
+
+
+def furniture(page_lines: list[list[str]], keep: list[set[int]] | None = None) -> list[set[int]]:
+    """The indexes of the furniture lines of each page (see the module docstring); ``keep`` holds
+    lines never dropped (outline headings, lines in heading type)."""
+    pages = len(page_lines)
+    keep = keep or [set() for _ in page_lines]
+    drop: list[set[int]] = [set() for _ in page_lines]
+    seen: dict[str, list[int]] = {}
+    for p, lines in enumerate(page_lines):
+        keys = set()
+        for i in _edges(len(lines)):
+            if i in keep[p]:
+                continue
+            if _NUMBER_ONLY_RE.match(lines[i]):
+                drop[p].add(i)
+                continue
+            key = _edge_key(lines[i])
+            if key and any(ch.isalnum() for ch in key):
+                keys.add(key)
+        for key in keys:
+            seen.setdefault(key, []).append(p)
+    repeated = set()
+    for key, on in seen.items():
+        if pages >= 2 and len(on) >= max(2, (pages + 1) // 2):
+            repeated.add(key)
+        elif any(on[k + RUN_PAGES - 1] - on[k] < RUN_WINDOW for k in range(len(on) - RUN_PAGES + 1)):
+            repeated.add(key)
+    previous_index = False
+    for p, lines in enumerate(page_lines):
+        for i in _edges(len(lines)):
+            if i not in keep[p] and _edge_key(lines[i]) in repeated:
+                drop[p].add(i)
+        rest = [t for i, t in enumerate(lines) if i not in drop[p]]
+        kind = _toc_or_index_page(rest, previous_index)
+        previous_index = kind == "index"
+        if kind:
+            drop[p] = set(range(len(lines)))
+    return drop
+
+
+def _outline_level(marks: dict[str, int], text: str) -> int | None:
+    """The outline level of a printed line, matched loosely: the same letters and digits, the line
+    without its number, or a title of 8+ characters that starts the line (or the line the title)."""
+    if not marks:
+        return None
+    key = _key(text)
+    if key in marks:
+        return marks[key]
+    bare = _key(_NUMBERED_RE.sub("", text))
+    for title_key, level in marks.items():
+        bare_title = _key(_NUMBERED_RE.sub("", title_key))
+        if bare and bare in (title_key, bare_title):
+            return level
+        if len(title_key) >= 8 and len(key) >= 8 and (key.startswith(title_key) or title_key.startswith(key)):
+            return level
+    return None
+
+
+def _number_depth(text: str) -> int | None:
+    m = _NUMBERED_RE.match(text)
+    return m.group(1).count(".") + 1 if m else None
+
+
 def parse_pdf(data: bytes) -> ParsedFile:
     import pypdfium2 as pdfium
     import pypdfium2.raw as raw
@@ -73,13 +192,13 @@ def parse_pdf(data: bytes) -> ParsedFile:
         pages = len(pdf)
         if pages > MAX_PAGES:
             raise ParseError("too_many_pages", f"the PDF has {pages} pages; the limit is {MAX_PAGES}")
-        outline: dict[int, list[tuple[str, int]]] = {}
+        outline: dict[int, dict[str, int]] = {}
         for bookmark in pdf.get_toc(max_depth=6):
             title = " ".join((bookmark.get_title() or "").split())
             dest = bookmark.get_dest()
             index = dest.get_index() if dest is not None else None
             if title and index is not None and 0 <= index < pages:
-                outline.setdefault(index, []).append((title, bookmark.level + 1))
+                outline.setdefault(index, {}).setdefault(_key(title), bookmark.level + 1)
         page_lines: list[list[tuple[str, float]]] = []
         for index in range(pages):
             page = pdf[index]
@@ -89,12 +208,38 @@ def parse_pdf(data: bytes) -> ParsedFile:
             finally:
                 textpage.close()
                 page.close()
-        title = (pdf.get_metadata_value("Title") or "").strip() or None
+        title = clean_title(pdf.get_metadata_value("Title"))
     finally:
         pdf.close()
 
     if not any(page_lines):
         raise ParseError("no_text_layer", "PDF has no text layer (scanned?): OCR is not supported")
+
+    # outline headings of each page (never furniture), then the furniture itself
+    levels: list[dict[int, int]] = []
+    for index, lines in enumerate(page_lines):
+        marks = outline.get(index, {})
+        found = {}
+        for i, (text, _) in enumerate(lines):
+            level = _outline_level(marks, text)
+            if level is not None:
+                found[i] = level
+        levels.append(found)
+    all_sizes: Counter[float] = Counter()
+    for lines in page_lines:
+        for text, size in lines:
+            all_sizes[round(size, 1)] += len(text)
+    large = all_sizes.most_common(1)[0][0] * HEADING_SIZE_RATIO if all_sizes else 0.0
+    keep = [
+        set(found) | {i for i, (_, size) in enumerate(lines) if large and size >= large}
+        for found, lines in zip(levels, page_lines)
+    ]
+    drop = furniture([[t for t, _ in lines] for lines in page_lines], keep)
+    page_lines = [[ln for i, ln in enumerate(lines) if i not in drop[p]] for p, lines in enumerate(page_lines)]
+    levels = [
+        {i - sum(1 for d in drop[p] if d < i): lv for i, lv in found.items() if i not in drop[p]}
+        for p, found in enumerate(levels)
+    ]
 
     sizes: Counter[float] = Counter()
     for lines in page_lines:
@@ -108,15 +253,17 @@ def parse_pdf(data: bytes) -> ParsedFile:
 
     pieces: list[str] = []
     for index, lines in enumerate(page_lines):
-        marks = {_key(t): lv for t, lv in outline.get(index, [])}
         widest = max((len(t) for t, _ in lines), default=0)
         blocks: list[str] = []
         paragraph: list[str] = []
-        for text, size in lines:
-            level = marks.get(_key(text)) if marks else None
+        for i, (text, size) in enumerate(lines):
+            level = levels[index].get(i)
             if level is None and not outline and len(text) <= HEADING_MAX_CHARS and not text.endswith(_PUNCT_END):
                 level = level_of_size.get(round(size, 1))
             if level is not None:
+                depth = _number_depth(text)
+                if depth is not None:
+                    level = depth  # 3 > 3.1 > 3.1.2 as printed, whatever the sizes or the outline say
                 if paragraph:
                     blocks.append("\n".join(paragraph))
                     paragraph = []
@@ -130,7 +277,7 @@ def parse_pdf(data: bytes) -> ParsedFile:
             ):
                 paragraph[-1] += text  # a Chinese line broken at the page's edge
             else:
-                paragraph.append(text)
+                paragraph.append(escape_line(text))
         if paragraph:
             blocks.append("\n".join(paragraph))
         pieces.append(sanitize_text("\n\n".join(blocks)))
