@@ -11,7 +11,8 @@ measurement in docs/INGEST.md: the fastest by far, and the best Chinese text).
   to it (PDF breaks lines where the page ends, not where the sentence does).
 * Page furniture is dropped before anything else (:func:`furniture`): a line at the top or bottom
   of a page (its first or last ``EDGE_LINES``) that repeats, digits ignored, at an edge of most
-  pages (or of ``RUN_PAGES`` pages within a few pages: a chapter's running header); a number-only
+  pages (or of ``RUN_PAGES`` pages within a few pages: a chapter's running header; or, when it is a
+  page's first or last line and starts or ends with a page number, of two pages); a number-only
   line at an edge ("12", "- 3 -", "Page 3 of 10", "iv", "第 3 页"); table-of-contents pages (lines
   ending in dot leaders and a page number, or a "Contents"/"目录" page of lines ending in numbers)
   and index pages ("Index"/"索引" and its continuation pages of lines ending in page numbers).
@@ -54,6 +55,7 @@ _ENDS_NUMBER_RE = re.compile(r"(?:^|\s|[,，])(?:\d{1,5}|[ivxlcdm]{1,7})(?:\s*[-
 _TOC_TITLE_RE = re.compile(r"^(?:table of )?contents$|^目\s*录$|^目\s*次$|^inhalt(?:sverzeichnis)?$", re.IGNORECASE)
 _INDEX_TITLE_RE = re.compile(r"^(?:\d+\s+|[a-z]\s+)?(?:general |concept |function )?index$|^索\s*引$", re.IGNORECASE)
 _NUMBERED_RE = re.compile(r"^(\d{1,2}(?:\.\d{1,2}){0,4})\.?(?:\s+|$)")
+_PAGE_NUMBER_END_RE = re.compile(r"^\d{1,5}\s|\s\d{1,5}$")
 _EDGE_DIGITS_RE = re.compile(r"\d+")
 
 _CJK_END_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]$")
@@ -121,8 +123,12 @@ def furniture(page_lines: list[list[str]], keep: list[set[int]] | None = None) -
     keep = keep or [set() for _ in page_lines]
     drop: list[set[int]] = [set() for _ in page_lines]
     seen: dict[str, list[int]] = {}
+    numbered: dict[str, int] = {}  # first or last lines that carry a page number, by key
     for p, lines in enumerate(page_lines):
         keys = set()
+        for i in {0, len(lines) - 1} - keep[p] if lines else ():
+            if _PAGE_NUMBER_END_RE.search(lines[i]):
+                numbered[_edge_key(lines[i])] = numbered.get(_edge_key(lines[i]), 0) + 1
         for i in _edges(len(lines)):
             if i in keep[p]:
                 continue
@@ -140,6 +146,7 @@ def furniture(page_lines: list[list[str]], keep: list[set[int]] | None = None) -
             repeated.add(key)
         elif any(on[k + RUN_PAGES - 1] - on[k] < RUN_WINDOW for k in range(len(on) - RUN_PAGES + 1)):
             repeated.add(key)
+    repeated |= {key for key, count in numbered.items() if count >= 2 and any(ch.isalpha() for ch in key)}
     previous_index = False
     for p, lines in enumerate(page_lines):
         for i in _edges(len(lines)):
@@ -232,7 +239,7 @@ def parse_pdf(data: bytes) -> ParsedFile:
     large = all_sizes.most_common(1)[0][0] * HEADING_SIZE_RATIO if all_sizes else 0.0
     keep = [
         set(found) | {i for i, (_, size) in enumerate(lines) if large and size >= large}
-        for found, lines in zip(levels, page_lines)
+        for found, lines in zip(levels, page_lines, strict=True)
     ]
     drop = furniture([[t for t, _ in lines] for lines in page_lines], keep)
     page_lines = [[ln for i, ln in enumerate(lines) if i not in drop[p]] for p, lines in enumerate(page_lines)]
