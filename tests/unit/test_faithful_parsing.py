@@ -181,3 +181,146 @@ def test_headings_come_from_font_sizes_when_there_is_no_outline():
 def test_a_junk_document_title_is_dropped_from_paths(junk):
     assert parsers.clean_title(junk) is None
     assert parsers.clean_title("Expense policy") == "Expense policy"
+
+
+# ------------------------------------------------------------------------------------------ DOCX
+
+_W_NS = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+_MC_NS = 'xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006"'
+_STYLES = f"""<w:styles {_W_NS}>
+<w:style w:type="paragraph" w:default="1" w:styleId="Normal"><w:name w:val="Normal"/></w:style>
+<w:style w:type="paragraph" w:styleId="Heading1"><w:name w:val="heading 1"/><w:basedOn w:val="Normal"/></w:style>
+<w:style w:type="paragraph" w:styleId="Heading2"><w:name w:val="heading 2"/><w:basedOn w:val="Heading1"/></w:style>
+</w:styles>"""
+
+
+def make_docx(body: str, footnotes: str = "", endnotes: str = "") -> bytes:
+    """A DOCX package whose document body is ``body`` (WordprocessingML), with notes."""
+    rels = '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr(
+            "[Content_Types].xml",
+            '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+            '<Default Extension="xml" ContentType="application/xml"/></Types>',
+        )
+        z.writestr(
+            "_rels/.rels",
+            rels + '<Relationship Id="r1" Type="http://schemas.openxmlformats.org/officeDocument/2006/'
+            'relationships/officeDocument" Target="word/document.xml"/></Relationships>',
+        )
+        z.writestr("word/document.xml", f"<w:document {_W_NS} {_MC_NS}><w:body>{body}</w:body></w:document>")
+        z.writestr("word/styles.xml", _STYLES)
+        for name, notes, kind in (("footnotes", footnotes, "footnote"), ("endnotes", endnotes, "endnote")):
+            if notes:
+                z.writestr(
+                    f"word/{name}.xml",
+                    f'<w:{name} {_W_NS}><w:{kind} w:type="separator" w:id="-1"><w:p><w:r><w:t>____</w:t></w:r>'
+                    f"</w:p></w:{kind}>{notes}</w:{name}>",
+                )
+    return out.getvalue()
+
+
+def para(text: str, style: str = "") -> str:
+    pr = f'<w:pPr><w:pStyle w:val="{style}"/></w:pPr>' if style else ""
+    return f'<w:p>{pr}<w:r><w:t xml:space="preserve">{text}</w:t></w:r></w:p>'
+
+
+@needs_server_venv
+def test_a_footnote_is_attached_where_it_is_referenced():
+    body = (
+        para("Escalation", "Heading1") + "<w:p><w:r><w:t>A SEV1 incident is acknowledged within 30 minutes.</w:t></w:r>"
+        '<w:r><w:footnoteReference w:id="2"/></w:r><w:r><w:t xml:space="preserve"> Then page the lead.</w:t></w:r></w:p>'
+    )
+    notes = '<w:footnote w:id="2"><w:p><w:r><w:footnoteRef/></w:r><w:r><w:t>On weekends: 15 minutes.</w:t></w:r></w:p></w:footnote>'
+    parsed = parse(make_docx(body, footnotes=notes), "runbook.docx")
+    assert "within 30 minutes. [footnote 1: On weekends: 15 minutes.] Then page the lead." in parsed.text
+    assert "____" not in parsed.text
+
+
+@needs_server_venv
+def test_an_endnote_is_attached_where_it_is_referenced():
+    body = '<w:p><w:r><w:t>Keys rotate yearly.</w:t></w:r><w:r><w:endnoteReference w:id="1"/></w:r></w:p>'
+    notes = '<w:endnote w:id="1"><w:p><w:r><w:t>Root keys every five years.</w:t></w:r></w:p></w:endnote>'
+    parsed = parse(make_docx(body, endnotes=notes), "keys.docx")
+    assert "Keys rotate yearly. [endnote 1: Root keys every five years.]" in parsed.text
+
+
+@needs_server_venv
+def test_tracked_insertions_are_kept_and_tracked_deletions_dropped():
+    body = (
+        '<w:p><w:r><w:t xml:space="preserve">Backups are kept for </w:t></w:r>'
+        '<w:del w:id="1" w:author="a"><w:r><w:delText>7</w:delText></w:r></w:del>'
+        '<w:ins w:id="2" w:author="a"><w:r><w:t>35</w:t></w:r></w:ins>'
+        '<w:r><w:t xml:space="preserve"> days.</w:t></w:r></w:p>'
+    )
+    assert parse(make_docx(body), "backup.docx").text == "Backups are kept for 35 days."
+
+
+@needs_server_venv
+def test_content_controls_keep_their_text_and_placeholders_are_dropped():
+    body = (
+        '<w:sdt><w:sdtPr><w:alias w:val="Owner"/></w:sdtPr><w:sdtContent>'
+        + para("The owner of the service is the platform team.")
+        + "</w:sdtContent></w:sdt>"
+        '<w:p><w:r><w:t xml:space="preserve">Region: </w:t></w:r><w:sdt><w:sdtPr/><w:sdtContent><w:r><w:t>eu-west-1</w:t>'
+        "</w:r></w:sdtContent></w:sdt></w:p>"
+        "<w:sdt><w:sdtPr><w:showingPlcHdr/></w:sdtPr><w:sdtContent>"
+        + para("Click here to enter text.")
+        + "</w:sdtContent></w:sdt>"
+    )
+    text = parse(make_docx(body), "service.docx").text
+    assert "The owner of the service is the platform team." in text
+    assert "Region: eu-west-1" in text
+    assert "Click here" not in text
+
+
+@needs_server_venv
+def test_a_text_box_is_read_once_after_its_paragraph():
+    box = "<w:txbxContent><w:p><w:r><w:t>Never restart the primary during business hours.</w:t></w:r></w:p></w:txbxContent>"
+    body = (
+        '<w:p><w:r><w:t>Warning below.</w:t></w:r><w:r><mc:AlternateContent><mc:Choice Requires="wps"><w:drawing>'
+        f'<wps:wsp xmlns:wps="http://schemas.microsoft.com/office/word/2010/wordprocessingShape"><wps:txbx>{box}'
+        "</wps:txbx></wps:wsp></w:drawing></mc:Choice><mc:Fallback><w:pict><v:textbox "
+        f'xmlns:v="urn:schemas-microsoft-com:vml">{box}</v:textbox></w:pict></mc:Fallback></mc:AlternateContent>'
+        "</w:r></w:p>"
+    )
+    text = parse(make_docx(body), "warning.docx").text
+    assert text == "Warning below.\n\nNever restart the primary during business hours."
+
+
+@needs_server_venv
+def test_a_hash_or_pipe_typed_in_word_stays_text():
+    body = para("Pool", "Heading1") + para("# Set the pool size to 20") + para("| not | a table") + para("- not a list")
+    parsed = parse(make_docx(body), "pool.docx")
+    chunks = chunk_document(parsed.text, parsed.title)
+    assert [c.section_path for c in chunks] == [["Pool"]]
+    assert "Set the pool size to 20" in chunks[0].content
+
+
+@needs_server_venv
+def test_merged_word_cells_sit_in_their_columns():
+    def cell(text: str, pr: str = "") -> str:
+        return f"<w:tc><w:tcPr>{pr}</w:tcPr>{para(text)}</w:tc>"
+
+    body = (
+        "<w:tbl><w:tr>"
+        + cell("Code")
+        + cell("Meaning")
+        + cell("Action")
+        + "</w:tr><w:tr>"
+        + cell("NB-7702", '<w:vMerge w:val="restart"/>')
+        + cell("Certificate rotation failed", '<w:gridSpan w:val="2"/>')
+        + "</w:tr><w:tr>"
+        + cell("", "<w:vMerge/>")
+        + cell("Expired CA")
+        + cell("Inspect the CA")
+        + "</w:tr></w:tbl>"
+    )
+    text = parse(make_docx(body), "codes.docx").text
+    assert text.split("\n") == [
+        "| Code | Meaning | Action |",
+        "|---|---|---|",
+        "| NB-7702 | Certificate rotation failed |  |",
+        "| NB-7702 | Expired CA | Inspect the CA |",
+    ]

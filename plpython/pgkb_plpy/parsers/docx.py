@@ -1,11 +1,25 @@
-"""DOCX to text with python-docx (chosen over mammoth by the measurement in docs/INGEST.md),
-after a zip-bomb check of the archive.
+"""DOCX to text: the package's XML read with lxml (python-docx's dependency; entities never
+resolved, no network), after a zip-bomb check of the archive. Styles are resolved once per style
+(a dictionary), not once per paragraph, which is what made python-docx's ``paragraph.style`` the
+cost of a large file.
 
-* Paragraphs in document order, tables where they stand (rows ``| a | b |``, header rule after the
-  first row, merged cells once), kept whole as table blocks.
+* Every word of the body, in document order: paragraphs, tables, content controls (``w:sdt``,
+  unless they show only their placeholder), custom XML, text boxes (``w:txbxContent``, after the
+  paragraph that anchors them; the VML fallback copy of a text box is skipped), hyperlinks, field
+  results (not field codes), tracked insertions (``w:ins``, ``w:moveTo``) -- tracked deletions
+  (``w:del``, ``w:moveFrom``) are dropped.
+* Footnotes and endnotes are attached where they are referenced: ``[footnote 1: text]`` right
+  after the word that carries the mark. Page headers and footers are not read (page furniture);
+  comments are not read.
+* Tables where they stand (rows ``| a | b |``, header rule after the first row): a cell merged
+  across columns (``gridSpan``) keeps its text in its first column and leaves the others empty;
+  a cell merged down rows (``vMerge``) repeats its text in every row it spans, so each row reads
+  whole.
+* Literal text stays text: a paragraph is escaped (:func:`pgkb_plpy.parsers.escape_line`) so a
+  "# comment" or "| x" written in Word is no structure.
 * Headings: a paragraph whose style (or a style it is based on) is ``Heading N`` / ``标题 N``, or
   that has an outline level, becomes a ``#`` heading of that level; ``Title`` gives the title
-  when the core properties have none.
+  when the core properties have none (a junk title is dropped, :func:`clean_title`).
 * Word's automatic numbering is written out (``第一章``, ``1.1``, ``（一）``, ``a)``...) from
   numbering.xml, so numbered headings and paragraphs read as they print; the chunker then takes
   numbered lines as headings as in every other format. Bullets become ``-`` list items.
@@ -24,6 +38,8 @@ from . import (
     MAX_ZIP_MEMBERS,
     ParsedFile,
     ParseError,
+    clean_title,
+    escape_line,
     format_version,
     sanitize_text,
 )
@@ -129,46 +145,87 @@ def _format_number(n: int, fmt: str) -> str:
     return str(n)
 
 
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
+_DC_TITLE = "{http://purl.org/dc/elements/1.1/}title"
+_P, _TBL, _TR, _TC, _SDT, _SDT_CONTENT = W + "p", W + "tbl", W + "tr", W + "tc", W + "sdt", W + "sdtContent"
+_T, _TAB, _BR, _CR = W + "t", W + "tab", W + "br", W + "cr"
+_FOOTNOTE_REF, _ENDNOTE_REF = W + "footnoteReference", W + "endnoteReference"
+_TXBX = W + "txbxContent"
+#: Elements whose text is never the document's: deletions, properties, field codes, the VML copy.
+_SKIP = frozenset(
+    {
+        W + "del",
+        W + "moveFrom",
+        W + "delText",
+        W + "instrText",
+        W + "delInstrText",
+        W + "pPr",
+        W + "rPr",
+        W + "tblPr",
+        W + "tblGrid",
+        W + "trPr",
+        W + "tcPr",
+        W + "sdtPr",
+        W + "sdtEndPr",
+        W + "sectPr",
+        W + "commentReference",
+        _MC + "Fallback",
+    }
+)
+
+
+def _xml(archive, name: str):
+    from lxml import etree
+
+    try:
+        data = archive.read(name)
+    except KeyError:
+        return None
+    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=True, recover=False)
+    try:
+        return etree.fromstring(data, parser)
+    except etree.XMLSyntaxError as exc:
+        raise ParseError("corrupt", f"not a readable DOCX: {name} is not well-formed XML: {exc}") from None
+
+
+def _val(el, name: str, default: str | None = None) -> str | None:
+    child = el.find(W + name) if el is not None else None
+    return child.get(W + "val", default) if child is not None else default
+
+
 class _Numbering:
     """Word's list counters, from numbering.xml: the label of each numbered paragraph."""
 
-    def __init__(self, document, qn) -> None:
-        self.qn = qn
+    def __init__(self, root) -> None:
         self.levels: dict[str, dict[int, tuple[str, str, int]]] = {}  # numId -> ilvl -> (fmt, text, start)
         self.counters: dict[str, dict[int, int]] = {}
-        try:
-            root = document.part.numbering_part.element
-        except (KeyError, NotImplementedError, AttributeError):
+        if root is None:
             return
         abstract: dict[str, dict[int, tuple[str, str, int]]] = {}
-        for a in root.findall(qn("w:abstractNum")):
-            levels = {}
-            for lvl in a.findall(qn("w:lvl")):
-                levels[int(lvl.get(qn("w:ilvl"), "0"))] = self._level(lvl)
-            abstract[a.get(qn("w:abstractNumId"))] = levels
-        for num in root.findall(qn("w:num")):
-            ref = num.find(qn("w:abstractNumId"))
-            levels = dict(abstract.get(ref.get(qn("w:val")) if ref is not None else "", {}))
-            for override in num.findall(qn("w:lvlOverride")):
-                ilvl = int(override.get(qn("w:ilvl"), "0"))
-                lvl = override.find(qn("w:lvl"))
-                start = override.find(qn("w:startOverride"))
+        for a in root.iter(W + "abstractNum"):
+            abstract[a.get(W + "abstractNumId")] = {
+                int(lvl.get(W + "ilvl", "0")): self._level(lvl) for lvl in a.iter(W + "lvl")
+            }
+        for num in root.iter(W + "num"):
+            levels = dict(abstract.get(_val(num, "abstractNumId", ""), {}))
+            for override in num.findall(W + "lvlOverride"):
+                ilvl = int(override.get(W + "ilvl", "0"))
+                lvl = override.find(W + "lvl")
+                start = _val(override, "startOverride")
                 if lvl is not None:
                     levels[ilvl] = self._level(lvl)
                 elif start is not None and ilvl in levels:
                     fmt, text, _ = levels[ilvl]
-                    levels[ilvl] = (fmt, text, int(start.get(qn("w:val"), "1")))
-            self.levels[num.get(qn("w:numId"))] = levels
+                    levels[ilvl] = (fmt, text, int(start))
+            self.levels[num.get(W + "numId")] = levels
 
-    def _level(self, lvl) -> tuple[str, str, int]:
-        qn = self.qn
-        fmt = lvl.find(qn("w:numFmt"))
-        text = lvl.find(qn("w:lvlText"))
-        start = lvl.find(qn("w:start"))
+    @staticmethod
+    def _level(lvl) -> tuple[str, str, int]:
         return (
-            fmt.get(qn("w:val"), "decimal") if fmt is not None else "decimal",
-            text.get(qn("w:val"), "") if text is not None else "",
-            int(start.get(qn("w:val"), "1")) if start is not None else 1,
+            _val(lvl, "numFmt", "decimal") or "decimal",
+            _val(lvl, "lvlText", "") or "",
+            int(_val(lvl, "start", "1")),
         )
 
     def label(self, num_id: str, ilvl: int) -> tuple[str, bool]:
@@ -194,87 +251,190 @@ class _Numbering:
         return re.sub(r"%([1-9])", value, text).strip(), False
 
 
-def _style_chain(style):
-    seen = 0
-    while style is not None and seen < 20:
-        yield style
-        style = style.base_style
-        seen += 1
+class _Styles:
+    """Paragraph styles resolved once each (the chain of ``basedOn``): heading level, title, outline
+    level and numbering of a style id."""
 
-
-def parse_docx(data: bytes) -> ParsedFile:
-    check_zip(data)
-    import docx
-    from docx.oxml.ns import qn
-    from docx.table import Table
-    from docx.text.paragraph import Paragraph
-
-    try:
-        document = docx.Document(io.BytesIO(data))
-    except Exception as exc:  # noqa: BLE001 - python-docx raises many kinds for a broken package
-        raise ParseError("corrupt", f"not a readable DOCX: {type(exc).__name__}: {exc}") from None
-    numbering = _Numbering(document, qn)
-    title = (document.core_properties.title or "").strip() or None
-    blocks: list[tuple[str, str]] = []  # (kind, text): kind "item" joins the previous item line by line
-
-    def paragraph_block(p: Paragraph) -> None:
-        nonlocal title
-        text = " ".join(p.text.split())
-        if not text:
+    def __init__(self, root) -> None:
+        self.raw: dict[str, tuple[str, str | None, object]] = {}  # id -> (name, basedOn, pPr)
+        self.default: str | None = None
+        self.cache: dict[str | None, tuple[int | None, bool, int | None, tuple[str, int] | None]] = {}
+        if root is None:
             return
-        level = None
-        num_pr = None
-        p_pr = p._p.pPr
-        outline = p_pr.find(qn("w:outlineLvl")) if p_pr is not None else None
-        if p_pr is not None:
-            num_pr = p_pr.find(qn("w:numPr"))
-        for style in _style_chain(p.style):
-            name = style.name or ""
+        for style in root.iter(W + "style"):
+            if style.get(W + "type") != "paragraph":
+                continue
+            sid = style.get(W + "styleId")
+            self.raw[sid] = (_val(style, "name", "") or "", _val(style, "basedOn"), style.find(W + "pPr"))
+            if style.get(W + "default") in ("1", "true", "on"):
+                self.default = sid
+
+    def resolve(self, sid: str | None) -> tuple[int | None, bool, int | None, tuple[str, int] | None]:
+        """(heading level, is Title, outline level, (numId, ilvl)) of style ``sid``."""
+        if sid in self.cache:
+            return self.cache[sid]
+        level, title, outline, numbering = None, False, None, None
+        seen = set()
+        current = sid if sid is not None else self.default
+        while current in self.raw and current not in seen and len(seen) < 20:
+            seen.add(current)
+            name, based_on, p_pr = self.raw[current]
             match = _HEADING_STYLE_RE.match(name)
             if level is None and match:
                 level = int(match.group(1))
             if name.lower() == "title" and level is None:
-                if title is None:
-                    title = text
-                level = 1
-            s_pr = style.element.pPr
-            if s_pr is not None:
-                if outline is None:
-                    outline = s_pr.find(qn("w:outlineLvl"))
-                if num_pr is None:
-                    num_pr = s_pr.find(qn("w:numPr"))
-        if level is None and outline is not None:
-            value = int(outline.get(qn("w:val"), "9"))
-            level = value + 1 if value < 9 else None
-        label, bullet = "", False
-        if num_pr is not None:
-            num_id = num_pr.find(qn("w:numId"))
-            ilvl = num_pr.find(qn("w:ilvl"))
-            if num_id is not None:
-                label, bullet = numbering.label(
-                    num_id.get(qn("w:val")), int(ilvl.get(qn("w:val"), "0")) if ilvl is not None else 0
-                )
-        if level is not None:
-            blocks.append(
-                ("heading", "#" * min(level, 6) + " " + (f"{label} {text}" if label and not bullet else text))
-            )
-        elif bullet:
-            indent = "  " * (
-                int(num_pr.find(qn("w:ilvl")).get(qn("w:val"), "0")) if num_pr.find(qn("w:ilvl")) is not None else 0
-            )
-            blocks.append(("item", f"{indent}- {text}"))
-        else:
-            blocks.append(("para", f"{label} {text}" if label else text))
+                title, level = True, 1
+            if p_pr is not None:
+                if outline is None and _val(p_pr, "outlineLvl") is not None:
+                    outline = int(_val(p_pr, "outlineLvl", "9"))
+                num_pr = p_pr.find(W + "numPr")
+                if numbering is None and num_pr is not None and _val(num_pr, "numId") is not None:
+                    numbering = (_val(num_pr, "numId"), int(_val(num_pr, "ilvl", "0")))
+            current = based_on
+        self.cache[sid] = (level, title, outline, numbering)
+        return self.cache[sid]
 
-    def table_block(table: Table) -> None:
-        rows = []
-        for row in table.rows:
-            cells, seen = [], set()
-            for cell in row.cells:
-                if id(cell._tc) in seen:
-                    continue  # a merged cell repeats
-                seen.add(id(cell._tc))
-                cells.append(" ".join(cell.text.split()).replace("|", "\\|"))
+
+class _Notes:
+    """Footnotes or endnotes by id; numbered in the order they are first referenced."""
+
+    def __init__(self, root, kind: str) -> None:
+        self.kind = kind
+        self.text: dict[str, object] = {}
+        self.numbers: dict[str, int] = {}
+        if root is None:
+            return
+        for note in root.iter(W + kind):
+            if note.get(W + "type") in ("separator", "continuationSeparator", "continuationNotice"):
+                continue
+            self.text[note.get(W + "id")] = note
+
+    def reference(self, note_id: str | None, read) -> str:
+        note = self.text.get(note_id or "")
+        if note is None:
+            return ""
+        number = self.numbers.setdefault(note_id, len(self.numbers) + 1)
+        words = " ".join(" ".join(read(p)[0].split()) for p in note.iter(_P)).strip()
+        return f" [{self.kind} {number}: {words}]" if words else ""
+
+
+def _showing_placeholder(sdt) -> bool:
+    pr = sdt.find(W + "sdtPr")
+    return pr is not None and pr.find(W + "showingPlcHdr") is not None
+
+
+def parse_docx(data: bytes) -> ParsedFile:
+    check_zip(data)
+    from lxml import etree
+
+    archive = zipfile.ZipFile(io.BytesIO(data))
+    document = _xml(archive, "word/document.xml")
+    body = document.find(W + "body") if document is not None else None
+    if body is None:
+        raise ParseError("corrupt", "not a readable DOCX: word/document.xml has no body")
+    styles = _Styles(_xml(archive, "word/styles.xml"))
+    numbering = _Numbering(_xml(archive, "word/numbering.xml"))
+    notes = {
+        _FOOTNOTE_REF: _Notes(_xml(archive, "word/footnotes.xml"), "footnote"),
+        _ENDNOTE_REF: _Notes(_xml(archive, "word/endnotes.xml"), "endnote"),
+    }
+    core = _xml(archive, "docProps/core.xml")
+    core_title = core.find(_DC_TITLE) if core is not None else None
+    title = clean_title(core_title.text if core_title is not None else None)
+    blocks: list[tuple[str, str]] = []  # (kind, text): kind "item" joins the previous item line by line
+
+    def read(p) -> tuple[str, list]:
+        """(text of paragraph ``p`` with its notes, the text boxes it anchors)."""
+        out: list[str] = []
+        boxes: list = []
+
+        def walk(el) -> None:
+            for child in el:
+                tag = child.tag
+                if tag in _SKIP or not isinstance(tag, str):
+                    continue
+                if tag == _T:
+                    out.append(child.text or "")
+                elif tag in (_TAB, _BR, _CR):
+                    out.append(" ")
+                elif tag in notes:
+                    out.append(notes[tag].reference(child.get(W + "id"), read))
+                elif tag == _TXBX:
+                    boxes.append(child)
+                elif tag == _SDT and _showing_placeholder(child):
+                    continue
+                else:
+                    walk(child)
+
+        walk(p)
+        return "".join(out), boxes
+
+    def paragraph_block(p) -> None:
+        nonlocal title
+        raw_text, boxes = read(p)
+        text = " ".join(raw_text.split())
+        if text:
+            p_pr = p.find(W + "pPr")
+            level, is_title, outline, style_numbering = styles.resolve(_val(p_pr, "pStyle"))
+            if _val(p_pr, "outlineLvl") is not None:
+                outline = int(_val(p_pr, "outlineLvl", "9"))
+            if is_title and title is None:
+                title = clean_title(text)
+            num_pr = p_pr.find(W + "numPr") if p_pr is not None else None
+            num = (_val(num_pr, "numId"), int(_val(num_pr, "ilvl", "0"))) if num_pr is not None else None
+            if num is None or num[0] is None:
+                num = style_numbering
+            if level is None and outline is not None:
+                level = outline + 1 if outline < 9 else None
+            label, bullet = numbering.label(*num) if num else ("", False)
+            if level is not None:
+                blocks.append(
+                    ("heading", "#" * min(level, 6) + " " + (f"{label} {text}" if label and not bullet else text))
+                )
+            elif bullet:
+                blocks.append(("item", "  " * (num[1] if num else 0) + "- " + escape_line(text)))
+            else:
+                blocks.append(("para", f"{label} {text}" if label else escape_line(text)))
+        for box in boxes:
+            content(box)
+
+    def cell_text(tc) -> str:
+        words = []
+        for p in tc.iter(_P):
+            words.append(" ".join(read(p)[0].split()))
+        return " ".join(w for w in words if w).replace("|", "\\|")
+
+    def rows_of(el):
+        for child in el:
+            if child.tag == _TR:
+                yield child
+            elif child.tag in (_SDT, W + "customXml", _SDT_CONTENT):
+                yield from rows_of(child)
+
+    def cells_of(el):
+        for child in el:
+            if child.tag == _TC:
+                yield child
+            elif child.tag in (_SDT, W + "customXml", _SDT_CONTENT):
+                yield from cells_of(child)
+
+    def table_block(tbl) -> None:
+        rows: list[list[str]] = []
+        above: dict[int, str] = {}  # grid column -> text of the cell a vertical merge continues
+        for tr in rows_of(tbl):
+            cells: list[str] = []
+            for tc in cells_of(tr):
+                pr = tc.find(W + "tcPr")
+                span = int(_val(pr, "gridSpan", "1") or 1) if pr is not None else 1
+                merge = pr.find(W + "vMerge") if pr is not None else None
+                column = len(cells)
+                if merge is not None and merge.get(W + "val", "continue") == "continue":
+                    text = above.get(column, "")
+                else:
+                    text = cell_text(tc)
+                    above[column] = text
+                cells.append(text)
+                cells.extend([""] * (max(1, span) - 1))
             if any(cells):
                 rows.append(cells)
         if not rows:
@@ -284,24 +444,34 @@ def parse_docx(data: bytes) -> ParsedFile:
         lines.insert(1, "|" + "---|" * width)
         blocks.append(("table", "\n".join(lines)))
 
-    for item in document.iter_inner_content():
-        if isinstance(item, Paragraph):
-            paragraph_block(item)
-        else:
-            table_block(item)
+    def content(container) -> None:
+        for child in container:
+            tag = child.tag
+            if tag == _P:
+                paragraph_block(child)
+            elif tag == _TBL:
+                table_block(child)
+            elif tag == _SDT:
+                if not _showing_placeholder(child):
+                    inner = child.find(_SDT_CONTENT)
+                    if inner is not None:
+                        content(inner)
+            elif tag in (W + "customXml", W + "ins", W + "moveTo", W + "smartTag", _MC + "AlternateContent"):
+                content(child)
+            elif tag == _MC + "Choice":
+                content(child)
+
+    content(body)
     parts: list[str] = []
     previous = ""
     for kind, text in blocks:
         parts.append(("\n" if kind == previous == "item" else "\n\n") + text)
         previous = kind
-    import importlib.metadata
-
-    version = importlib.metadata.version("python-docx")
     return ParsedFile(
         "docx",
         sanitize_text("".join(parts)),
         title,
         CONTENT_TYPES["docx"],
-        f"python-docx {version}",
+        f"lxml {etree.__version__} (pgkb OOXML reader)",
         format_version("docx"),
     )
