@@ -324,3 +324,53 @@ def test_merged_word_cells_sit_in_their_columns():
         "| NB-7702 | Certificate rotation failed |  |",
         "| NB-7702 | Expired CA | Inspect the CA |",
     ]
+
+
+# ------------------------------------------------------------------------------------------ HTML
+
+WIKI_PAGE = """<!doctype html><html><head><title>Connection pools - Ops Wiki</title></head><body>
+<div class="cookie-banner"><p>We use cookies to improve your experience. Accept all cookies?</p></div>
+<div class="top"><a href="/">Home</a> <a href="/docs">Docs</a> <a href="/blog">Blog</a> <a href="/about">About</a></div>
+<div id="content"><h1>Connection pools</h1>
+<p>Every service reaches the database through a connection pool. The pool keeps a fixed number of
+connections open and lends them to requests, which avoids the cost of a new connection per request.</p>
+<p># Set the pool size to twice the number of cores.</p>
+<p>When the pool is exhausted, requests wait up to five seconds for a connection, then fail with a
+clear error naming the pool. Raise the size only after checking the database's connection limit.</p>
+</div>
+<div class="sidebar"><p>Popular pages</p><ul><li><a href="/a">Vacuum</a></li><li><a href="/b">Backups</a></li></ul></div>
+<div class="comments"><p>Great article, thanks! Is this still valid for the old cluster?</p></div>
+<div class="site-footer"><p>Copyright 2026 Ops Wiki. All rights reserved.</p></div>
+</body></html>"""
+
+
+def test_a_div_cookie_banner_navbar_sidebar_comments_and_footer_are_not_indexed():
+    text, title = html_to_text(WIKI_PAGE)
+    for chrome in ("cookies", "Home", "Popular pages", "Great article", "Copyright"):
+        assert chrome not in text, chrome
+    assert "The pool keeps a fixed number" in text and "Raise the size only" in text
+    assert title == "Connection pools - Ops Wiki"
+
+
+def test_a_hash_in_an_html_paragraph_stays_text():
+    text, title = html_to_text(WIKI_PAGE)
+    chunks = chunk_document(text, title)
+    assert {tuple(c.section_path) for c in chunks} == {("Connection pools - Ops Wiki", "Connection pools")}
+    assert any("Set the pool size to twice the number of cores." in c.content for c in chunks)
+
+
+def test_html_rowspan_and_colspan_cells_sit_in_their_columns():
+    html = """<table><tr><th>Code</th><th>Meaning</th><th>Action</th></tr>
+    <tr><td rowspan="2">NB-7702</td><td colspan="2">Certificate rotation failed</td></tr>
+    <tr><td>Expired CA</td><td>Inspect the CA</td></tr></table>"""
+    assert html_to_text(html)[0].split("\n") == [
+        "| Code | Meaning | Action |",
+        "|---|---|---|",
+        "| NB-7702 | Certificate rotation failed |  |",
+        "| NB-7702 | Expired CA | Inspect the CA |",
+    ]
+
+
+def test_an_unclosed_list_item_inside_dropped_chrome_does_not_drop_the_rest_of_the_page():
+    html = '<div class="navbar"><ul><li><a href="/">Home<li><a href="/x">Docs</ul></div><p>The content stays.</p>'
+    assert html_to_text(html)[0] == "The content stays."
