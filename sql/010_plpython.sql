@@ -12,7 +12,7 @@ RETURNS text
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT '0.6.0'::text $$;
+AS $$ SELECT '0.6.1'::text $$;
 COMMENT ON FUNCTION kb.plpython_expected_version() IS
 'The pgkb_plpy.__version__ this schema expects; a backend running another version must reconnect.';
 

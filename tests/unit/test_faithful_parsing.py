@@ -5,48 +5,16 @@ from their XML here, and the parsers run in their child process as in the databa
 
 from __future__ import annotations
 
-import io
-import json
-import subprocess
-import zipfile
 from pathlib import Path
 
 import pytest
+from filebuild import SERVER_PYTHON, draw_pdf, make_docx, para
 from pgkb_plpy import parsers
 from pgkb_plpy.chunker import chunk_document
 from pgkb_plpy.parsers.html import html_to_text
 
 PACKAGE = str(Path(__file__).parents[2] / "plpython")
-SERVER_PYTHON = Path("/opt/pgkb/server-venv/bin/python3")
 needs_server_venv = pytest.mark.skipif(not SERVER_PYTHON.exists(), reason="no server venv (scripts/install.sh)")
-
-_DRAW_PDF = r"""
-import ctypes, io, json, sys
-import pypdfium2 as pdfium, pypdfium2.raw as raw
-spec = json.load(sys.stdin)
-pdf = pdfium.PdfDocument.new()
-for lines in spec["pages"]:
-    page = pdf.new_page(595, 842)
-    for text, size, y in lines:
-        obj = raw.FPDFPageObj_NewTextObj(pdf.raw, b"Helvetica", size)
-        buf = ctypes.create_string_buffer((text + "\x00").encode("utf-16-le"))
-        raw.FPDFText_SetText(obj, ctypes.cast(buf, ctypes.POINTER(raw.FPDF_WCHAR)))
-        raw.FPDFPageObj_Transform(obj, 1, 0, 0, 1, 50, y)
-        raw.FPDFPage_InsertObject(page.raw, obj)
-    raw.FPDFPage_GenerateContent(page.raw)
-out = io.BytesIO()
-pdf.save(out)
-sys.stdout.buffer.write(out.getvalue())
-"""
-
-
-def draw_pdf(pages: list[list[tuple[str, float, float]]]) -> bytes:
-    """A PDF whose page n holds the lines (text, font size, y from the bottom) of ``pages[n]``."""
-    done = subprocess.run(
-        [str(SERVER_PYTHON), "-c", _DRAW_PDF], input=json.dumps({"pages": pages}).encode(), capture_output=True
-    )
-    assert done.returncode == 0, done.stderr.decode()
-    return done.stdout
 
 
 def parse(data: bytes, name: str) -> parsers.ParsedFile:
@@ -185,54 +153,18 @@ def test_a_junk_document_title_is_dropped_from_paths(junk):
 
 # ------------------------------------------------------------------------------------------ DOCX
 
-_W_NS = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
-_MC_NS = 'xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006"'
-_STYLES = f"""<w:styles {_W_NS}>
-<w:style w:type="paragraph" w:default="1" w:styleId="Normal"><w:name w:val="Normal"/></w:style>
-<w:style w:type="paragraph" w:styleId="Heading1"><w:name w:val="heading 1"/><w:basedOn w:val="Normal"/></w:style>
-<w:style w:type="paragraph" w:styleId="Heading2"><w:name w:val="heading 2"/><w:basedOn w:val="Heading1"/></w:style>
-</w:styles>"""
-
-
-def make_docx(body: str, footnotes: str = "", endnotes: str = "") -> bytes:
-    """A DOCX package whose document body is ``body`` (WordprocessingML), with notes."""
-    rels = '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w") as z:
-        z.writestr(
-            "[Content_Types].xml",
-            '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
-            '<Default Extension="xml" ContentType="application/xml"/></Types>',
-        )
-        z.writestr(
-            "_rels/.rels",
-            rels + '<Relationship Id="r1" Type="http://schemas.openxmlformats.org/officeDocument/2006/'
-            'relationships/officeDocument" Target="word/document.xml"/></Relationships>',
-        )
-        z.writestr("word/document.xml", f"<w:document {_W_NS} {_MC_NS}><w:body>{body}</w:body></w:document>")
-        z.writestr("word/styles.xml", _STYLES)
-        for name, notes, kind in (("footnotes", footnotes, "footnote"), ("endnotes", endnotes, "endnote")):
-            if notes:
-                z.writestr(
-                    f"word/{name}.xml",
-                    f'<w:{name} {_W_NS}><w:{kind} w:type="separator" w:id="-1"><w:p><w:r><w:t>____</w:t></w:r>'
-                    f"</w:p></w:{kind}>{notes}</w:{name}>",
-                )
-    return out.getvalue()
-
-
-def para(text: str, style: str = "") -> str:
-    pr = f'<w:pPr><w:pStyle w:val="{style}"/></w:pPr>' if style else ""
-    return f'<w:p>{pr}<w:r><w:t xml:space="preserve">{text}</w:t></w:r></w:p>'
-
 
 @needs_server_venv
 def test_a_footnote_is_attached_where_it_is_referenced():
     body = (
         para("Escalation", "Heading1") + "<w:p><w:r><w:t>A SEV1 incident is acknowledged within 30 minutes.</w:t></w:r>"
-        '<w:r><w:footnoteReference w:id="2"/></w:r><w:r><w:t xml:space="preserve"> Then page the lead.</w:t></w:r></w:p>'
+        '<w:r><w:footnoteReference w:id="2"/></w:r>'
+        '<w:r><w:t xml:space="preserve"> Then page the lead.</w:t></w:r></w:p>'
     )
-    notes = '<w:footnote w:id="2"><w:p><w:r><w:footnoteRef/></w:r><w:r><w:t>On weekends: 15 minutes.</w:t></w:r></w:p></w:footnote>'
+    notes = (
+        '<w:footnote w:id="2"><w:p><w:r><w:footnoteRef/></w:r>'
+        "<w:r><w:t>On weekends: 15 minutes.</w:t></w:r></w:p></w:footnote>"
+    )
     parsed = parse(make_docx(body, footnotes=notes), "runbook.docx")
     assert "within 30 minutes. [footnote 1: On weekends: 15 minutes.] Then page the lead." in parsed.text
     assert "____" not in parsed.text
@@ -263,7 +195,8 @@ def test_content_controls_keep_their_text_and_placeholders_are_dropped():
         '<w:sdt><w:sdtPr><w:alias w:val="Owner"/></w:sdtPr><w:sdtContent>'
         + para("The owner of the service is the platform team.")
         + "</w:sdtContent></w:sdt>"
-        '<w:p><w:r><w:t xml:space="preserve">Region: </w:t></w:r><w:sdt><w:sdtPr/><w:sdtContent><w:r><w:t>eu-west-1</w:t>'
+        '<w:p><w:r><w:t xml:space="preserve">Region: </w:t></w:r>'
+        "<w:sdt><w:sdtPr/><w:sdtContent><w:r><w:t>eu-west-1</w:t>"
         "</w:r></w:sdtContent></w:sdt></w:p>"
         "<w:sdt><w:sdtPr><w:showingPlcHdr/></w:sdtPr><w:sdtContent>"
         + para("Click here to enter text.")
@@ -277,7 +210,10 @@ def test_content_controls_keep_their_text_and_placeholders_are_dropped():
 
 @needs_server_venv
 def test_a_text_box_is_read_once_after_its_paragraph():
-    box = "<w:txbxContent><w:p><w:r><w:t>Never restart the primary during business hours.</w:t></w:r></w:p></w:txbxContent>"
+    box = (
+        "<w:txbxContent><w:p><w:r><w:t>Never restart the primary during business hours.</w:t></w:r></w:p>"
+        "</w:txbxContent>"
+    )
     body = (
         '<w:p><w:r><w:t>Warning below.</w:t></w:r><w:r><mc:AlternateContent><mc:Choice Requires="wps"><w:drawing>'
         f'<wps:wsp xmlns:wps="http://schemas.microsoft.com/office/word/2010/wordprocessingShape"><wps:txbx>{box}'
@@ -338,7 +274,8 @@ connections open and lends them to requests, which avoids the cost of a new conn
 <p>When the pool is exhausted, requests wait up to five seconds for a connection, then fail with a
 clear error naming the pool. Raise the size only after checking the database's connection limit.</p>
 </div>
-<div class="sidebar"><p>Popular pages</p><ul><li><a href="/a">Vacuum</a></li><li><a href="/b">Backups</a></li></ul></div>
+<div class="sidebar"><p>Popular pages</p>
+<ul><li><a href="/a">Vacuum</a></li><li><a href="/b">Backups</a></li></ul></div>
 <div class="comments"><p>Great article, thanks! Is this still valid for the old cluster?</p></div>
 <div class="site-footer"><p>Copyright 2026 Ops Wiki. All rights reserved.</p></div>
 </body></html>"""

@@ -1,0 +1,81 @@
+"""Files the tests build: PDFs drawn with PDFium (pypdfium2 of the server venv, in a child process)
+and DOCX packages written from their XML."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import zipfile
+from pathlib import Path
+
+SERVER_PYTHON = Path("/opt/pgkb/server-venv/bin/python3")
+
+_DRAW_PDF = r"""
+import ctypes, io, json, sys
+import pypdfium2 as pdfium, pypdfium2.raw as raw
+spec = json.load(sys.stdin)
+pdf = pdfium.PdfDocument.new()
+for lines in spec["pages"]:
+    page = pdf.new_page(595, 842)
+    for text, size, y in lines:
+        obj = raw.FPDFPageObj_NewTextObj(pdf.raw, b"Helvetica", size)
+        buf = ctypes.create_string_buffer((text + "\x00").encode("utf-16-le"))
+        raw.FPDFText_SetText(obj, ctypes.cast(buf, ctypes.POINTER(raw.FPDF_WCHAR)))
+        raw.FPDFPageObj_Transform(obj, 1, 0, 0, 1, 50, y)
+        raw.FPDFPage_InsertObject(page.raw, obj)
+    raw.FPDFPage_GenerateContent(page.raw)
+out = io.BytesIO()
+pdf.save(out)
+sys.stdout.buffer.write(out.getvalue())
+"""
+
+
+def draw_pdf(pages: list[list[tuple[str, float, float]]]) -> bytes:
+    """A PDF whose page n holds the lines (text, font size, y from the bottom) of ``pages[n]``."""
+    done = subprocess.run(
+        [str(SERVER_PYTHON), "-c", _DRAW_PDF], input=json.dumps({"pages": pages}).encode(), capture_output=True
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout
+
+
+_W_NS = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+_MC_NS = 'xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006"'
+_STYLES = f"""<w:styles {_W_NS}>
+<w:style w:type="paragraph" w:default="1" w:styleId="Normal"><w:name w:val="Normal"/></w:style>
+<w:style w:type="paragraph" w:styleId="Heading1"><w:name w:val="heading 1"/><w:basedOn w:val="Normal"/></w:style>
+<w:style w:type="paragraph" w:styleId="Heading2"><w:name w:val="heading 2"/><w:basedOn w:val="Heading1"/></w:style>
+</w:styles>"""
+
+
+def make_docx(body: str, footnotes: str = "", endnotes: str = "") -> bytes:
+    """A DOCX package whose document body is ``body`` (WordprocessingML), with notes."""
+    rels = '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr(
+            "[Content_Types].xml",
+            '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+            '<Default Extension="xml" ContentType="application/xml"/></Types>',
+        )
+        z.writestr(
+            "_rels/.rels",
+            rels + '<Relationship Id="r1" Type="http://schemas.openxmlformats.org/officeDocument/2006/'
+            'relationships/officeDocument" Target="word/document.xml"/></Relationships>',
+        )
+        z.writestr("word/document.xml", f"<w:document {_W_NS} {_MC_NS}><w:body>{body}</w:body></w:document>")
+        z.writestr("word/styles.xml", _STYLES)
+        for name, notes, kind in (("footnotes", footnotes, "footnote"), ("endnotes", endnotes, "endnote")):
+            if notes:
+                z.writestr(
+                    f"word/{name}.xml",
+                    f'<w:{name} {_W_NS}><w:{kind} w:type="separator" w:id="-1"><w:p><w:r><w:t>____</w:t></w:r>'
+                    f"</w:p></w:{kind}>{notes}</w:{name}>",
+                )
+    return out.getvalue()
+
+
+def para(text: str, style: str = "") -> str:
+    pr = f'<w:pPr><w:pStyle w:val="{style}"/></w:pPr>' if style else ""
+    return f'<w:p>{pr}<w:r><w:t xml:space="preserve">{text}</w:t></w:r></w:p>'
