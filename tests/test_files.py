@@ -14,6 +14,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from filebuild import SERVER_PYTHON, draw_pdf, make_docx, para
 from helpers import count_rows
 from pgkb_plpy import parsers
 
@@ -316,3 +317,57 @@ def test_pgkb_ingest_loads_a_folder_of_every_format_through_the_database(fresh_d
     (tmp_path / "policy-en.docx").unlink()
     gone = loader.ingest(dsn, [str(tmp_path)], progress=False)
     assert gone.removed == ["default/policy-en.docx"]
+
+
+# ------------------------------------------------------------------------------ faithful parsing
+
+
+def test_a_file_parsed_with_an_older_conversion_is_reparsed_with_the_version_in_provenance(rolled_back_db):
+    row = fixture(rolled_back_db, "policy-en.pdf")
+    rolled_back_db.execute(
+        "UPDATE kb.documents SET parser_version = 'pdf/1', body = body || E'\\n\\n1' WHERE id = %s",
+        (row["document_id"],),
+    )
+    assert rolled_back_db.execute("SELECT kb.reparse_files('files') AS n").fetchone()["n"] == 1
+    d = doc(rolled_back_db, row["document_id"])
+    assert d["parser_version"] == f"pdf/{parsers.FORMAT_VERSIONS['pdf']}" != "pdf/1"
+    assert not d["body"].endswith("\n\n1")
+    hit = retrieve(rolled_back_db, "expense approval", k=1, mode="lexical", namespace="files")[0]
+    assert hit["provenance"]["parser_version"] == d["parser_version"]
+
+
+@pytest.mark.skipif(not SERVER_PYTHON.exists(), reason="no server venv")
+def test_no_chunk_of_a_stored_manual_is_page_furniture(rolled_back_db):
+    pages = []
+    for p in range(1, 7):
+        pages.append(
+            [
+                ("ACME Agent Manual", 9, 810),
+                (f"{p} Topic {chr(64 + p)}", 18, 760),
+                (f"The agent keeps topic {chr(64 + p)} in the file {p * 11}.conf and reloads it hourly.", 11, 700),
+                (str(p), 9, 30),
+            ]
+        )
+    row = ingest(rolled_back_db, "manual.pdf", draw_pdf(pages))
+    assert row["ingest_status"] == "indexed", row
+    rows = chunks(rolled_back_db, row["document_id"])
+    assert len(rows) == 6
+    for c in rows:
+        assert "ACME Agent Manual" not in c["content"] and "reloads it hourly" in c["content"]
+    assert [c["page_start"] for c in rows] == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.skipif(not SERVER_PYTHON.exists(), reason="no server venv")
+def test_a_word_footnote_is_retrieved_with_the_sentence_that_references_it(rolled_back_db):
+    body = (
+        para("Escalation", "Heading1") + "<w:p><w:r><w:t>A SEV1 incident is acknowledged within 30 minutes.</w:t></w:r>"
+        '<w:r><w:footnoteReference w:id="1"/></w:r></w:p>'
+    )
+    notes = (
+        '<w:footnote w:id="1"><w:p><w:r><w:t>During the holiday freeze: within 10 minutes.</w:t></w:r></w:p>'
+        "</w:footnote>"
+    )
+    row = ingest(rolled_back_db, "runbook.docx", make_docx(body, footnotes=notes))
+    assert row["ingest_status"] == "indexed", row
+    hit = retrieve(rolled_back_db, "SEV1 holiday freeze", k=1, mode="lexical", namespace="files")[0]
+    assert "acknowledged within 30 minutes. [footnote 1: During the holiday freeze" in hit["content"]

@@ -311,3 +311,15 @@ def test_html_rowspan_and_colspan_cells_sit_in_their_columns():
 def test_an_unclosed_list_item_inside_dropped_chrome_does_not_drop_the_rest_of_the_page():
     html = '<div class="navbar"><ul><li><a href="/">Home<li><a href="/x">Docs</ul></div><p>The content stays.</p>'
     assert html_to_text(html)[0] == "The content stays."
+
+
+def test_everything_inside_the_main_element_is_kept_and_what_lies_outside_it_is_dropped():
+    html = (
+        "<body><div>Site banner text of the company</div><main><h1>Leave</h1>"
+        "<p>Sick leave of more than three days needs a note from a doctor, sent to HR within a week.</p>"
+        "<ul><li>Annual leave: five days</li></ul></main><div>Unrelated trailing box</div></body>"
+    )
+    assert html_to_text(html)[0] == (
+        "# Leave\n\nSick leave of more than three days needs a note from a doctor, sent to HR within a week."
+        "\n\n- Annual leave: five days"
+    )

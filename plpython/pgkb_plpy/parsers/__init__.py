@@ -350,13 +350,28 @@ def parse_bytes(data: bytes, filename: str = "", content_type: str | None = None
     return parsed
 
 
+def _site_dir() -> Path:
+    """The directory this package is imported from (a venv's site-packages, or a private site)."""
+    return Path(__file__).resolve().parents[2]
+
+
 def _worker_python() -> str:
-    """The interpreter of the venv this package is installed in (its libraries are there)."""
-    site_dir = Path(__file__).resolve().parents[2]
-    for candidate in (site_dir.parents[2] / "bin" / "python3", Path(sys.executable or "")):
-        if candidate.name.startswith("python") and candidate.exists():
-            return str(candidate)
-    return "/usr/bin/python3"
+    """The interpreter of the venv this package is installed in (its libraries are there); for a
+    private site (a directory whose ``.pth`` file names a venv's site-packages), that venv's."""
+    site_dir = _site_dir()
+    roots = [site_dir]
+    for pth in sorted(site_dir.glob("*.pth")):
+        try:
+            roots += [Path(line.strip()) for line in pth.read_text().splitlines() if line.startswith("/")]
+        except OSError:
+            continue
+    for root in roots:
+        for parent in list(root.parents)[:4]:
+            candidate = parent / "bin" / "python3"
+            if (parent / "pyvenv.cfg").exists() and candidate.exists():
+                return str(candidate)
+    executable = Path(sys.executable or "")
+    return str(executable) if executable.name.startswith("python") and executable.exists() else "/usr/bin/python3"
 
 
 def parse_isolated(
@@ -377,8 +392,8 @@ def parse_isolated(
     if fmt in ("markdown", "text"):
         return parse_bytes(data, filename, content_type)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1"}
-    if package_path:
-        env["PYTHONPATH"] = package_path
+    # the child imports the same pgkb_plpy as this process (a private site is not the venv's)
+    env["PYTHONPATH"] = package_path or str(_site_dir())
     args = [
         python or _worker_python(),
         "-m",

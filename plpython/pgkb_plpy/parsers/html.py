@@ -182,8 +182,9 @@ class _Scorer(HTMLParser):
                 while j >= 0:
                     chain.add(j)
                     j = self.parent[j]
+                chain.discard(best)  # its own children are the content
                 for i in range(self.count):
-                    if i not in chain and self.parent[i] in chain and self.tags[i] not in keep_tags:
+                    if i != best and self.parent[i] in chain and self.tags[i] not in keep_tags:
                         drop.add(i)
         return drop
 
