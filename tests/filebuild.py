@@ -18,11 +18,11 @@ spec = json.load(sys.stdin)
 pdf = pdfium.PdfDocument.new()
 for lines in spec["pages"]:
     page = pdf.new_page(595, 842)
-    for text, size, y in lines:
+    for text, size, y, *x in lines:
         obj = raw.FPDFPageObj_NewTextObj(pdf.raw, b"Helvetica", size)
         buf = ctypes.create_string_buffer((text + "\x00").encode("utf-16-le"))
         raw.FPDFText_SetText(obj, ctypes.cast(buf, ctypes.POINTER(raw.FPDF_WCHAR)))
-        raw.FPDFPageObj_Transform(obj, 1, 0, 0, 1, 50, y)
+        raw.FPDFPageObj_Transform(obj, 1, 0, 0, 1, x[0] if x else 50, y)
         raw.FPDFPage_InsertObject(page.raw, obj)
     raw.FPDFPage_GenerateContent(page.raw)
 out = io.BytesIO()
@@ -31,8 +31,8 @@ sys.stdout.buffer.write(out.getvalue())
 """
 
 
-def draw_pdf(pages: list[list[tuple[str, float, float]]]) -> bytes:
-    """A PDF whose page n holds the lines (text, font size, y from the bottom) of ``pages[n]``."""
+def draw_pdf(pages: list[list[tuple]]) -> bytes:
+    """A PDF whose page n holds the lines (text, font size, y from the bottom[, x]) of ``pages[n]``."""
     done = subprocess.run(
         [str(SERVER_PYTHON), "-c", _DRAW_PDF], input=json.dumps({"pages": pages}).encode(), capture_output=True
     )

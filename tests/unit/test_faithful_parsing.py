@@ -151,6 +151,22 @@ def test_a_junk_document_title_is_dropped_from_paths(junk):
     assert parsers.clean_title("Expense policy") == "Expense policy"
 
 
+@needs_server_venv
+def test_a_pdf_table_keeps_its_columns_as_a_markdown_table():
+    rows = [("Code", "Meaning", "Action"), ("NB-7702", "Certificate rotation failed", "Inspect the CA")]
+    lines = [("Error codes of the agent.", 11, 780)]
+    for r, row in enumerate(rows):
+        lines += [(cell, 11, 740 - 20 * r, 50 + 170 * c) for c, cell in enumerate(row)]
+    text = parse(draw_pdf([lines]), "codes.pdf").text
+    assert text.split("\n") == [
+        "Error codes of the agent.",
+        "",
+        "| Code | Meaning | Action |",
+        "|---|---|---|",
+        "| NB-7702 | Certificate rotation failed | Inspect the CA |",
+    ]
+
+
 # ------------------------------------------------------------------------------------------ DOCX
 
 

@@ -39,6 +39,8 @@ HEADING_MAX_CHARS = 80
 #: Heading levels taken from font sizes (the largest sizes).
 HEADING_LEVELS = 3
 
+#: A gap wider than this many times the font size between two words of a line is a column boundary.
+CELL_GAP = 1.5
 #: Lines at the top and at the bottom of a page where running headers, footers and numbers are looked for.
 EDGE_LINES = 3
 #: A line repeated at the edges of this many pages within RUN_WINDOW pages is a running header too.
@@ -68,11 +70,23 @@ def _key(text: str) -> str:
 
 
 def _page_lines(textpage, raw) -> list[tuple[str, float]]:
-    """(line text, largest font size in it) of one page, in reading order."""
+    """(line text, largest font size in it) of one page, in reading order. A space PDFium generated
+    for a gap wider than ``CELL_GAP`` times the font size becomes a tab: a column boundary."""
+    import ctypes
+
     lines: list[tuple[str, float]] = []
     chars: list[str] = []
     size = 0.0
-    for i in range(textpage.count_chars()):
+    count = textpage.count_chars()
+    box = [ctypes.c_double() for _ in range(4)]
+    refs = [ctypes.byref(b) for b in box]
+
+    def edge(i: int, right: bool) -> float | None:
+        if not raw.FPDFText_GetCharBox(textpage, i, *refs):
+            return None
+        return box[1].value if right else box[0].value
+
+    for i in range(count):
         code = raw.FPDFText_GetUnicode(textpage, i)
         ch = chr(code) if 0 < code < 0x110000 else ""
         if ch in ("\r", "\n"):
@@ -80,13 +94,65 @@ def _page_lines(textpage, raw) -> list[tuple[str, float]]:
                 lines.append(("".join(chars).strip(), size))
                 chars, size = [], 0.0
             continue
-        if not raw.FPDFText_IsGenerated(textpage, i) or ch == " ":
+        generated = raw.FPDFText_IsGenerated(textpage, i)
+        if generated and ch == " " and chars and 0 < i < count - 1:
+            left, right = edge(i - 1, True), edge(i + 1, False)
+            gap = right - left if left is not None and right is not None else 0.0
+            chars.append("\t" if size and gap > CELL_GAP * size else " ")
+        elif not generated or ch == " ":
             chars.append(ch)
         if ch.strip():
             size = max(size, raw.FPDFText_GetFontSize(textpage, i))
     if chars:
         lines.append(("".join(chars).strip(), size))
     return [(t, s) for t, s in lines if t]
+
+
+def _table_rows(paragraph: list[str]) -> list[str]:
+    """Runs of two or more consecutive lines holding column boundaries (tabs) written as a Markdown
+    table (first row the header); other tabs become spaces."""
+    out: list[str] = []
+    i = 0
+    while i < len(paragraph):
+        j = i
+        while j < len(paragraph) and "\t" in paragraph[j]:
+            j += 1
+        if j - i >= 2:
+            rows = [[escape_cell(c) for c in re.split(r"\t+", line)] for line in paragraph[i:j]]
+            width = max(len(r) for r in rows)
+            table = ["| " + " | ".join(r + [""] * (width - len(r))) + " |" for r in rows]
+            table.insert(1, "|" + "---|" * width)
+            out.append("\x00" + "\n".join(table))
+            i = j
+        else:
+            out.append(escape_line(paragraph[i].replace("\t", " ")))
+            i += 1
+    return out
+
+
+def _with_tables(blocks: list[str]) -> list[str]:
+    """``blocks`` with the table rows of each paragraph as table blocks of their own."""
+    out: list[str] = []
+    for block in blocks:
+        if "\t" not in block:
+            out.append(block)
+            continue
+        paragraph: list[str] = []
+        for line in _table_rows(block.split("\n")):
+            if line.startswith("\x00"):
+                if paragraph:
+                    out.append("\n".join(paragraph))
+                    paragraph = []
+                out.append(line[1:])
+            else:
+                paragraph.append(line)
+        if paragraph:
+            out.append("\n".join(paragraph))
+    return out
+
+
+def escape_cell(text: str) -> str:
+    return " ".join(text.split()).replace("|", "\\|")
 
 
 def _edge_key(text: str) -> str:
@@ -274,7 +340,7 @@ def parse_pdf(data: bytes) -> ParsedFile:
                 if paragraph:
                     blocks.append("\n".join(paragraph))
                     paragraph = []
-                blocks.append("#" * min(level, 6) + " " + text)
+                blocks.append("#" * min(level, 6) + " " + " ".join(text.split()))
                 continue
             if (
                 paragraph
@@ -284,10 +350,10 @@ def parse_pdf(data: bytes) -> ParsedFile:
             ):
                 paragraph[-1] += text  # a Chinese line broken at the page's edge
             else:
-                paragraph.append(escape_line(text))
+                paragraph.append(text if "\t" in text else escape_line(text))
         if paragraph:
             blocks.append("\n".join(paragraph))
-        pieces.append(sanitize_text("\n\n".join(blocks)))
+        pieces.append(sanitize_text("\n\n".join(_with_tables(blocks))))
     # pages joined by a blank line; page_starts[n] is where page n + 1 starts
     page_starts, pos = [], 0
     for piece in pieces:
