@@ -51,7 +51,7 @@ RETURNS text
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT '3'::text $$;
+AS $$ SELECT '4'::text $$;
 COMMENT ON FUNCTION kb.chunker_version() IS
 'Current version of the chunking rules (pgkb_plpy.chunker.CHUNKER_VERSION); a document chunked with another is stale.';
 

@@ -28,7 +28,9 @@
   item starts, code blocks and tables at line boundaries.  Consecutive pieces of
   one split block overlap by up to ``overlap_tokens`` (whole trailing sentences or
   lines; nothing when the last sentence alone is longer).  Separate blocks never
-  overlap.
+  overlap.  Every piece of a split table starts with the table's header (its first row and
+  the delimiter row), so each piece reads as a table with its column names; the pieces after
+  the first hold the header although their source span starts at their first row.
 * The heading path counts against the budget: ``token_count`` (the estimate of
   ``embed_text``) is at most ``max_tokens``.  Only when the heading path alone
   takes more than three quarters of ``max_tokens`` is the content budget held at
@@ -79,7 +81,8 @@ __all__ = ["CHUNKER_VERSION", "Chunk", "chunk_document", "describe_code", "estim
 #: documents chunked with another version are stale (``kb.stale_documents``).
 #: 2: numbered and Chinese headings (第X章, 一、, 1.1 ...), code and diagrams embedded as descriptions.
 #: 3: front-matter concept keys, aliases and backticked terms weigh in the postings.
-CHUNKER_VERSION = "3"
+#: 4: every piece of a table split across chunks starts with the table's header rows.
+CHUNKER_VERSION = "4"
 
 
 @dataclass(frozen=True)
@@ -744,6 +747,19 @@ def _embed_form(part: str, language: str | None) -> str:
     return description if estimate_tokens(description) < estimate_tokens(part) else part
 
 
+def _table_header(text: str, s: int, e: int) -> int | None:
+    """Where the rows of the table ``text[s:e]`` start after its header (first line and delimiter
+    row), or None when its second line is not a delimiter row."""
+    first = text.find("\n", s, e)
+    if first < 0:
+        return None
+    second = text.find("\n", first + 1, e)
+    if second < 0:
+        return None
+    delimiter = text[first + 1 : second]
+    return second + 1 if "-" in delimiter and _TABLE_DELIM_RE.match(delimiter) else None
+
+
 def _marker_rank(kind: str) -> int:
     if kind.startswith("dotted:"):
         return _RANKS["dotted"] + int(kind.split(":", 1)[1])
@@ -792,9 +808,9 @@ def chunk_document(body: str, title: str | None = None, max_tokens: int = 380, o
     # the text is "" for the H1 that repeats the title
     stack: list[tuple[int, str, int, str]] = []
 
-    def emit(path: list[str], parts: list[tuple[int, int, str]], s: int, e: int) -> None:
-        content = "\n\n".join(text[ps:pe] for ps, pe, _ in parts)
-        embedded = "\n\n".join(_embed_form(text[ps:pe], lang) for ps, pe, lang in parts)
+    def emit(path: list[str], parts: list[tuple[int, int, str | None]], s: int, e: int, head: str = "") -> None:
+        content = head + "\n\n".join(text[ps:pe] for ps, pe, _ in parts)
+        embedded = head + "\n\n".join(_embed_form(text[ps:pe], lang) for ps, pe, lang in parts)
         embed = " > ".join(path) + "\n\n" + embedded if path else embedded
         plain = " > ".join(path) + "\n\n" + content if path else content
         # the hash covers what is embedded and, when a code block is described, the content too
@@ -840,6 +856,20 @@ def chunk_document(body: str, title: str | None = None, max_tokens: int = 380, o
                 group_tokens += tokens
                 continue
             flush_group()
+            header = _table_header(text, s, e) if block.kind == "table" else None
+            if header is not None and estimate_tokens(text[s:header]) <= budget // 2:
+                head = text[s:header].rstrip("\n") + "\n"
+                room = budget - estimate_tokens(head)
+                atoms = []
+                _atomise(text, header, e, room, min(granule, room), _LEVELS["table"], atoms)
+                for k, (ps, pe, _tokens) in enumerate(_pack(atoms, room, min(overlap, room // 2))):
+                    ps, pe = _trim(text, ps, pe)
+                    if pe > ps:
+                        if k == 0:  # the header is in place: the span starts with it
+                            emit(path, [(s, pe, None)], s, pe)
+                        else:
+                            emit(path, [(ps, pe, None)], ps, pe, head)
+                continue
             atoms: list[_Atom] = []
             _atomise(text, s, e, budget, granule, _LEVELS[block.kind], atoms)
             for ps, pe, _tokens in _pack(atoms, budget, overlap):
