@@ -11,30 +11,33 @@ from pathlib import Path
 
 SERVER_PYTHON = Path("/opt/pgkb/server-venv/bin/python3")
 
-_DRAW_PDF = r"""
-import ctypes, io, json, sys
-import pypdfium2 as pdfium, pypdfium2.raw as raw
-spec = json.load(sys.stdin)
-pdf = pdfium.PdfDocument.new()
-for lines in spec["pages"]:
-    page = pdf.new_page(595, 842)
-    for text, size, y, *x in lines:
-        obj = raw.FPDFPageObj_NewTextObj(pdf.raw, b"Helvetica", size)
-        buf = ctypes.create_string_buffer((text + "\x00").encode("utf-16-le"))
-        raw.FPDFText_SetText(obj, ctypes.cast(buf, ctypes.POINTER(raw.FPDF_WCHAR)))
-        raw.FPDFPageObj_Transform(obj, 1, 0, 0, 1, x[0] if x else 50, y)
-        raw.FPDFPage_InsertObject(page.raw, obj)
-    raw.FPDFPage_GenerateContent(page.raw)
-out = io.BytesIO()
-pdf.save(out)
-sys.stdout.buffer.write(out.getvalue())
+_DRAW_SOURCE = r"""
+def draw(pages):
+    import ctypes, io
+    import pypdfium2 as pdfium, pypdfium2.raw as raw
+    pdf = pdfium.PdfDocument.new()
+    for lines in pages:
+        page = pdf.new_page(595, 842)
+        for text, size, y, *x in lines:
+            obj = raw.FPDFPageObj_NewTextObj(pdf.raw, b"Helvetica", size)
+            buf = ctypes.create_string_buffer((text + "\x00").encode("utf-16-le"))
+            raw.FPDFText_SetText(obj, ctypes.cast(buf, ctypes.POINTER(raw.FPDF_WCHAR)))
+            raw.FPDFPageObj_Transform(obj, 1, 0, 0, 1, x[0] if x else 50, y)
+            raw.FPDFPage_InsertObject(page.raw, obj)
+        raw.FPDFPage_GenerateContent(page.raw)
+    out = io.BytesIO()
+    pdf.save(out)
+    return out.getvalue()
 """
+_DRAW_MAIN = "import json, sys\nsys.stdout.buffer.write(draw(json.load(sys.stdin)['pages']))\n"
 
 
 def draw_pdf(pages: list[list[tuple]]) -> bytes:
     """A PDF whose page n holds the lines (text, font size, y from the bottom[, x]) of ``pages[n]``."""
     done = subprocess.run(
-        [str(SERVER_PYTHON), "-c", _DRAW_PDF], input=json.dumps({"pages": pages}).encode(), capture_output=True
+        [str(SERVER_PYTHON), "-c", _DRAW_SOURCE + _DRAW_MAIN],
+        input=json.dumps({"pages": pages}).encode(),
+        capture_output=True,
     )
     assert done.returncode == 0, done.stderr.decode()
     return done.stdout
@@ -79,3 +82,10 @@ def make_docx(body: str, footnotes: str = "", endnotes: str = "") -> bytes:
 def para(text: str, style: str = "") -> str:
     pr = f'<w:pPr><w:pStyle w:val="{style}"/></w:pPr>' if style else ""
     return f'<w:p>{pr}<w:r><w:t xml:space="preserve">{text}</w:t></w:r></w:p>'
+
+
+def draw_pdf_here(pages: list[list[tuple]]) -> bytes:
+    """:func:`draw_pdf` in this process (a Python that has pypdfium2)."""
+    namespace: dict = {}
+    exec(_DRAW_SOURCE, namespace)
+    return namespace["draw"](pages)

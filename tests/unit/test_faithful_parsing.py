@@ -339,3 +339,14 @@ def test_everything_inside_the_main_element_is_kept_and_what_lies_outside_it_is_
         "# Leave\n\nSick leave of more than three days needs a note from a doctor, sent to HR within a week."
         "\n\n- Annual leave: five days"
     )
+
+
+def test_the_wrappers_of_the_main_content_are_kept_and_their_other_children_dropped():
+    html = (
+        '<body><div class="page"><div class="article-body"><h1>值班</h1><p>值班工程师每周一上午十点在值班群内交接，'
+        "交接内容包括未关闭的故障和待办变更。</p></div><div>你可能还想看：其他文章</div></div></body>"
+    )
+    assert (
+        html_to_text(html)[0]
+        == "# 值班\n\n值班工程师每周一上午十点在值班群内交接，交接内容包括未关闭的故障和待办变更。"
+    )

@@ -184,7 +184,7 @@ class _Scorer(HTMLParser):
                     j = self.parent[j]
                 chain.discard(best)  # its own children are the content
                 for i in range(self.count):
-                    if i != best and self.parent[i] in chain and self.tags[i] not in keep_tags:
+                    if i != best and i not in chain and self.parent[i] in chain and self.tags[i] not in keep_tags:
                         drop.add(i)
         return drop
 
