@@ -52,30 +52,46 @@ _STYLES = f"""<w:styles {_W_NS}>
 </w:styles>"""
 
 
+_OFFICE = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+_WML = "application/vnd.openxmlformats-officedocument.wordprocessingml"
+
+
 def make_docx(body: str, footnotes: str = "", endnotes: str = "") -> bytes:
-    """A DOCX package whose document body is ``body`` (WordprocessingML), with notes."""
-    rels = '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
+    """A DOCX package (content types and relationships as Word writes them) whose document body is
+    ``body`` (WordprocessingML), with styles and notes."""
+    parts = {"styles": ("styles", f"{_WML}.styles+xml", _STYLES)}
+    for name, notes, kind in (("footnotes", footnotes, "footnote"), ("endnotes", endnotes, "endnote")):
+        if notes:
+            xml = (
+                f'<w:{name} {_W_NS}><w:{kind} w:type="separator" w:id="-1"><w:p><w:r><w:t>____</w:t></w:r>'
+                f"</w:p></w:{kind}>{notes}</w:{name}>"
+            )
+            parts[name] = (name, f"{_WML}.{name}+xml", xml)
+    overrides = "".join(
+        f'<Override PartName="/word/{name}.xml" ContentType="{ctype}"/>' for name, ctype, _ in parts.values()
+    )
+    rels = "".join(
+        f'<Relationship Id="r{i}" Type="{_OFFICE}/{name}" Target="{name}.xml"/>'
+        for i, (name, _, _) in enumerate(parts.values(), 1)
+    )
+    pkg = '<?xml version="1.0"?><Relationships xmlns="http://schemas.openxmlformats.org/package/2006/relationships">'
     out = io.BytesIO()
-    with zipfile.ZipFile(out, "w") as z:
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr(
             "[Content_Types].xml",
             '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
-            '<Default Extension="xml" ContentType="application/xml"/></Types>',
+            '<Default Extension="rels" ContentType="application/vnd.openxmlformats-package.relationships+xml"/>'
+            '<Default Extension="xml" ContentType="application/xml"/>'
+            f'<Override PartName="/word/document.xml" ContentType="{_WML}.document.main+xml"/>{overrides}</Types>',
         )
         z.writestr(
             "_rels/.rels",
-            rels + '<Relationship Id="r1" Type="http://schemas.openxmlformats.org/officeDocument/2006/'
-            'relationships/officeDocument" Target="word/document.xml"/></Relationships>',
+            pkg + f'<Relationship Id="r1" Type="{_OFFICE}/officeDocument" Target="word/document.xml"/></Relationships>',
         )
+        z.writestr("word/_rels/document.xml.rels", pkg + rels + "</Relationships>")
         z.writestr("word/document.xml", f"<w:document {_W_NS} {_MC_NS}><w:body>{body}</w:body></w:document>")
-        z.writestr("word/styles.xml", _STYLES)
-        for name, notes, kind in (("footnotes", footnotes, "footnote"), ("endnotes", endnotes, "endnote")):
-            if notes:
-                z.writestr(
-                    f"word/{name}.xml",
-                    f'<w:{name} {_W_NS}><w:{kind} w:type="separator" w:id="-1"><w:p><w:r><w:t>____</w:t></w:r>'
-                    f"</w:p></w:{kind}>{notes}</w:{name}>",
-                )
+        for name, _, xml in parts.values():
+            z.writestr(f"word/{name}.xml", xml)
     return out.getvalue()
 
 
