@@ -45,7 +45,8 @@ def draw_pdf(pages: list[list[tuple]]) -> bytes:
 
 _W_NS = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
 _MC_NS = 'xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006"'
-_STYLES = f"""<w:styles {_W_NS}>
+_R_NS = 'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"'
+_STYLES = f"""<w:styles {_W_NS} {_R_NS}>
 <w:style w:type="paragraph" w:default="1" w:styleId="Normal"><w:name w:val="Normal"/></w:style>
 <w:style w:type="paragraph" w:styleId="Heading1"><w:name w:val="heading 1"/><w:basedOn w:val="Normal"/></w:style>
 <w:style w:type="paragraph" w:styleId="Heading2"><w:name w:val="heading 2"/><w:basedOn w:val="Heading1"/></w:style>
@@ -63,7 +64,7 @@ def make_docx(body: str, footnotes: str = "", endnotes: str = "") -> bytes:
     for name, notes, kind in (("footnotes", footnotes, "footnote"), ("endnotes", endnotes, "endnote")):
         if notes:
             xml = (
-                f'<w:{name} {_W_NS}><w:{kind} w:type="separator" w:id="-1"><w:p><w:r><w:t>____</w:t></w:r>'
+                f'<w:{name} {_W_NS} {_R_NS}><w:{kind} w:type="separator" w:id="-1"><w:p><w:r><w:t>____</w:t></w:r>'
                 f"</w:p></w:{kind}>{notes}</w:{name}>"
             )
             parts[name] = (name, f"{_WML}.{name}+xml", xml)
@@ -89,7 +90,7 @@ def make_docx(body: str, footnotes: str = "", endnotes: str = "") -> bytes:
             pkg + f'<Relationship Id="r1" Type="{_OFFICE}/officeDocument" Target="word/document.xml"/></Relationships>',
         )
         z.writestr("word/_rels/document.xml.rels", pkg + rels + "</Relationships>")
-        z.writestr("word/document.xml", f"<w:document {_W_NS} {_MC_NS}><w:body>{body}</w:body></w:document>")
+        z.writestr("word/document.xml", f"<w:document {_W_NS} {_MC_NS} {_R_NS}><w:body>{body}</w:body></w:document>")
         for name, _, xml in parts.values():
             z.writestr(f"word/{name}.xml", xml)
     return out.getvalue()
