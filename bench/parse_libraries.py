@@ -120,7 +120,7 @@ def main() -> None:
     for name in EXPECTED:
         data = (FILES / name).read_bytes()
         for label, fn in candidates[Path(name).suffix].items():
-            seconds, text = timed(lambda fn=fn: fn(data))
+            seconds, text = timed(lambda fn=fn, data=data: fn(data))
             kept, gone = score(text, name)
             print(f"| {name} | {label} | {seconds * 1000:.1f} | {kept:.0%} | {gone:.0%} |")
 
