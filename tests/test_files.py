@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from filebuild import SERVER_PYTHON, draw_pdf, make_docx, para
 from helpers import count_rows
-from pgkb_plpy import parsers
+from pgkb_plpy import chunker, parsers
 
 from harness.retrieval import retrieve
 
@@ -82,7 +82,7 @@ def test_each_format_is_parsed_chunked_and_indexed_through_sql_alone(rolled_back
     fmt = d["parser_version"].split("/")[0]
     assert d["parser_version"] == f"{fmt}/{parsers.FORMAT_VERSIONS[fmt]}" and d["parse_error"] is None
     assert d["byte_size"] == (FIXTURES / name).stat().st_size
-    assert d["chunk_count"] > 0 and d["chunker_version"] == "3"
+    assert d["chunk_count"] > 0 and d["chunker_version"] == chunker.CHUNKER_VERSION
     assert count_rows(rolled_back_db, "kb.lexical_postings WHERE document_id = %s", row["document_id"]) > 0
     assert (
         count_rows(

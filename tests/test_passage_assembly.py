@@ -9,6 +9,7 @@ from pathlib import Path
 import psycopg
 import pytest
 from helpers import acting_as, insert_document, sources, temporary_role
+from pgkb_plpy.chunker import CHUNKER_VERSION
 
 from harness.mcp_server import citation
 from harness.retrieval import explain, retrieve
@@ -56,7 +57,7 @@ def test_every_row_carries_the_provenance_of_its_chunk_and_document(rolled_back_
     assert provenance["heading_path"] == chunk["section_path"] == ["Refunds", "Window"]
     assert provenance["content_hash"] == chunk["content_hash"]
     assert (provenance["char_start"], provenance["char_end"]) == (chunk["char_start"], chunk["char_end"])
-    assert provenance["chunker_version"] == chunk["chunker_version"] == "3"
+    assert provenance["chunker_version"] == chunk["chunker_version"] == CHUNKER_VERSION
     assert provenance["ingested_at"] is not None and provenance["indexed_at"] is not None
     # a document inserted as text has no file, parser or pages: the keys are there, NULL
     assert {
