@@ -350,3 +350,22 @@ def test_the_wrappers_of_the_main_content_are_kept_and_their_other_children_drop
         html_to_text(html)[0]
         == "# 值班\n\n值班工程师每周一上午十点在值班群内交接，交接内容包括未关闭的故障和待办变更。"
     )
+
+
+def test_outline_titles_match_printed_headings_loosely():
+    from pgkb_plpy.parsers.pdf import _key, _outline_level
+
+    marks = {_key("Appendix A"): 1, _key("4.2 Logs"): 2, _key("Certificates"): 1}
+    assert _outline_level(marks, "Appendix A  Glossary of terms") == 1  # the title starts the line
+    assert _outline_level(marks, "4.2. Logs") == 2  # the same letters and digits
+    assert _outline_level(marks, "3 Certificates") == 1  # the line without its number
+    assert _outline_level(marks, "The agent writes logs hourly.") is None
+
+
+def test_numbered_licence_clauses_in_body_type_stay_text():
+    from pgkb_plpy.parsers.pdf import furniture
+
+    lines = ["0. Definitions.", "1. You may copy the program.", "2. You may not sell it."]
+    assert furniture([lines]) == [set()]
+    chunks = chunk_document("\n".join(lines), "Licence")
+    assert [c.section_path for c in chunks] == [["Licence"]]
