@@ -170,6 +170,8 @@ _SKIP = frozenset(
         W + "sdtEndPr",
         W + "sectPr",
         W + "commentReference",
+        W + "rt",  # a ruby's phonetic guide (the base text is read)
+        W + "softHyphen",
         _MC + "Fallback",
     }
 )
@@ -357,6 +359,8 @@ def parse_docx(data: bytes) -> ParsedFile:
                     out.append(child.text or "")
                 elif tag in (_TAB, _BR, _CR):
                     out.append(" ")
+                elif tag == W + "noBreakHyphen":
+                    out.append("-")
                 elif tag in notes:
                     out.append(notes[tag].reference(child.get(W + "id"), read))
                 elif tag == _TXBX:
