@@ -217,7 +217,7 @@ def cmd_mcp(args) -> int:
 def cmd_lab(args) -> int:
     from . import lab
 
-    return lab.serve(host=args.host, port=args.port)
+    return lab.serve(host=args.host, port=args.port, allow_superuser=args.allow_superuser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -350,6 +350,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("lab", help="a local web page to query, explain, compare, browse documents and evaluations")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8765)
+    p.add_argument(
+        "--allow-superuser",
+        action="store_true",
+        help="run as a superuser (or BYPASSRLS role) although row-level security then does not apply",
+    )
     p.set_defaults(func=cmd_lab)
     return parser
 

@@ -224,7 +224,9 @@ def test_results_show_highlighted_snippet_section_version_dates_leg_ranks_and_ma
     first = page.text.split('<article class="result"')[1]
     assert "<mark>" in first and "§ Refund policy v2 &gt; Refund policy &gt; Period" in first
     assert "version 2" in first and "2025-01-01 → open" in first
-    assert re.search(r"lexical #1 · [0-9.]+", first) and "dense #" in first
+    assert re.search(r"lexical #1 · BM25 [0-9.]+", first) and re.search(
+        r"dense #\d+ · (cosine|z-score) -?[0-9.]+", first
+    )
     assert 'class="badge match"' in first
 
 
@@ -297,7 +299,9 @@ def test_a_query_the_database_refuses_shows_its_message_and_keeps_the_form(labs)
 def test_no_evidence_says_why(labs):
     page = labs("acme_reader").get(url("/query", q="zygomorphic xylophone quokka", namespace="acme", mode="lexical"))
     assert page.status_code == 200 and "data-no-evidence" in page.text
-    assert "No evidence:" in text(page) and "min_lexical_coverage" in text(page)
+    assert 'data-answer="no evidence"' in page.text
+    why = unescape(re.search(r"<p data-why>(.*?)</p>", page.text, re.S).group(1))
+    assert "lexical" in why and "at or below its no-evidence level" in why and "min_lexical_coverage" in why
 
 
 def test_as_of_returns_the_version_that_applied_then(labs):
@@ -634,3 +638,192 @@ def test_pgkb_lab_refuses_a_role_name_postgresql_cannot_hold(monkeypatch, capsys
     monkeypatch.setenv("PGKB_LAB_ROLE", "x" * 64)
     assert cli.main(["lab", "--port", "1"]) == 2
     assert "PGKB_LAB_ROLE is longer than 63 bytes" in capsys.readouterr().err
+
+
+# -- safe by default ----------------------------------------------------------------------
+
+LONG_QUESTION = "客户自签收之日起多少天内可以申请退款，数字商品下载以后还能退吗？" * 120  # 3,600 characters
+
+
+def test_a_long_question_is_posted_and_answered_with_the_question_kept(labs):
+    lab = labs("acme_reader")
+    for path in ("/query", "/explain", "/compare"):
+        page = lab.post(path, data={"q": LONG_QUESTION, "namespace": "acme"})
+        assert page.status_code == 200, (path, text(page)[:500])
+        assert f'value="{LONG_QUESTION}"' in page.text
+    assert "data-answer=" in lab.post("/query", data={"q": LONG_QUESTION, "namespace": "acme"}).text
+
+
+def test_the_question_forms_post_and_links_stay_for_short_questions(labs):
+    page = labs("acme_reader").get(url("/query", q="refund", namespace="acme"))
+    assert re.search(r'<form class="query" method="post" action="/query"', page.text)
+    assert 'formaction="/explain"' in page.text and "data-permalink" in page.text
+    long = labs("acme_reader").post("/query", data={"q": LONG_QUESTION})
+    assert "data-permalink" not in long.text  # a link that long would not fit in a request line
+
+
+def test_a_form_posted_from_another_site_is_refused(labs):
+    lab = labs("acme_reader")
+    for headers in ({"Origin": "http://evil.example"}, {"Sec-Fetch-Site": "cross-site"}):
+        answer = lab.post("/query", data={"q": "refund"}, headers=headers)
+        assert answer.status_code == 403 and "refused" in text(answer) and 'data-source="' not in answer.text
+    same = lab.post("/query", data={"q": "refund"}, headers={"Origin": "http://testserver"})
+    assert same.status_code == 200
+
+
+def test_every_response_carries_content_security_and_frame_headers(labs):
+    lab = labs("acme_reader")
+    for path in ("/query", "/query?q=refund", "/documents", "/eval", "/no-such-page", "/static/lab.css"):
+        headers = lab.get(path).headers
+        policy = headers["content-security-policy"]
+        assert "default-src 'self'" in policy and "frame-ancestors 'none'" in policy and "script-src 'self'" in policy
+        assert headers["x-frame-options"] == "DENY" and headers["x-content-type-options"] == "nosniff"
+        assert headers["referrer-policy"] == "no-referrer"
+
+
+def test_pgkb_lab_refuses_to_start_as_a_superuser_unless_told(world, monkeypatch, capsys):
+    from harness import cli
+    from harness.lab.database import LabDatabase, StartRefused
+
+    monkeypatch.setenv("PGKB_DSN", world)
+    monkeypatch.delenv("PGKB_LAB_ROLE", raising=False)
+    assert cli.main(["lab", "--port", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "a superuser" in err and "row-level security would not apply" in err and "--allow-superuser" in err
+    db = LabDatabase(world, None)
+    try:
+        with pytest.raises(StartRefused):
+            db.check_start(allow_superuser=False)
+        assert db.check_start(allow_superuser=True)["superuser"] is True
+    finally:
+        db.close()
+    assert LabDatabase(world, role("acme_reader")).check_start(allow_superuser=False)["superuser"] is False
+
+
+def test_a_superusers_lab_says_in_every_footer_that_row_level_security_does_not_apply(labs):
+    superuser = labs(None).get("/documents")
+    assert "data-bypass-rls" in superuser.text and "bypasses row-level security" in text(superuser)
+    reader = labs("acme_reader").get("/documents")
+    assert "data-bypass-rls" not in reader.text and "row-level security apply" in text(reader)
+
+
+def test_pgkb_lab_refuses_a_role_that_does_not_exist(world, monkeypatch, capsys):
+    from harness import cli
+
+    monkeypatch.setenv("PGKB_DSN", world)
+    monkeypatch.setenv("PGKB_LAB_ROLE", "no_such_role_" + SUFFIX)
+    assert cli.main(["lab", "--port", "1"]) == 2
+    err = capsys.readouterr().err
+    assert f"no_such_role_{SUFFIX}" in err and "does not exist" in err
+
+
+@pytest.mark.parametrize(
+    "key, value, message",
+    [
+        ("weight_dense", "-5", "weight_dense = -5 is outside its range 0 to 1"),
+        ("rrf_k", "-60", "rrf_k = -60 is outside its range 1 to 1000"),
+        ("hnsw_ef_search", "100000000", "hnsw_ef_search = 100000000 is outside its range 10 to 1000"),
+        ("hnsw_ef_search", "1e8", 'hnsw_ef_search = "1e8" is not a valid integer'),
+    ],
+)
+def test_an_out_of_range_setting_is_refused_with_its_name_and_range(labs, key, value, message):
+    # lexical mode reads neither rrf_k nor hnsw_ef_search: a wrong value is refused all the same
+    page = labs("acme_reader").get(url("/query", q="refund", mode="lexical", **{f"set.{key}": value}))
+    assert page.status_code == 400 and message in text(page) and 'data-source="' not in page.text
+
+
+def test_the_setting_controls_carry_the_catalogues_ranges(labs, module_db):
+    page = labs("acme_reader").get("/query")
+    for row in module_db.execute(
+        "SELECT key, min_value, max_value FROM kb.settings_catalogue WHERE key IN ('weight_dense', 'rrf_k')"
+    ):
+        control = re.search(rf'<input name="set\.{row["key"]}"[^>]*>', page.text).group(0)
+        assert f'min="{row["min_value"]}"' in control and f'max="{row["max_value"]}"' in control
+
+
+def test_an_unknown_namespace_is_named_unknown(labs):
+    for name in ("no-such-namespace", "globex"):  # globex exists, but not for this role
+        page = labs("acme_reader").get(url("/query", q="refund", namespace=name))
+        assert page.status_code == 400 and f"unknown namespace '{name}'" in text(page)
+        assert "data-no-evidence" not in page.text and "sees: acme" in text(page)
+
+
+# -- the answer first ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "question, mode",
+    [
+        ("refund within days of delivery", "lexical"),
+        ("E-4031", "auto"),
+        ("zygomorphic xylophone quokka", "dense"),
+        ("zygomorphic xylophone quokka", "lexical"),
+    ],
+)
+def test_the_query_page_states_kb_retrieves_own_decision_before_the_passages(labs, world, question, mode):
+    page = labs("acme_reader").get(url("/query", q=question, namespace="acme", mode=mode))
+    decision = re.search(r'data-answer="([^"]+)"', page.text)
+    assert decision and page.text.index("data-answer=") < page.text.index("data-results")
+    from harness import retrieval
+    from harness.db import connect
+
+    with connect(world) as conn:
+        conn.execute(f"SET ROLE {role('acme_reader')}")
+        rows = retrieval.retrieve(conn, question, namespace="acme", mode=mode)
+    assert decision.group(1) == (rows[0]["answerability"] if rows else "no evidence")
+    why = unescape(re.search(r"<p data-why>(.*?)</p>", page.text, re.S).group(1))
+    assert "Deciding signal" in why or "verbatim" in why
+
+
+def test_the_explain_page_says_why_it_is_low_confidence_in_the_same_words(labs):
+    params = {"q": "zygomorphic xylophone quokka", "namespace": "acme", "mode": "dense"}
+    query = labs("acme_reader").get(url("/query", **params))
+    explain = labs("acme_reader").get(url("/explain", **params))
+    decision = re.search(r'data-answer="([^"]+)"', query.text).group(1)
+    assert re.search(r'data-answer="([^"]+)"', explain.text).group(1) == decision
+    assert 'class="badge good">confident' not in explain.text
+
+
+def test_result_cards_show_the_lifecycle_at_as_of_not_the_stored_status(labs):
+    history = '{"include_history": true}'
+    page = labs("acme_reader").get(
+        url("/query", q="refund within days of delivery", namespace="acme", filters=history, k="10")
+    )
+    cards = dict(re.findall(r'<article class="result" data-source="([^"]+)"(.*?)</article>', page.text, re.S))
+    assert 'data-lifecycle="superseded"' in cards["policies/refund-v1.md"]
+    assert "superseded by policies/refund-v2.md" in cards["policies/refund-v1.md"]
+    assert 'data-lifecycle="current"' in cards["policies/refund-v2.md"]
+    then = labs("acme_reader").get(
+        url("/query", q="refund within days of delivery", namespace="acme", filters=history, as_of="2024-06-01")
+    )
+    cards = dict(re.findall(r'<article class="result" data-source="([^"]+)"(.*?)</article>', then.text, re.S))
+    assert 'data-lifecycle="current"' in cards["policies/refund-v1.md"]
+    assert 'data-lifecycle="future"' in cards["policies/refund-v2.md"]
+
+
+def test_the_dense_score_is_labelled_with_what_it_holds(labs, world):
+    from harness import retrieval
+    from harness.db import connect
+
+    question = "refund within days of delivery"
+    page = labs("acme_reader").get(url("/query", q=question, namespace="acme", mode="dense"))
+    legs = re.findall(r'data-leg="dense">dense #\d+ · ([a-z-]+) ', page.text)
+    with connect(world) as conn:
+        conn.execute(f"SET ROLE {role('acme_reader')}")
+        explained = retrieval.explain(conn, question, namespace="acme", mode="dense")
+    corrected = bool((explained.get("language_correction") or {}).get("groups"))
+    assert legs and set(legs) == {"z-score" if corrected else "cosine"}
+
+
+def test_snippets_are_rendered_not_raw_markdown():
+    html_ = str(
+        lab_render.snippet("## Formats\n\n| format | «csv» |\n| --- | --- |\n| **bold** | [site](http://x.y) |")
+    )
+    assert html_ == "Formats format · <mark>csv</mark> bold".replace("bold", "<strong>bold</strong> · site")
+    assert "&lt;script&gt;" in str(lab_render.snippet("<script>alert(1)</script>"))
+
+
+def test_snippets_on_the_query_page_carry_no_markdown_syntax(labs):
+    page = labs("acme_reader").get(url("/query", q="comma separated spreadsheet xlsx", namespace="acme", k="3"))
+    snippets = re.findall(r'<p class="snippet">(.*?)</p>', page.text, re.S)
+    assert snippets and not [s for s in snippets if "|" in s or "##" in s or "---" in s]

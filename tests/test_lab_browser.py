@@ -114,8 +114,10 @@ def test_in_a_browser_a_query_shows_the_expected_source_first(page, tmp_path):
 
 def test_in_a_browser_explain_opens_from_the_query_page(page, tmp_path):
     ask(page, "refund within days of delivery")
-    page.click("a[data-explain-link]")
-    expect(page).to_have_url(re.compile(r"/explain\?"))
+    page.click("button[data-explain-button]")
+    expect(page).to_have_url(re.compile(r"/explain$"))
+    expect(page.locator("input[name=q]")).to_have_value("refund within days of delivery")
+    expect(page.locator("[data-answer]")).to_be_visible()
     expect(page.locator("[data-timings] .seg").first).to_be_visible()
     expect(page.locator("[data-stages] table")).to_be_visible()
     expect(page.locator("[data-hidden]")).to_contain_text("policies/refund-v1.md")
@@ -142,7 +144,7 @@ def test_in_a_browser_documents_are_listed_and_one_opens_with_its_diagrams(page,
     expect(page.locator("[data-documents] tbody tr")).to_have_count(8)
     expect(page.locator("tr[data-source='policies/refund-v1.md']")).to_contain_text("superseded by")
     shoot(page, "documents", tmp_path)
-    page.click("a:text('manuals/export.md')")
+    page.click("a:text-is('manuals/export.md')")
     expect(page.locator("[data-document-source]")).to_have_text("manuals/export.md")
     for summary in page.locator("[data-chunks] details summary").all():
         summary.click()
@@ -165,3 +167,91 @@ def test_in_a_browser_an_eval_run_opens_with_its_chart(page, tmp_path):
     page.locator("[data-case-link]").first.click()
     expect(page).to_have_url(re.compile(r"/query\?q="))
     expect(page.locator("[data-results]")).to_be_visible()
+
+
+NARROW = {"width": 390, "height": 844}
+WIDE = {"width": 1280, "height": 900}
+
+
+def page_width(page: Page) -> int:
+    return page.evaluate("Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)")
+
+
+def test_in_a_browser_the_answer_comes_first_with_its_deciding_signal(page, tmp_path):
+    ask(page, "zygomorphic xylophone quokka")
+    answer = page.locator("[data-answer]")
+    expect(answer).to_be_visible()
+    assert answer.get_attribute("data-answer") in ("low confidence", "no evidence")
+    expect(answer.locator("[data-why]")).to_contain_text("Deciding signal")
+    top_of_answer = answer.bounding_box()["y"]
+    cards = page.locator("article.result")
+    if cards.count():
+        assert top_of_answer < cards.first.bounding_box()["y"]
+    ask(page, "E-4031")
+    expect(page.locator("[data-answer]")).to_have_attribute("data-answer", "answer")
+    expect(page.locator("article.result").first.locator("[data-lifecycle]")).to_have_attribute(
+        "data-lifecycle", "current"
+    )
+    shoot(page, "answer", tmp_path)
+
+
+def test_in_a_browser_a_question_of_thousands_of_characters_is_answered_and_kept(page):
+    question = "客户自签收之日起多少天内可以申请退款，数字商品下载以后还能退吗？" * 120
+    page.goto("/query")
+    page.fill("input[name=q]", question)
+    page.click("button[type=submit]:text-is('Search')")
+    expect(page.locator("[data-answer]")).to_be_visible()
+    expect(page.locator("input[name=q]")).to_have_value(question)
+    page.click("button[data-explain-button]")
+    expect(page.locator("[data-explain]")).to_be_visible()
+    expect(page.locator("input[name=q]")).to_have_value(question)
+
+
+def test_in_a_browser_an_out_of_range_setting_is_named_with_its_range(page):
+    page.goto("/query?q=refund&mode=lexical&set.rrf_k=-60")
+    expect(page.locator("[role=alert]")).to_contain_text("rrf_k = -60 is outside its range 1 to 1000")
+    page.goto("/query")
+    page.fill("input[name=q]", "refund")
+    page.locator("details.settings summary").click()
+    page.fill("input[name='set.weight_dense']", "-5")
+    page.click("button[type=submit]:text-is('Search')")
+    # the browser refuses it first, from the catalogue's range on the control
+    assert page.locator("input[name='set.weight_dense']").evaluate("e => e.validity.rangeUnderflow")
+
+
+def test_in_a_browser_an_unknown_namespace_is_named(page):
+    page.goto("/query?q=refund&namespace=globex")
+    expect(page.locator("[role=alert]")).to_contain_text("unknown namespace 'globex'")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/query",
+        "/query?q=refund+within+days+of+delivery&namespace=acme",
+        "/explain?q=refund+within+days+of+delivery&namespace=acme",
+        "/compare?q=refund+within+days+of+delivery&namespace=acme&a.mode=lexical&b.mode=hybrid",
+        "/documents?namespace=acme",
+        "/eval",
+    ],
+)
+def test_in_a_browser_every_page_fits_390_pixels_without_sideways_scrolling(page, path, tmp_path):
+    page.set_viewport_size(NARROW)
+    page.goto(path)
+    assert page_width(page) <= NARROW["width"], path
+    header = page.locator("header.top")
+    assert header.bounding_box()["width"] <= NARROW["width"]
+    for link in header.locator("a").all():  # light text stays on the dark band, each name on one line
+        box = link.bounding_box()
+        assert box["x"] + box["width"] <= NARROW["width"] and box["height"] < 40
+    if path.startswith("/query?"):
+        shoot(page, "query-390", tmp_path)
+    elif path.startswith("/explain"):
+        shoot(page, "explain-390", tmp_path)
+
+
+def test_in_a_browser_explain_fits_1280_pixels(page, tmp_path):
+    page.set_viewport_size(WIDE)
+    page.goto("/explain?q=refund+within+days+of+delivery&namespace=acme")
+    expect(page.locator("[data-explain]")).to_be_visible()
+    assert page_width(page) <= WIDE["width"]

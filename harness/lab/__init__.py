@@ -13,7 +13,7 @@ import os
 import sys
 
 from ..config import load_settings
-from .database import ROLE_ENV, redacted, validate_role
+from .database import ROLE_ENV, StartRefused, redacted, validate_role
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
@@ -29,8 +29,9 @@ def loopback_hosts(host: str) -> list[str] | None:
     return ["127.0.0.1", "localhost", "[::1]", "::1", host] if loopback else None
 
 
-def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> int:
-    """Run the lab until interrupted. Returns the exit code (2: PGKB_LAB_ROLE is not a valid name)."""
+def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, allow_superuser: bool = False) -> int:
+    """Run the lab until interrupted. Returns the exit code (2: PGKB_LAB_ROLE is not a valid name, the role
+    does not exist or cannot be assumed, or it bypasses row-level security and allow_superuser is not given)."""
     import uvicorn
 
     from .app import create_app
@@ -42,9 +43,16 @@ def serve(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> int:
         return 2
     dsn = load_settings().dsn
     app = create_app(dsn, role, allowed_hosts=loopback_hosts(host))
+    try:
+        identity = app.state.database.check_start(allow_superuser)
+    except StartRefused as exc:
+        app.state.database.close()
+        print(f"pgkb lab: {exc}", file=sys.stderr)
+        return 2
     shown = f"[{host}]" if ":" in host else host
     print(
-        f"pgkb lab: http://{shown}:{port}/  (database {redacted(dsn)}, role {role or 'of the connection'})",
+        f"pgkb lab: http://{shown}:{port}/  (database {redacted(dsn)}, role {identity['role']}"
+        + (", which bypasses row-level security)" if app.state.database.bypasses_rls else ")"),
         file=sys.stderr,
     )
     try:

@@ -2,9 +2,9 @@
 
 | route | page |
 | --- | --- |
-| ``GET /query`` | the question form, retrieval settings for this query, results (grouped by document on request) |
-| ``GET /explain`` | kb_retrieve_explain of the same form: analysis, stages, candidates, thresholds, timings |
-| ``GET /compare`` | one question under two modes/settings (``a.*``, ``b.*``) side by side, rank changes marked |
+| ``GET/POST /query`` | the question form, retrieval settings for this query, the answerability decision, results |
+| ``GET/POST /explain`` | kb_retrieve_explain of the same form: analysis, stages, candidates, thresholds, timings |
+| ``GET/POST /compare`` | one question under two modes/settings (``a.*``, ``b.*``) side by side, rank changes marked |
 | ``GET /documents`` | documents with status, lifecycle, ingest state, chunks; filters |
 | ``GET /documents/{id}`` | one document and its chunks (section path, tokens, vector of the active model) |
 | ``POST /actions/retry-failed`` | embed the queued and failed chunks the role may see (roles that may run the queue) |
@@ -14,7 +14,10 @@
 Every database call runs as the lab's role (harness.lab.database). Errors the user can cause or meet
 (database down, a role that cannot be used or lacks a privilege, a query the database refuses, an
 empty knowledge base) are pages that say what happened and what to do, never a traceback. POST actions
-need the form token of this process, so another web site cannot make a browser trigger them.
+need the form token of this process, so another web site cannot make a browser trigger them. The
+question forms are posted (a long question does not fit in a URL) and links with a short question use
+GET; a POST whose Origin is another site is refused. Every response carries a content-security policy
+(nothing from another host, no inline script, no framing) and the usual anti-sniffing headers.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -44,12 +47,48 @@ HERE = Path(__file__).resolve().parent
 PAGE_SIZE = 200
 
 
+SECURITY_HEADERS = [
+    (
+        b"content-security-policy",
+        b"default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+        b"object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+    ),
+    (b"x-frame-options", b"DENY"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"cross-origin-opener-policy", b"same-origin"),
+]
+
+
+class SecurityHeaders:
+    """ASGI middleware adding SECURITY_HEADERS to every HTTP response (pages, errors, static files)."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def with_headers(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                names = {name for name, _ in SECURITY_HEADERS}
+                message["headers"] = [h for h in message.get("headers", []) if h[0] not in names] + SECURITY_HEADERS
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
 def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = None) -> Starlette:
     """The lab for one database and role. allowed_hosts: the Host headers accepted (None: any), which
     keeps pages of a loopback-bound lab from being read through DNS rebinding."""
     db = LabDatabase(dsn, role)
     token = secrets.token_urlsafe(24)
-    templates = Jinja2Templates(directory=str(HERE / "templates"))
+    templates = Jinja2Templates(
+        directory=str(HERE / "templates"),
+        context_processors=[lambda request: {"role": db.role_label, "bypass_rls": db.bypasses_rls}],
+    )
     env = templates.env
     env.filters["markdown"] = render.markdown
     env.filters["snippet"] = render.snippet
@@ -59,7 +98,6 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
         lifecycles=queries.LIFECYCLES,
         statuses=queries.STATUSES,
         ingest_states=queries.INGEST_STATES,
-        role=db.role_label,
         database=redacted(dsn),
         token=token,
     )
@@ -78,28 +116,52 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
 
         return db.run(work)
 
-    def read_form(request: Request, meta: dict[str, Any], side: str = "") -> tuple[QueryForm, str | None]:
-        allowed = {s["key"] for s in meta["settings"]}
+    async def parameters(request: Request) -> Any:
+        """The form's fields: the URL's (GET, links) or the posted form's (POST: long questions). A POST from
+        another site (its Origin is not this lab) is refused."""
+        if request.method != "POST":
+            return request.query_params
+        origin = request.headers.get("origin")
+        if origin and origin != "null" and urlsplit(origin).netloc != request.headers.get("host"):
+            raise HTTPException(403, f"a form posted from {origin} is refused: post it from the lab's own pages")
+        if request.headers.get("sec-fetch-site") == "cross-site":
+            raise HTTPException(403, "a form posted from another site is refused: post it from the lab's own pages")
+        return await request.form()
+
+    def read_form(params: Any, meta: dict[str, Any], side: str = "") -> tuple[QueryForm, str | None]:
+        allowed = {s["key"]: s for s in meta["settings"]}
         try:
-            return query_form(request.query_params, allowed, side), None
+            form = query_form(params, set(allowed), side)
         except FormError as exc:
-            return query_form(request.query_params, None, side), str(exc)
+            return query_form(params, None, side), str(exc)
+        known = {n["namespace"] for n in meta["namespaces"]}
+        if form.namespace.strip() and form.namespace.strip() not in known:
+            seen = ", ".join(sorted(known)) or "none"
+            return form, (
+                f"unknown namespace {form.namespace.strip()!r}: the role {db.role_label} sees no document in it "
+                f"(namespaces it sees: {seen})"
+            )
+        return form, None
 
     def inline_error(exc: Exception) -> dict[str, Any]:
         if isinstance(exc, LabError):
             return {"title": exc.title, "message": exc.message, "hint": exc.hint, "status": exc.status}
         return {"title": "The form has a mistake", "message": str(exc), "hint": None, "status": 400}
 
-    def query_page(request: Request) -> Response:
+    async def query_page(request: Request) -> Response:
+        params = await parameters(request)
+        return await run_in_threadpool(_query_page, request, params)
+
+    def _query_page(request: Request, params: Any) -> Response:
         meta = form_meta()
-        form, problem = read_form(request, meta)
+        form, problem = read_form(params, meta)
         context: dict[str, Any] = {
             "nav": "query",
             "form": form,
             "meta": meta,
             "rows": None,
             "explain": None,
-            "group": request.query_params.get("group") == "1",
+            "group": params.get("group") == "1",
             "error": None,
         }
         if problem:
@@ -110,22 +172,31 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
 
                 def work(conn):
                     rows = queries.retrieve(conn, req)
-                    # why nothing came back is in the explain object; asked only then (it is a second retrieval)
-                    return rows, (queries.explain(conn, req) if not rows else None)
+                    # the deciding signal of the answerability decision, its value and threshold are in the
+                    # explain object (a second retrieval of the same request, in the same transaction)
+                    explained = queries.explain(conn, req)
+                    docs = queries.documents_by_id(
+                        conn, [r["document_id"] for r in rows], req["arguments"].get("as_of")
+                    )
+                    return rows, explained, docs
 
-                context["rows"], context["explain"] = db.run(work, settings=form.settings)
+                context["rows"], context["explain"], context["docs"] = db.run(work, settings=form.settings)
             except (FormError, QueryFailed, NotPermitted) as exc:
                 context["error"] = inline_error(exc)
         if context["rows"] is not None:
             context["groups"] = render.group_by_document(context["rows"])
-        if context["explain"] is not None:
-            context["reason"] = render.no_evidence_reason(context["explain"])
+            context["answer"] = render.answer_summary(context["rows"], context["explain"])
+            context["dense_label"] = render.dense_score_label(context["explain"])
         status = context["error"]["status"] if context["error"] else 200
         return page(request, "query.html", context, status)
 
-    def explain_page(request: Request) -> Response:
+    async def explain_page(request: Request) -> Response:
+        params = await parameters(request)
+        return await run_in_threadpool(_explain_page, request, params)
+
+    def _explain_page(request: Request, params: Any) -> Response:
         meta = form_meta()
-        form, problem = read_form(request, meta)
+        form, problem = read_form(params, meta)
         context: dict[str, Any] = {
             "nav": "explain",
             "form": form,
@@ -168,17 +239,22 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
                 context["error"] = inline_error(exc)
         answer = context["explain"]
         if answer is not None:
-            context["reason"] = render.no_evidence_reason(answer)
+            context["answer"] = render.answer_summary(None, answer)
+            context["dense_label"] = render.dense_score_label(answer)
             context["segments"], context["total_ms"] = render.timing_segments(answer.get("timings_ms") or {})
             context["extra"] = render.explain_extra(answer)
         status = context["error"]["status"] if context["error"] else 200
         return page(request, "explain.html", context, status)
 
-    def compare_page(request: Request) -> Response:
+    async def compare_page(request: Request) -> Response:
+        params = await parameters(request)
+        return await run_in_threadpool(_compare_page, request, params)
+
+    def _compare_page(request: Request, params: Any) -> Response:
         meta = form_meta()
         sides, problem = {}, None
         for side in ("a", "b"):
-            sides[side], side_problem = read_form(request, meta, f"{side}.")
+            sides[side], side_problem = read_form(compare_sides(params), meta, f"{side}.")
             problem = problem or side_problem
         context: dict[str, Any] = {
             "nav": "compare",
@@ -195,10 +271,17 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
             try:
                 for side in ("a", "b"):
                     req = sides[side].request()
-                    context[f"rows_{side}"] = db.run(
-                        lambda conn, req=req: queries.retrieve(conn, req), settings=sides[side].settings
-                    )
+
+                    def work(conn, req=req):
+                        rows = queries.retrieve(conn, req)
+                        ids = [r["document_id"] for r in rows]
+                        return rows, queries.documents_by_id(conn, ids, req["arguments"].get("as_of"))
+
+                    context[f"rows_{side}"], docs = db.run(work, settings=sides[side].settings)
+                    context.setdefault("docs", {}).update(docs)
                 context["changes"] = render.rank_changes(context["rows_a"], context["rows_b"])
+                context["answer_a"] = render.answer_summary(context["rows_a"], None)
+                context["answer_b"] = render.answer_summary(context["rows_b"], None)
             except (FormError, QueryFailed, NotPermitted) as exc:
                 context["error"] = inline_error(exc)
         status = context["error"]["status"] if context["error"] else 200
@@ -393,9 +476,9 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
 
     routes = [
         Route("/", home),
-        Route("/query", query_page),
-        Route("/explain", explain_page),
-        Route("/compare", compare_page),
+        Route("/query", query_page, methods=["GET", "POST"]),
+        Route("/explain", explain_page, methods=["GET", "POST"]),
+        Route("/compare", compare_page, methods=["GET", "POST"]),
         Route("/documents", documents_page),
         Route("/documents/{id:int}", document_page),
         Route("/documents/{id:int}/reindex", reindex, methods=["POST"]),
@@ -406,12 +489,26 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts)] if allowed_hosts else []
+    middleware.insert(0, Middleware(SecurityHeaders))
     app = Starlette(
         routes=routes, middleware=middleware, exception_handlers={LabError: lab_error, HTTPException: http_error}
     )
     app.state.database = db
     app.state.token = token
     return app
+
+
+def compare_sides(params: Any) -> dict[str, str]:
+    """The compare form's fields; a query form sent to compare (its mode and set.* unprefixed) becomes both
+    sides with that mode and side A with its settings, so "Compare…" starts from the question as asked."""
+    values = {key: str(value) for key, value in params.items()}
+    if not any(key.startswith(("a.", "b.")) for key in values):
+        for key, value in list(values.items()):
+            if key == "mode":
+                values["a.mode"] = values["b.mode"] = value
+            elif key.startswith("set."):
+                values[f"a.{key}"] = value
+    return values
 
 
 def _int(value: str | None, default: int) -> int:

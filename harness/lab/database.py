@@ -65,6 +65,14 @@ class QueryFailed(LabError):
     title = "The database refused the request"
 
 
+class StartRefused(Exception):
+    """Why the lab will not start with this database and role (shown by ``pgkb lab``, exit code 2)."""
+
+
+IDENTITY_SQL = """SELECT current_user AS role, r.rolsuper AS superuser, r.rolbypassrls AS bypass_rls
+                  FROM pg_roles AS r WHERE r.rolname = current_user"""
+
+
 def validate_role(name: str | None) -> str | None:
     """The role name from ROLE_ENV, or None; ValueError for a name PostgreSQL cannot hold."""
     return roles.validate_role(name, ROLE_ENV)
@@ -94,10 +102,35 @@ class LabDatabase:
         self.dsn = dsn
         self.role = role
         self._idle: queue.LifoQueue[psycopg.Connection] = queue.LifoQueue(maxsize=POOL_SIZE)
+        # who the pages run as, read from the first connection: {role, superuser, bypass_rls}
+        self.identity: dict[str, object] | None = None
 
     @property
     def role_label(self) -> str:
-        return self.role or "(the connection's user)"
+        if self.role:
+            return self.role
+        return str(self.identity["role"]) if self.identity else "(the connection's user)"
+
+    @property
+    def bypasses_rls(self) -> bool:
+        """Whether the pages run as a role that row-level security does not restrict (superuser or BYPASSRLS)."""
+        return bool(self.identity and (self.identity["superuser"] or self.identity["bypass_rls"]))
+
+    def check_start(self, allow_superuser: bool) -> dict[str, object]:
+        """The identity the pages will run as; StartRefused when the role does not exist or cannot be assumed,
+        or when it bypasses row-level security (a superuser, or BYPASSRLS) and allow_superuser is not given."""
+        try:
+            identity = self.run(lambda conn: conn.execute(IDENTITY_SQL).fetchone())
+        except LabError as exc:
+            raise StartRefused(f"{exc.message}" + (f" ({exc.hint})" if exc.hint else "")) from exc
+        if (identity["superuser"] or identity["bypass_rls"]) and not allow_superuser:
+            kind = "a superuser" if identity["superuser"] else "a role with BYPASSRLS"
+            raise StartRefused(
+                f"the lab would run as {identity['role']}, {kind}: row-level security would not apply to what it "
+                f"shows. Set {ROLE_ENV} to a reader or admin role (e.g. {ROLE_ENV}=pgkb_admin), or pass "
+                "--allow-superuser to run as it anyway (the footer then says so)"
+            )
+        return identity
 
     def _open(self) -> psycopg.Connection:
         try:
@@ -118,6 +151,8 @@ class LabDatabase:
                     f"SET ROLE {self.role} (from {ROLE_ENV}) failed: {message}",
                     f"create the role and GRANT it to the connection's user, or unset {ROLE_ENV}",
                 ) from exc
+        if self.identity is None:
+            self.identity = conn.execute(IDENTITY_SQL).fetchone()
         return conn
 
     def _borrow(self) -> tuple[psycopg.Connection, bool]:
@@ -158,6 +193,10 @@ class LabDatabase:
                     with conn.transaction():
                         for key, value in (settings or {}).items():
                             conn.execute("SELECT set_config(%s, %s, true)", (f"pgkb.{key}", str(value)))
+                        for key in settings or {}:
+                            # kb.setting checks the value (type, choices, the catalogue's range) even when
+                            # this retrieval would not read it: a wrong value is named, never ignored
+                            conn.execute("SELECT kb.setting(%s)", (key,))
                         result = work(conn)
             except psycopg.OperationalError as exc:
                 conn.close()

@@ -24,27 +24,12 @@ LIFECYCLES = ("current", "superseded", "draft", "expired", "future", "deprecated
 INGEST_STATES = ("indexed", "pending", "failed", "excluded")
 STATUSES = ("active", "draft", "deprecated")
 
-# The lifecycle of a document at as_of, in the words of docs/LIFECYCLE.md. Current is decided by
-# the database's own rule (kb.document_is_current); the other labels only say which part failed.
-_LIFECYCLE_SQL = """
-    CASE
-        WHEN d.status = 'draft' THEN 'draft'
-        WHEN d.removed_at IS NOT NULL AND d.removed_at <= %(as_of)s::timestamptz THEN 'removed'
-        WHEN kb.document_is_current(d.id, %(as_of)s::timestamptz) THEN 'current'
-        WHEN d.effective_from > (%(as_of)s::timestamptz AT TIME ZONE (kb.setting('calendar_time_zone') #>> '{}'))::date
-            THEN 'future'
-        WHEN d.effective_to < (%(as_of)s::timestamptz AT TIME ZONE (kb.setting('calendar_time_zone') #>> '{}'))::date
-            THEN 'expired'
-        WHEN d.status = 'deprecated' AND d.effective_to IS NULL THEN 'deprecated'
-        ELSE 'superseded'
-    END
-"""
-
-_DOCUMENT_COLUMNS = f"""
+# The lifecycle at as_of is the database's word for it (kb.document_lifecycle, docs/LIFECYCLE.md).
+_DOCUMENT_COLUMNS = """
     d.id, d.namespace, d.source, d.title, d.doc_type, d.status, d.version, d.effective_from, d.effective_to,
     d.supersedes, d.metadata, d.ingest_status, d.ingest_error, d.chunk_count, d.indexed_at, d.removed_at,
     d.updated_at, d.origin,
-    {_LIFECYCLE_SQL} AS lifecycle,
+    kb.document_lifecycle(d, %(as_of)s::timestamptz) AS lifecycle,
     (SELECT array_agg(s.source ORDER BY s.source) FROM kb.documents AS s
      WHERE s.namespace = d.namespace AND s.supersedes = d.source) AS superseded_by
 """
@@ -57,9 +42,9 @@ def namespaces(conn: psycopg.Connection) -> list[dict[str, Any]]:
 
 def query_settings(conn: psycopg.Connection) -> list[dict[str, Any]]:
     """The settings a query may override for itself: the catalogue's session-overridable keys, minus
-    ingest ones, with the value in force, type, choices and description."""
+    ingest ones, with the value in force, type, choices, description and range (min_value, max_value)."""
     rows = conn.execute(
-        """SELECT key, value, value_type, default_value, choices, description
+        """SELECT key, value, value_type, default_value, choices, description, min_value, max_value
            FROM kb.settings_catalogue WHERE session_override ORDER BY key"""
     ).fetchall()
     return [r for r in rows if r["key"] not in INGEST_SETTINGS]

@@ -4,9 +4,10 @@
   document's text never becomes markup), fenced code highlighted by Pygments on the server, and
   ``mermaid`` fences left as their escaped source for the page's script to draw (the source stays
   shown when Mermaid cannot parse it).
-* ``snippet`` turns kb_retrieve's snippet (matches marked « and », pgkb_plpy.snippets) into HTML
-  with ``<mark>``.
-* ``no_evidence_reason`` says in words why a retrieval returned nothing, from its explain object.
+* ``snippet`` renders kb_retrieve's snippet (matches marked « and », pgkb_plpy.snippets) as inline HTML
+  with ``<mark>``: no raw Markdown syntax.
+* ``answer_summary`` is the answerability decision with its deciding signal, value and threshold in words;
+  ``no_evidence_reason`` the older wording for explain objects without an answerability key.
 * ``rank_changes`` compares two result lists passage by passage.
 * ``trend_svg`` draws a metric across evaluation runs as an SVG line chart (no script needed).
 * ``explain_extra`` is what the explain page has no dedicated view for: every key the database
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from typing import Any
 
 from markdown_it import MarkdownIt
@@ -54,14 +56,109 @@ def markdown(text: str) -> Markup:
     return Markup(_MD.render(text or ""))
 
 
+_INLINE = (
+    MarkdownIt("commonmark", {"html": False, "linkify": False})
+    .enable(["strikethrough"])
+    .disable(["link", "image", "autolink"])
+)
+_OPEN, _CLOSE = "\ue000", "\ue001"  # the snippet's « and » while Markdown is rendered (private-use characters)
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)\s]*(?:\s+\"[^\"]*\")?\)")
+_FENCE = re.compile(r"(?:`{3,}|~{3,})[\w+-]*")
+_TABLE_RULE = re.compile(r"\|(?:\s*:?-{3,}:?\s*\|)+")
+_CELL_BREAK = re.compile(r"\s*\|(?:\s*\|)*\s*")
+_HEADING = re.compile(r"(^|\s)#{1,6}\s+")
+_LINE_MARK = re.compile(r"^\s{0,3}(?:>\s?|[-*+]\s+(?=\S))")
+
+
 def snippet(text: str | None) -> Markup:
-    """A snippet with its «matches» as <mark>; everything else escaped."""
-    escaped = html.escape(text or "")
-    return Markup(escaped.replace("«", "<mark>").replace("»", "</mark>"))
+    """A snippet (kb_retrieve's, matches marked « and », pgkb_plpy.snippets, lines already joined) as the reader
+    sees the passage: Markdown's block syntax removed (heading marks, quote and list markers, code fences,
+    table rules; table cells joined by " · "), its inline syntax rendered (emphasis, code, strikethrough),
+    links shown as their text, raw HTML escaped, the matches as <mark>."""
+    lines = []
+    for line in (text or "").replace("«", _OPEN).replace("»", _CLOSE).splitlines():
+        line = _LINE_MARK.sub("", _FENCE.sub(" ", line))
+        line = _HEADING.sub(r"\1", _LINK.sub(r"\1", line))
+        if "|" in line:
+            line = _CELL_BREAK.sub(" · ", _TABLE_RULE.sub("|", line)).strip(" ·")
+        if line.strip():
+            lines.append(line.strip())
+    rendered = _INLINE.renderInline(" ".join(lines))
+    return Markup(rendered.replace(_OPEN, "<mark>").replace(_CLOSE, "</mark>"))
 
 
 def _fmt(value: Any) -> str:
     return "none" if value is None else f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+# The setting that places each signal's "no evidence" level (the answerability signal's names, kb_retrieve_explain).
+_SIGNAL_SETTINGS = (
+    ("lexical", "min_lexical_coverage", "strong_lexical_coverage"),
+    ("dense: z-score", "min_dense_z", "strong_dense_z"),
+    ("dense: top cosine", "min_similarity", "strong_similarity"),
+)
+DECISIONS = ("answer", "low confidence", "no evidence")
+
+
+def answer_summary(rows: list[dict[str, Any]] | None, explain: dict[str, Any] | None) -> dict[str, Any]:
+    """The answerability decision, first thing on the page: what kb_retrieve's rows say (every row carries
+    the call's decision and evidence; no row is "no evidence"), else the explain object's; and, from the
+    explain object's answerability, the deciding signal with its value and threshold in words."""
+    detail = (explain or {}).get("answerability") if isinstance((explain or {}).get("answerability"), dict) else {}
+    if rows:
+        decision, evidence = rows[0].get("answerability"), rows[0].get("evidence")
+    elif rows is not None:
+        decision, evidence = "no evidence", detail.get("evidence", 0)
+    else:
+        decision, evidence = detail.get("decision"), detail.get("evidence", (explain or {}).get("evidence"))
+    if decision is None and explain is not None:
+        decision = (
+            "no evidence"
+            if explain.get("no_evidence")
+            else "low confidence"
+            if explain.get("low_confidence")
+            else "answer"
+        )
+    return {
+        "decision": decision or "answer",
+        "evidence": evidence,
+        "why": _why(decision, detail, explain) if explain is not None else "",
+    }
+
+
+def _why(decision: str | None, detail: dict[str, Any], explain: dict[str, Any]) -> str:
+    if detail.get("reason"):
+        return str(detail["reason"])
+    signal, value, threshold = detail.get("signal"), detail.get("value"), detail.get("threshold")
+    if not signal:
+        if explain.get("returned") == 0 and not explain.get("no_evidence"):
+            return "No passage matched the filters, namespace and as_of date."
+        return no_evidence_reason(explain)
+    evidence = _fmt(detail.get("evidence"))
+    if signal == "identifier found verbatim":
+        return f"An identifier of the question was found verbatim (evidence {evidence})."
+    setting = next(((low, strong) for prefix, low, strong in _SIGNAL_SETTINGS if signal.startswith(prefix)), None)
+    level = f"its no-evidence level {_fmt(threshold)}" + (f" (from {setting[0]})" if setting else "")
+    strong = f"its strong level (from {setting[1]})" if setting else "its strong level"
+    said = f"Deciding signal ({signal}): {_fmt(value)}"
+    if decision == "no evidence":
+        text = f"{said}, at or below {level}. Evidence {evidence}."
+        if not detail.get("cutoff", True):
+            text += " The no-evidence cutoff is off, so passages are returned anyway."
+        return text
+    if decision == "low confidence":
+        return f"{said}, above {level} but short of {strong}. Evidence {evidence} of 1: read the passages with care."
+    return f"{said}, at or above {strong}. Evidence {evidence}."
+
+
+def dense_score_label(explain: dict[str, Any] | None) -> str:
+    """What the dense leg's score is in this call: a z-score within the passage's language group when the
+    database corrected for language (its explain object's language_correction has groups), else the cosine
+    similarity."""
+    correction = (explain or {}).get("language_correction")
+    if isinstance(correction, dict) and correction.get("groups"):
+        return "z-score"
+    return "cosine"
 
 
 def no_evidence_reason(explain: dict[str, Any]) -> str:
