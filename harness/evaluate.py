@@ -11,10 +11,12 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
+from psycopg import sql
 from psycopg.types.json import Jsonb
 from tqdm import tqdm
 
@@ -40,6 +42,11 @@ def load_cases(path: str) -> list[Case]:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise RuntimeError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    return cases_from(data, path)
+
+
+def cases_from(data: object, path: str = "cases") -> list[Case]:
+    """Cases from the JSON list of a cases file (examples/eval/cases.json's format)."""
     if not isinstance(data, list):
         raise RuntimeError(f"{path}: expected a JSON list of cases")
     cases = []
@@ -166,9 +173,19 @@ def git_commit() -> str | None:
         return None
 
 
-def run_mode(conn, cases: list[Case], mode: str, k: int, default_namespace: str | None, progress: bool):
+def run_mode(
+    conn,
+    cases: list[Case],
+    mode: str,
+    k: int,
+    default_namespace: str | None,
+    progress: bool,
+    on_case: Callable[[], None] | None = None,
+):
     results = []
     for case in tqdm(cases, desc=f"eval {mode}", unit="q", disable=not progress, file=sys.stderr):
+        if on_case:
+            on_case()
         started = time.perf_counter()
         try:
             explain = retrieval.explain(
@@ -202,12 +219,31 @@ def run_mode(conn, cases: list[Case], mode: str, k: int, default_namespace: str 
     return summary, by_category, results
 
 
-def store_run(conn, dataset: str, mode: str, params: dict, summary: dict, by_category: dict, results) -> int:
+def configuration(conn, k: int) -> dict:
+    """The complete configuration a run retrieves with: every session-overridable setting in force (the
+    catalogue's value for this session, overrides included), k, and complete = true."""
+    rows = conn.execute("SELECT key, value FROM kb.settings_catalogue WHERE session_override ORDER BY key").fetchall()
+    return {"settings": {r["key"]: r["value"] for r in rows}, "k": k, "complete": True}
+
+
+def store_run(
+    conn,
+    dataset: str,
+    mode: str,
+    params: dict,
+    summary: dict,
+    by_category: dict,
+    results,
+    config: dict | None = None,
+    default_namespace: str | None = None,
+) -> int:
     model = conn.execute("SELECT name FROM kb.models WHERE active").fetchone()
+    k = params.get("k")
     with conn.transaction():
         run_id = conn.execute(
-            """INSERT INTO kb.eval_runs (dataset, mode, model, git_commit, params, metrics, metrics_by_category)
-               VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING id""",
+            """INSERT INTO kb.eval_runs (dataset, mode, model, git_commit, params, metrics, metrics_by_category,
+                   configuration)
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id""",
             (
                 dataset,
                 mode,
@@ -216,13 +252,15 @@ def store_run(conn, dataset: str, mode: str, params: dict, summary: dict, by_cat
                 Jsonb(params),
                 Jsonb(summary),
                 Jsonb(by_category),
+                Jsonb(config or {}),
             ),
         ).fetchone()["id"]
         with conn.cursor() as cur:
             cur.executemany(
                 """INSERT INTO kb.eval_results (run_id, case_id, category, query, expected, returned,
-                       first_relevant_rank, ndcg_10, forbidden_hit, low_confidence, latency_ms, error)
-                   VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
+                       first_relevant_rank, ndcg_10, forbidden_hit, low_confidence, latency_ms, error,
+                       namespace, context, as_of, k, forbidden)
+                   VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
                 [
                     (
                         run_id,
@@ -237,6 +275,11 @@ def store_run(conn, dataset: str, mode: str, params: dict, summary: dict, by_cat
                         r.get("low_confidence"),
                         r["latency"],
                         r["error"],
+                        r["case"].namespace or default_namespace,
+                        r["case"].context,
+                        r["case"].as_of,
+                        k,
+                        r["case"].forbidden,
                     )
                     for r in results
                 ],
@@ -260,7 +303,14 @@ def evaluate(
     category_key: str | None = "kind",
     settings: dict[str, str] | None = None,
     progress: bool = True,
+    cases: list[Case] | None = None,
+    dataset: str | None = None,
+    role: str | None = None,
+    on_case: Callable[[], None] | None = None,
 ) -> dict:
+    """Evaluate golden cases (cases_file, or cases given with their dataset name) or a BEIR folder in each
+    mode and store every run. role: SET ROLE before anything (the lab's role); on_case: called before each
+    case of each mode (progress)."""
     modes = list(retrieval.MODES) if mode == "all" else [m.strip() for m in mode.split(",")]
     bad = [m for m in modes if m not in retrieval.MODES]
     if bad:
@@ -280,15 +330,22 @@ def evaluate(
     elif cases_file:
         cases = load_cases(cases_file)[: limit or None]
         dataset = f"cases:{Path(cases_file).name}"
+    elif cases is not None:
+        cases = cases[: limit or None]
+        dataset = dataset or "cases"
     else:
         raise RuntimeError("give a cases file or --beir DIR")
     report = {"dataset": dataset, "cases": len(cases), "k": k, "modes": {}}
     with connect(dsn) as conn:
+        if role:
+            conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
         # retrieval settings for this run only (session GUCs pgkb.<key>, read by kb.setting)
         for key, value in (settings or {}).items():
             conn.execute("SELECT set_config(%s, %s, false)", (f"pgkb.{key}", str(value)))
+            conn.execute("SELECT kb.setting(%s)", (key,))  # a wrong value is refused before any case runs
+        config = configuration(conn, k)
         for m in modes:
-            summary, by_category, results = run_mode(conn, cases, m, k, namespace, progress)
+            summary, by_category, results = run_mode(conn, cases, m, k, namespace, progress, on_case)
             params = {
                 "k": k,
                 "limit": limit,
@@ -298,7 +355,7 @@ def evaluate(
                 "unanswerable": unanswerable,
                 "settings": settings or {},
             }
-            run_id = store_run(conn, dataset, m, params, summary, by_category, results)
+            run_id = store_run(conn, dataset, m, params, summary, by_category, results, config, namespace)
             report["modes"][m] = {"run_id": run_id, "metrics": summary, "by_category": by_category}
     return report
 

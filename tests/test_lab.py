@@ -481,7 +481,9 @@ def test_actions_need_this_processs_form_token(labs):
 def test_the_eval_page_shows_metrics_per_mode_and_category_and_a_trend_chart(labs):
     page = labs("acme_admin").get("/eval")
     assert page.status_code == 200
-    assert re.findall(r'<polyline class="series" data-mode="(\w+)"', page.text) == ["hybrid", "lexical"]
+    # two runs of each mode with the same settings: one line per configuration, one configuration per mode
+    lines = re.findall(r'<polyline class="series" data-series="(\w+)" data-mode="(\w+)"', page.text)
+    assert sorted(mode for _, mode in lines) == ["hybrid", "lexical"] and len({key for key, _ in lines}) == 2
     latest = re.search(r"data-latest>(.*?)</table>", page.text, re.S).group(1)
     for category in ("identifier", "policy", "unanswerable"):
         assert f"<td>{category}</td>" in latest
@@ -827,3 +829,157 @@ def test_snippets_on_the_query_page_carry_no_markdown_syntax(labs):
     page = labs("acme_reader").get(url("/query", q="comma separated spreadsheet xlsx", namespace="acme", k="3"))
     snippets = re.findall(r'<p class="snippet">(.*?)</p>', page.text, re.S)
     assert snippets and not [s for s in snippets if "|" in s or "##" in s or "---" in s]
+
+
+# -- evaluations from the page ------------------------------------------------------------
+
+TUNING_CASES = ACME_CASES + [
+    {
+        "id": "refund-then",
+        "category": "lifecycle",
+        "query": "refund within days of delivery",
+        "namespace": "acme",
+        "as_of": "2024-06-01",
+        "context": ["what is the refund policy?"],
+        "expected": ["policies/refund-v1.md"],
+        "forbidden": ["policies/refund-v2.md"],
+    }
+]
+
+
+def start_run(lab, cases, name: str, *, modes=("lexical",), **fields):
+    """Upload cases as `name` and start a run from the eval page; wait for it; the finished job."""
+    data = {"token": lab.app.state.token, "modes": list(modes), **fields}
+    files = {"upload": (name, json.dumps(cases).encode(), "application/json")}
+    answer = lab.post("/eval/start", data=data, files=files, follow_redirects=False)
+    assert answer.status_code == 303, text(answer)[:600]
+    job = lab.app.state.jobs.get(int(answer.headers["location"].rsplit("/", 1)[1]))
+    from helpers import wait_for
+
+    wait_for(lambda: job.state != "running", timeout=60)
+    assert job.state == "finished", job.error
+    return job
+
+
+def test_an_evaluation_started_from_the_page_stores_its_complete_configuration_and_each_cases_request(labs, module_db):
+    lab = labs("acme_admin")
+    job = start_run(lab, TUNING_CASES, "acme-tuning.json", k="50", namespace="acme", **{"set.weight_dense": "0.3"})
+    progress = lab.get(f"/eval/jobs/{job.id}")
+    assert 'data-job="finished"' in progress.text and "4 of 4 cases asked" in text(progress)
+    run = module_db.execute("SELECT * FROM kb.eval_runs WHERE id = %s", (job.run_ids["lexical"],)).fetchone()
+    in_force = module_db.execute("SELECT key FROM kb.settings_catalogue WHERE session_override").fetchall()
+    config = run["configuration"]
+    assert config["complete"] is True and config["k"] == 50
+    assert set(config["settings"]) == {r["key"] for r in in_force} and config["settings"]["weight_dense"] == 0.3
+    case = module_db.execute(
+        "SELECT * FROM kb.eval_results WHERE run_id = %s AND case_id = 'refund-then'", (run["id"],)
+    ).fetchone()
+    assert (case["namespace"], case["as_of"], case["context"], case["k"]) == (
+        "acme",
+        "2024-06-01",
+        ["what is the refund policy?"],
+        50,
+    )
+    assert case["forbidden"] == ["policies/refund-v2.md"]
+
+
+def test_a_case_link_asks_the_case_again_exactly_as_the_run_asked_it(labs, module_db):
+    lab = labs("acme_admin")
+    job = start_run(lab, TUNING_CASES, "acme-tuning.json", k="50", namespace="acme", **{"set.weight_dense": "0.3"})
+    run_id = job.run_ids["lexical"]
+    page = lab.get(f"/eval/{run_id}")
+    row = re.search(r'<tr data-case="refund-then".*?</tr>', page.text, re.S).group(0)
+    link = unescape(re.search(r'<a href="([^"]+)" data-case-link>', row).group(1))
+    for part in ("namespace=acme", "as_of=2024-06-01", "k=50", "mode=lexical", "set.weight_dense=0.3"):
+        assert part in link, (part, link)
+    assert "context=what+is+the+refund+policy" in link
+    stored = module_db.execute(
+        "SELECT returned FROM kb.eval_results WHERE run_id = %s AND case_id = 'refund-then'", (run_id,)
+    ).fetchone()["returned"]
+    asked = lab.get(link)
+    assert stored[0] == "policies/refund-v1.md"
+    assert list(dict.fromkeys(result_sources(asked))) == stored[: len(set(result_sources(asked)))]
+
+
+def test_a_role_that_is_not_pgkb_admin_is_told_it_may_not_run_evaluations(labs, world, module_db):
+    reader = labs("acme_reader")
+    answer = reader.post("/eval/start", data={"token": reader.app.state.token, "source": "judged"})
+    assert answer.status_code == 403 and "may not run evaluations" in text(answer) and "pgkb_admin" in text(answer)
+    module_db.execute(f"GRANT SELECT ON kb.eval_runs, kb.eval_results TO {role('acme_reader')}")
+    try:
+        page = reader.get("/eval")
+        assert page.status_code == 200 and "data-may-not-run" in page.text and "data-start-run" not in page.text
+    finally:
+        module_db.execute(f"REVOKE SELECT ON kb.eval_runs, kb.eval_results FROM {role('acme_reader')}")
+    assert "data-start-run" in labs("acme_admin").get("/eval").text
+
+
+def test_an_evaluation_with_an_out_of_range_setting_is_refused_before_it_starts(labs):
+    lab = labs("acme_admin")
+    data = {"token": lab.app.state.token, "modes": ["lexical"], "set.rrf_k": "-60"}
+    files = {"upload": ("bad.json", json.dumps(ACME_CASES).encode(), "application/json")}
+    answer = lab.post("/eval/start", data=data, files=files, follow_redirects=False)
+    assert answer.status_code == 400 and "rrf_k = -60 is outside its range 1 to 1000" in text(answer)
+
+
+def test_the_trend_draws_one_line_per_configuration_not_per_mode(labs):
+    lab = labs("acme_admin")
+    start_run(lab, ACME_CASES, "acme-trend.json", namespace="acme")
+    start_run(lab, ACME_CASES, "acme-trend.json", namespace="acme")
+    start_run(lab, ACME_CASES, "acme-trend.json", namespace="acme", **{"set.fusion": "rrf"})
+    page = lab.get("/eval?dataset=cases:acme-trend.json")
+    lines = re.findall(r'<polyline class="series" data-series="(\w+)" data-mode="lexical" points="([^"]*)"', page.text)
+    assert sorted(len(points.split()) for _, points in lines) == [1, 2]  # defaults twice, rrf once
+    latest = re.search(r"data-latest>(.*?)</table>", page.text, re.S).group(1)
+    assert len(re.findall(r"data-config=", latest)) == 2 and "fusion=rrf" in latest
+
+
+def insert_run(conn, outcomes: dict[str, tuple[int | None, list[str]]], mode: str = "lexical") -> int:
+    """A stored run of dataset cases:flips.json whose case c passed (rank 1) or failed as outcomes say."""
+    run_id = conn.execute(
+        """INSERT INTO kb.eval_runs (dataset, mode, params, metrics, configuration)
+           VALUES ('cases:flips.json', %s, '{"k": 10, "namespace": "acme"}', '{"cases": 3}',
+                   '{"settings": {}, "k": 10, "complete": true}') RETURNING id""",
+        (mode,),
+    ).fetchone()["id"]
+    for case_id, (rank, returned) in outcomes.items():
+        conn.execute(
+            """INSERT INTO kb.eval_results (run_id, case_id, query, expected, returned, first_relevant_rank,
+                   ndcg_10, namespace, k) VALUES (%s, %s, %s, ARRAY['a.md'], %s, %s, %s, 'acme', 10)""",
+            (run_id, case_id, f"question {case_id}", returned, rank, 1.0 if rank == 1 else 0.0),
+        )
+    return run_id
+
+
+def test_run_against_run_lists_the_flipped_cases_with_overlap_and_rank_biased_overlap(labs, module_db):
+    left = insert_run(module_db, {"x": (1, ["a.md", "b.md"]), "y": (2, ["b.md", "a.md"]), "z": (1, ["a.md"])})
+    right = insert_run(module_db, {"x": (2, ["b.md", "a.md"]), "y": (1, ["a.md", "b.md"]), "z": (1, ["a.md"])})
+    page = labs("acme_admin").get(f"/eval/compare?a={left}&b={right}")
+    assert page.status_code == 200
+    flips = dict(re.findall(r'<tr data-case="(\w)" data-flip="(\w+)"', page.text))
+    assert flips == {"x": "broken", "y": "fixed", "z": "none"}
+    assert 'data-fixed="1" data-broken="1"' in page.text
+    assert re.search(r"data-overlap>0.167<", page.text)  # of the first 10: 2 shared for x and y, 1 for z
+    rbo = float(re.search(r"data-rbo>([0-9.]+)<", page.text).group(1))
+    assert 0.5 < rbo < 1
+
+
+def test_rank_biased_overlap_and_overlap_at_k_match_hand_computed_values():
+    from harness.lab import runs
+
+    assert runs.rank_biased_overlap(list("abcde"), list("abcde")) == pytest.approx(1.0)
+    assert runs.rank_biased_overlap(list("abc"), list("xyz")) == 0.0
+    # swapping the first two of four: X = 0, 2, 3, 4 -> (0.1/0.9)(0.81 + 0.729 + 0.6561) + 0.6561
+    assert runs.rank_biased_overlap(list("abcd"), list("bacd")) == pytest.approx(0.9)
+    assert runs.overlap_at(list("abcd"), list("bxcy"), 4) == 0.5
+    assert runs.overlap_at([], [], 10) is None
+
+
+def test_a_run_of_per_case_namespaces_is_shown_to_a_tenant_only_when_every_case_ran_in_its_namespaces(labs, module_db):
+    acme_only = [dict(c, namespace="acme") for c in ACME_CASES]
+    job = start_run(labs("acme_admin"), acme_only, "per-case.json")
+    mixed = start_run(labs(None), acme_only + [dict(GLOBEX_CASES[0], namespace="globex")], "per-case.json")
+    acme = labs("acme_admin")
+    assert acme.get(f"/eval/{job.run_ids['lexical']}").status_code == 200
+    assert acme.get(f"/eval/{mixed.run_ids['lexical']}").status_code == 404
+    assert_nothing_of_globex(acme.get("/eval?dataset=cases:per-case.json"))

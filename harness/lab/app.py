@@ -9,7 +9,10 @@
 | ``GET /documents/{id}`` | one document and its chunks (section path, tokens, vector of the active model) |
 | ``POST /actions/retry-failed`` | embed the queued and failed chunks the role may see (roles that may run the queue) |
 | ``POST /documents/{id}/reindex`` | re-index one document (only when the database offers kb.reindex_document) |
-| ``GET /eval``, ``GET /eval/{id}`` | evaluation runs, trend chart, metrics per mode and category; one run's cases |
+| ``GET /eval`` | runs, a trend line per configuration, latest run per configuration; the form that starts one |
+| ``POST /eval/start``, ``GET /eval/jobs/{id}`` | an evaluation run in the background (pgkb_admin), its progress |
+| ``GET /eval/{id}`` | one run: configuration, metrics, categories, cases with links that ask each case again exactly |
+| ``GET /eval/compare?a=&b=`` | run against run: flipped cases, per-case deltas, overlap@k and rank-biased overlap |
 
 Every database call runs as the lab's role (harness.lab.database). Errors the user can cause or meet
 (database down, a role that cannot be used or lacks a privilege, a query the database refuses, an
@@ -22,6 +25,7 @@ GET; a POST whose Origin is another site is refused. Every response carries a co
 
 from __future__ import annotations
 
+import json
 import secrets
 from pathlib import Path
 from typing import Any
@@ -38,13 +42,17 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 
-from .. import retrieval
+from .. import evaluate, retrieval
+from ..config import REPO_ROOT
 from . import queries, render
+from . import runs as lab_runs
 from .database import LabDatabase, LabError, NotPermitted, QueryFailed, redacted
-from .forms import FormError, QueryForm, query_form
+from .forms import FormError, QueryForm, query_form, settings_from
+from .jobs import Jobs
 
 HERE = Path(__file__).resolve().parent
 PAGE_SIZE = 200
+MAX_UPLOAD = 5_000_000  # bytes of an uploaded case file
 
 
 SECURITY_HEADERS = [
@@ -84,6 +92,7 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
     """The lab for one database and role. allowed_hosts: the Host headers accepted (None: any), which
     keeps pages of a loopback-bound lab from being read through DNS rebinding."""
     db = LabDatabase(dsn, role)
+    jobs = Jobs()
     token = secrets.token_urlsafe(24)
     templates = Jinja2Templates(
         directory=str(HERE / "templates"),
@@ -378,25 +387,32 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
 
     # -- evaluation -------------------------------------------------------------------------
 
+    def denied_eval(request: Request) -> Response:
+        return page(request, "eval.html", {"nav": "eval", "denied": True, "runs": []}, status=403)
+
     def eval_page(request: Request) -> Response:
         p = request.query_params
 
         def work(conn):
             if not queries.permissions(conn)["eval"]:
                 return None
-            return queries.eval_runs(conn)
+            return {
+                "runs": queries.eval_runs(conn),
+                "may_run": queries.may_run_eval(conn),
+                "namespaces": queries.namespaces(conn),
+                "settings": queries.query_settings(conn),
+            }
 
-        runs = db.run(work)
-        if runs is None:
-            return page(request, "eval.html", {"nav": "eval", "denied": True, "runs": []}, status=403)
+        data = db.run(work)
+        if data is None:
+            return denied_eval(request)
+        runs = data["runs"]
         datasets = sorted({r["dataset"] for r in runs})
         dataset = p.get("dataset") or (runs[0]["dataset"] if runs else None)
         selected = [r for r in runs if r["dataset"] == dataset]
         metric_names = render.numeric_metrics(selected)
         metric = p.get("metric") or (metric_names[0] if metric_names else "ndcg@10")
-        latest: dict[str, Any] = {}
-        for r in selected:  # newest first: the first run of each mode is its latest
-            latest.setdefault(r["mode"], r)
+        configs = lab_runs.configurations(selected)
         return page(
             request,
             "eval.html",
@@ -409,10 +425,83 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
                 "dataset": dataset,
                 "metric": metric,
                 "metric_names": metric_names,
-                "latest": latest,
-                "chart": render.trend_svg(selected, metric),
+                "configs": configs,
+                "chart": render.trend_svg(selected, metric, series=configs),
+                "may_run": data["may_run"],
+                "meta": {"namespaces": data["namespaces"], "settings": data["settings"]},
+                "case_files": case_files(),
+                "jobs": jobs.recent(),
+                "modes_all": retrieval.MODES,
             },
         )
+
+    async def eval_start(request: Request) -> Response:
+        form = await checked_form(request)
+        upload = form.get("upload")
+        uploaded = await upload.read(MAX_UPLOAD + 1) if upload is not None and hasattr(upload, "read") else b""
+        return await run_in_threadpool(_eval_start, request, form, uploaded)
+
+    def _eval_start(request: Request, form: Any, uploaded: bytes) -> Response:
+        def check(conn):
+            return {
+                "may_run": queries.may_run_eval(conn),
+                "settings": queries.query_settings(conn),
+                "namespaces": queries.namespaces(conn),
+            }
+
+        meta = db.run(check)
+        if not meta["may_run"]:
+            raise NotPermitted(
+                f"the role {db.role_label} may not run evaluations: running one stores it in kb.eval_runs",
+                "grant pgkb_admin to the lab's role",
+            )
+        try:
+            cases, dataset = chosen_cases(form, uploaded)
+            settings = settings_from(form, "set.", {s["key"] for s in meta["settings"]})
+            modes = [m for m in form.getlist("modes") if m in retrieval.MODES] or ["auto"]
+            k = int(form.get("k") or 100)
+            if not 1 <= k <= 1000:
+                raise FormError(f"k must be between 1 and 1000, not {k}")
+        except (FormError, ValueError, RuntimeError) as exc:
+            raise HTTPException(400, f"cannot start the evaluation: {exc}") from exc
+        namespace = str(form.get("namespace") or "").strip() or None
+        if namespace and namespace not in {n["namespace"] for n in meta["namespaces"]}:
+            raise HTTPException(
+                400, f"unknown namespace {namespace!r}: the role {db.role_label} sees no document in it"
+            )
+        db.run(lambda conn: None, settings=settings)  # each setting checked by kb.setting before the job starts
+        job = jobs.start(
+            dsn, db.role, cases=cases, dataset=dataset, modes=modes, k=k, namespace=namespace, settings=settings
+        )
+        return RedirectResponse(f"/eval/jobs/{job.id}", status_code=303)
+
+    def chosen_cases(form: Any, uploaded: bytes) -> tuple[list[evaluate.Case], str]:
+        source = str(form.get("source") or "")
+        if uploaded:
+            if len(uploaded) > MAX_UPLOAD:
+                raise FormError(f"the case file is larger than {MAX_UPLOAD // 1_000_000} MB")
+            name = getattr(form.get("upload"), "filename", None) or "upload.json"
+            try:
+                data = json.loads(uploaded.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                raise FormError(f"{name} is not a JSON list of cases: {exc}") from None
+            return evaluate.cases_from(data, name), f"cases:{Path(name).name}"
+        if source == "judged":
+            rows = db.run(queries.judged_cases)
+            if not rows:
+                raise FormError("there are no judged cases yet: judge results on the query page first")
+            return evaluate.cases_from([r["golden_case"] for r in rows], "kb.judged_cases"), "judged:kb.judged_cases"
+        files = {f.name: f for f in case_files()}
+        if source.startswith("file:") and source[5:] in files:
+            path = files[source[5:]]
+            return evaluate.load_cases(str(path)), f"cases:{path.name}"
+        raise FormError("choose a case file, the judged cases, or upload a JSON list of cases")
+
+    def job_page(request: Request) -> Response:
+        job = jobs.get(request.path_params["id"])
+        if job is None:
+            raise HTTPException(404, f"no evaluation job {request.path_params['id']} in this lab process")
+        return page(request, "eval_job.html", {"nav": "eval", "job": job})
 
     def eval_run_page(request: Request) -> Response:
         run_id = request.path_params["id"]
@@ -428,21 +517,23 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
                 "run": run,
                 "results": queries.eval_results(conn, run_id),
                 "dataset_runs": queries.eval_runs(conn, run["dataset"]),
+                "in_force": {s["key"]: s["value"] for s in queries.query_settings(conn)},
             }
 
         data = db.run(work)
         if data == "denied":
-            return page(request, "eval.html", {"nav": "eval", "denied": True, "runs": []}, status=403)
+            return denied_eval(request)
         if data is None:
             raise HTTPException(404, f"no evaluation run {run_id} that the role {db.role_label} can see")
         run = data["run"]
         results = data["results"]
         if only_failures:
-            results = [r for r in results if _failed(r)]
-        params = run["params"] or {}
-        links = {r["case_id"]: _case_link(r, run, params) for r in results}
-        failed_cases = {r["case_id"] for r in data["results"] if _failed(r)}
+            results = [r for r in results if not lab_runs.passed(r)]
+        links = {r["case_id"]: case_link(r, run, data["in_force"]) for r in results}
+        failed_cases = {r["case_id"] for r in data["results"] if not lab_runs.passed(r)}
         metric = request.query_params.get("metric") or "ndcg@10"
+        configs = lab_runs.configurations(data["dataset_runs"])
+        others = [r for r in data["dataset_runs"] if r["id"] != run["id"]]
         return page(
             request,
             "eval_run.html",
@@ -454,7 +545,60 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
                 "only_failures": only_failures,
                 "metric": metric,
                 "failed": failed_cases,
-                "chart": render.trend_svg(data["dataset_runs"], metric, run["id"]),
+                "config": next((c for c in configs if c["key"] == run["configuration_key"]), None),
+                "others": others,
+                "chart": render.trend_svg(data["dataset_runs"], metric, run["id"], series=configs),
+            },
+        )
+
+    def run_against_run_page(request: Request) -> Response:
+        p = request.query_params
+        left_id, right_id = _int(p.get("a"), 0), _int(p.get("b"), 0)
+
+        def work(conn):
+            if not queries.permissions(conn)["eval"]:
+                return "denied"
+            left, right = queries.eval_run(conn, left_id), queries.eval_run(conn, right_id)
+            if left is None or right is None:
+                return None
+            return {
+                "left": left,
+                "right": right,
+                "left_results": queries.eval_results(conn, left_id),
+                "right_results": queries.eval_results(conn, right_id),
+                "dataset_runs": queries.eval_runs(conn, left["dataset"]),
+                "in_force": {s["key"]: s["value"] for s in queries.query_settings(conn)},
+            }
+
+        data = db.run(work)
+        if data == "denied":
+            return denied_eval(request)
+        if data is None:
+            raise HTTPException(
+                404, f"no evaluation runs {left_id} and {right_id} that the role {db.role_label} can see"
+            )
+        k = min(_int(p.get("k"), 10) or 10, 20)
+        comparison = lab_runs.run_against_run(data["left_results"], data["right_results"], k=k)
+        configs = {c["key"]: c for c in lab_runs.configurations([data["left"], data["right"]])}
+        links = {
+            c["case_id"]: (
+                case_link(c["left"], data["left"], data["in_force"]),
+                case_link(c["right"], data["right"], data["in_force"]),
+            )
+            for c in comparison["cases"]
+        }
+        return page(
+            request,
+            "eval_compare.html",
+            {
+                "nav": "eval",
+                "left": data["left"],
+                "right": data["right"],
+                "left_config": configs.get(data["left"]["configuration_key"]),
+                "right_config": configs.get(data["right"]["configuration_key"]),
+                "cmp": comparison,
+                "links": links,
+                "dataset_runs": data["dataset_runs"],
             },
         )
 
@@ -484,6 +628,9 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
         Route("/documents/{id:int}/reindex", reindex, methods=["POST"]),
         Route("/actions/retry-failed", retry_failed, methods=["POST"]),
         Route("/eval", eval_page),
+        Route("/eval/start", eval_start, methods=["POST"]),
+        Route("/eval/jobs/{id:int}", job_page),
+        Route("/eval/compare", run_against_run_page),
         Route("/eval/{id:int}", eval_run_page),
         Route("/static/highlight.css", highlight_css),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
@@ -495,6 +642,7 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
     )
     app.state.database = db
     app.state.token = token
+    app.state.jobs = jobs
     return app
 
 
@@ -529,23 +677,36 @@ def _number(value: Any, digits: int = 3) -> str:
     return str(value)
 
 
-def _failed(result: dict[str, Any]) -> bool:
-    """A case that did not pass: an error, a forbidden hit, the expected source not first, or (expected
-    nothing) passages returned with confidence (the evaluator counts a low-confidence answer as "no
-    evidence", harness.metrics)."""
-    if result["error"] or result["forbidden_hit"]:
-        return True
-    if not result["expected"]:
-        return bool(result["returned"]) and not result["low_confidence"]
-    return result["first_relevant_rank"] != 1
+def case_files() -> list[Path]:
+    """The case files a run may be started from without an upload: examples/eval/*.json of this checkout."""
+    folder = REPO_ROOT / "examples" / "eval"
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []
 
 
-def _case_link(result: dict[str, Any], run: dict[str, Any], params: dict[str, Any]) -> str:
-    """The query page pre-filled with what the evaluation asked: the case's question, the run's
-    namespace, mode and settings."""
+def _setting_text(value: Any) -> str:
+    """A setting's jsonb value as the text of a session setting (what set_config takes)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def case_link(result: dict[str, Any], run: dict[str, Any], in_force: dict[str, Any]) -> str:
+    """The query page asking a stored case exactly as the run asked it: its question, namespace, follow-up
+    context, as_of and k, the run's mode, and every setting of the run's configuration whose value differs
+    from the one in force now (for runs stored before configurations were complete: their overrides)."""
+    params = run.get("params") or {}
+    config = run.get("configuration") or {}
     items = [("q", result["query"])]
-    if params.get("namespace"):
-        items.append(("namespace", params["namespace"]))
-    items += [("mode", run["mode"]), ("k", "10")]
-    items += [(f"set.{key}", str(value)) for key, value in (params.get("settings") or {}).items()]
+    namespace = result.get("namespace") if "namespace" in result else params.get("namespace")
+    if namespace or params.get("namespace"):
+        items.append(("namespace", namespace or params.get("namespace")))
+    items.append(("mode", run["mode"]))
+    items.append(("k", str(result.get("k") or params.get("k") or 10)))
+    if result.get("as_of"):
+        items.append(("as_of", result["as_of"]))
+    if result.get("context"):
+        items.append(("context", "\n".join(result["context"])))
+    if config.get("complete"):
+        chosen = {key: value for key, value in (config.get("settings") or {}).items() if in_force.get(key) != value}
+    else:
+        chosen = dict(params.get("settings") or {})
+    items += [(f"set.{key}", _setting_text(value)) for key, value in sorted(chosen.items()) if key in in_force]
     return "/query?" + urlencode(items)

@@ -4,7 +4,7 @@ Retrieval goes through harness.retrieval (kb_retrieve / kb_retrieve_explain), th
 client uses; nothing here ranks, filters or fuses in Python. Everything runs as the lab's role, so
 row-level security decides which namespaces, documents, chunks and candidates appear. kb.eval_runs
 has no namespace policy of its own: a role restricted to some namespaces sees only the runs whose
-``params.namespace`` is one of them (see ``eval_runs``).
+``params.namespace`` is one of them, or whose every case ran in one (see ``_VISIBLE_RUN``).
 """
 
 from __future__ import annotations
@@ -176,9 +176,15 @@ def reindex(conn: psycopg.Connection, document_id: int) -> None:
     conn.execute("SELECT kb.reindex_document(%s)", (document_id,))
 
 
+# A run is visible to a role that isolation restricts when it ran in a namespace the role was granted, or
+# (a run of per-case namespaces) when every case it recorded ran in one.
 _VISIBLE_RUN = """(
     (SELECT kb.allowed_namespaces(current_user)) IS NULL
     OR r.params ->> 'namespace' = ANY (kb.allowed_namespaces(current_user))
+    OR (r.params ->> 'namespace' IS NULL
+        AND EXISTS (SELECT 1 FROM kb.eval_results AS x WHERE x.run_id = r.id)
+        AND NOT EXISTS (SELECT 1 FROM kb.eval_results AS x WHERE x.run_id = r.id AND (x.namespace IS NULL
+            OR NOT x.namespace = ANY (kb.allowed_namespaces(current_user)))))
 )"""
 
 
@@ -187,7 +193,7 @@ def eval_runs(conn: psycopg.Connection, dataset: str | None = None) -> list[dict
     of a namespace it was granted (a run without a namespace may have read any: unrestricted roles only)."""
     return conn.execute(
         f"""SELECT r.id, r.started_at, r.dataset, r.mode, r.model, r.git_commit, r.params, r.metrics,
-                   r.metrics_by_category
+                   r.metrics_by_category, r.configuration, r.configuration_key
             FROM kb.eval_runs AS r
             WHERE {_VISIBLE_RUN} AND (%(dataset)s::text IS NULL OR r.dataset = %(dataset)s)
             ORDER BY r.started_at DESC, r.id DESC LIMIT 500""",
@@ -207,3 +213,49 @@ def eval_results(conn: psycopg.Connection, run_id: int) -> list[dict[str, Any]]:
                     first_relevant_rank DESC NULLS LAST, case_id""",
         (run_id,),
     ).fetchall()
+
+
+def may_run_eval(conn: psycopg.Connection) -> bool:
+    """Whether the role may run evaluations from the lab: a member of pgkb_admin (it stores runs)."""
+    return conn.execute("SELECT pg_has_role(current_user, 'pgkb_admin', 'MEMBER') AS ok").fetchone()["ok"]
+
+
+def judged_cases(conn: psycopg.Connection, namespace: str | None = None) -> list[dict[str, Any]]:
+    """The golden cases the role's visible judgments make (kb.judged_cases), newest first."""
+    return conn.execute(
+        """SELECT * FROM kb.judged_cases WHERE %(ns)s::text IS NULL OR namespace = %(ns)s
+           ORDER BY last_judged_at DESC, case_id""",
+        {"ns": namespace},
+    ).fetchall()
+
+
+def judgments_for(conn: psycopg.Connection, namespace_query: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """The role's own judgments of some (namespace, source) pairs for one question: {(namespace, source):
+    judgment}. namespace_query: [(namespace, query)] pairs whose judgments to read."""
+    if not namespace_query:
+        return {}
+    rows = conn.execute(
+        """SELECT j.namespace, j.source, j.judgment FROM kb.judgments AS j
+           JOIN unnest(%s::text[], %s::text[]) AS w (namespace, query)
+             ON j.namespace = w.namespace AND md5(j.query) = md5(w.query) AND j.query = w.query
+           WHERE j.judged_by = current_user""",
+        ([n for n, _ in namespace_query], [q for _, q in namespace_query]),
+    ).fetchall()
+    return {(r["namespace"], r["source"]): r["judgment"] for r in rows}
+
+
+def record_judgment(
+    conn: psycopg.Connection,
+    *,
+    namespace: str,
+    query: str,
+    source: str,
+    judgment: str,
+    context: list[str] | None,
+    as_of: str | None,
+) -> int:
+    """kb.record_judgment as the lab's role, origin 'lab'."""
+    return conn.execute(
+        """SELECT kb.record_judgment(%s, %s, %s, %s, %s, %s::timestamptz::date, 'lab') AS id""",
+        (namespace, query, source, judgment, context, as_of),
+    ).fetchone()["id"]

@@ -276,51 +276,71 @@ def explain_extra(explain: dict[str, Any]) -> dict[str, Any]:
 SERIES_COLOURS = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#4b5563")
 
 
-def trend_svg(runs: list[dict[str, Any]], metric: str, highlight_run: int | None = None) -> Markup:
-    """A line chart of metric across runs (oldest to newest), one line per mode, each point a link to its
-    run; the highlighted run is drawn larger. Runs without the metric are skipped."""
+def trend_svg(
+    runs: list[dict[str, Any]],
+    metric: str,
+    highlight_run: int | None = None,
+    series: list[dict[str, Any]] | None = None,
+) -> Markup:
+    """A line chart of metric across runs (oldest to newest), one line per configuration (series: the
+    groups of harness.lab.runs.configurations, each with key and label; None: one line per mode), each
+    point a link to its run; the highlighted run is drawn larger. Runs without the metric are skipped."""
     points = [r for r in sorted(runs, key=lambda r: (r["started_at"], r["id"])) if _number(r["metrics"].get(metric))]
-    width, height, left, right, top, bottom = 720, 260, 48, 120, 16, 36
     if not points:
         return Markup(f'<p class="empty">No run has the metric {html.escape(metric)}.</p>')
+    if series is None:
+        groups = [{"key": m, "label": m} for m in sorted({r["mode"] for r in points})]
+
+        def key_of(r: dict[str, Any]) -> str:
+            return r["mode"]
+    else:
+        groups = [g for g in series if any(r.get("configuration_key") == g["key"] for r in points)]
+
+        def key_of(r: dict[str, Any]) -> str:
+            return r.get("configuration_key") or f"run-{r['id']}"
+
+    width, left, right, top, plot_bottom = 720, 48, 16, 16, 224
+    height = plot_bottom + 28 + 18 * len(groups)
     values = [float(r["metrics"][metric]) for r in points]
     high = max(values)
     top_value = 1.0 if 0 <= min(values) and high <= 1 else _nice_ceiling(high)
     xs = {r["id"]: left + (i + 0.5) * (width - left - right) / len(points) for i, r in enumerate(points)}
 
     def y(v: float) -> float:
-        return top + (1 - v / top_value) * (height - top - bottom) if top_value else height - bottom
+        return top + (1 - v / top_value) * (plot_bottom - top) if top_value else plot_bottom
 
     out = [
         f'<svg class="trend" role="img" viewBox="0 0 {width} {height}" width="{width}" height="{height}" '
-        f'aria-label="{html.escape(metric)} across {len(points)} runs">'
+        f'aria-label="{html.escape(metric)} across {len(points)} runs, one line per configuration">'
     ]
     for i in range(5):
         v = top_value * i / 4
         out.append(f'<line class="grid" x1="{left}" x2="{width - right}" y1="{y(v):.1f}" y2="{y(v):.1f}"/>')
         out.append(f'<text class="axis" x="{left - 6}" y="{y(v) + 4:.1f}" text-anchor="end">{v:.3g}</text>')
-    modes = sorted({r["mode"] for r in points})
-    for index, mode in enumerate(modes):
+    for r in points:
+        out.append(
+            f'<text class="axis" x="{xs[r["id"]]:.1f}" y="{plot_bottom + 16}" text-anchor="middle">#{r["id"]}</text>'
+        )
+    for index, group in enumerate(groups):
         colour = SERIES_COLOURS[index % len(SERIES_COLOURS)]
-        series = [r for r in points if r["mode"] == mode]
-        path = " ".join(f"{xs[r['id']]:.1f},{y(float(r['metrics'][metric])):.1f}" for r in series)
-        out.append(f'<polyline class="series" data-mode="{html.escape(mode)}" points="{path}" stroke="{colour}"/>')
-        for r in series:
+        members = [r for r in points if key_of(r) == group["key"]]
+        label = html.escape(str(group["label"]))
+        path = " ".join(f"{xs[r['id']]:.1f},{y(float(r['metrics'][metric])):.1f}" for r in members)
+        out.append(
+            f'<polyline class="series" data-series="{html.escape(str(group["key"]))}" data-mode="'
+            f'{html.escape(members[0]["mode"])}" points="{path}" stroke="{colour}"/>'
+        )
+        for r in members:
             value = float(r["metrics"][metric])
             radius = 6 if r["id"] == highlight_run else 3.5
             out.append(
                 f'<a href="/eval/{r["id"]}"><circle class="point" cx="{xs[r["id"]]:.1f}" cy="{y(value):.1f}" '
-                f'r="{radius}" fill="{colour}"><title>run {r["id"]} ({html.escape(mode)}, '
+                f'r="{radius}" fill="{colour}"><title>run {r["id"]} ({label}, '
                 f"{r['started_at']:%Y-%m-%d %H:%M}): {metric} {value:.4g}</title></circle></a>"
             )
-        ly = top + 16 * index + 8
-        out.append(f'<rect x="{width - right + 12}" y="{ly - 8}" width="10" height="10" fill="{colour}"/>')
-        out.append(f'<text class="legend" x="{width - right + 28}" y="{ly + 1}">{html.escape(mode)}</text>')
-    for r in points:
-        out.append(
-            f'<text class="axis" x="{xs[r["id"]]:.1f}" y="{height - bottom + 16}" text-anchor="middle">'
-            f"#{r['id']}</text>"
-        )
+        ly = plot_bottom + 36 + 18 * index
+        out.append(f'<rect x="{left}" y="{ly - 9}" width="10" height="10" fill="{colour}"/>')
+        out.append(f'<text class="legend" x="{left + 16}" y="{ly}">{label}</text>')
     out.append("</svg>")
     return Markup("".join(out))
 

@@ -1,0 +1,136 @@
+"""Evaluation runs side by side, and runs grouped by configuration. Pure functions over stored rows.
+
+* ``passed`` is the lab's reading of a stored case (the evaluator's rules, harness.metrics).
+* ``overlap_at`` and ``rank_biased_overlap`` compare two ranked lists of sources: the share of the
+  first k they have in common, and Webber, Moffat and Zobel's rank-biased overlap (extrapolated,
+  persistence p), which weighs agreement near the top more.
+* ``run_against_run`` joins two runs' cases: which flipped (passed in one, failed in the other), the
+  per-case deltas, and the mean overlap of their returned lists.
+* ``configurations`` groups runs by their configuration key and says what differs between them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+
+def passed(result: dict[str, Any]) -> bool:
+    """A case passed: no error, no forbidden hit, and the expected source first; or (expected nothing)
+    nothing returned or only with low confidence (the evaluator counts that as "no evidence")."""
+    if result.get("error") or result.get("forbidden_hit"):
+        return False
+    if not result.get("expected"):
+        return not result.get("returned") or bool(result.get("low_confidence"))
+    return result.get("first_relevant_rank") == 1
+
+
+def overlap_at(left: list[str], right: list[str], k: int) -> float | None:
+    """|top k of left ∩ top k of right| / k (None when both lists are empty)."""
+    a, b = left[:k], right[:k]
+    if not a and not b:
+        return None
+    return len(set(a) & set(b)) / k
+
+
+def rank_biased_overlap(left: list[str], right: list[str], p: float = 0.9) -> float | None:
+    """Extrapolated rank-biased overlap of two rankings without ties (1: identical, 0: disjoint); None
+    when both are empty. Lists of different lengths are handled as uneven rankings (RBO_ext, eq. 32 of
+    Webber et al. 2010)."""
+    if not left and not right:
+        return None
+    if not left or not right:
+        return 0.0
+    short, long_ = (left, right) if len(left) <= len(right) else (right, left)
+    s, depth = len(short), len(long_)
+    # X_d: the items the two lists share down to depth d (the short list stops at s)
+    shared = [len(set(short[:d]) & set(long_[:d])) for d in range(1, depth + 1)]
+    x_s, x_l = shared[s - 1], shared[-1]
+    total = sum(shared[d - 1] / d * p**d for d in range(1, depth + 1))
+    total += sum(x_s * (d - s) / (s * d) * p**d for d in range(s + 1, depth + 1))
+    return (1 - p) / p * total + ((x_l - x_s) / depth + x_s / s) * p**depth
+
+
+def run_against_run(
+    left: list[dict[str, Any]], right: list[dict[str, Any]], k: int = 10, p: float = 0.9
+) -> dict[str, Any]:
+    """Two runs' cases joined by case id: each with both outcomes, the nDCG@10 delta (right - left), the
+    first relevant ranks, overlap@k and RBO of the returned lists, and whether it flipped; the flipped
+    first. Cases of one run only are listed apart."""
+    by_id = {r["case_id"]: r for r in right}
+    cases = []
+    for a in left:
+        b = by_id.get(a["case_id"])
+        if b is None:
+            continue
+        pa, pb = passed(a), passed(b)
+        ndcg_a, ndcg_b = a.get("ndcg_10"), b.get("ndcg_10")
+        cases.append(
+            {
+                "case_id": a["case_id"],
+                "query": a["query"],
+                "category": a.get("category"),
+                "left": a,
+                "right": b,
+                "passed_left": pa,
+                "passed_right": pb,
+                "flip": None if pa == pb else ("fixed" if pb else "broken"),
+                "ndcg_delta": None if ndcg_a is None or ndcg_b is None else ndcg_b - ndcg_a,
+                "overlap": overlap_at(a.get("returned") or [], b.get("returned") or [], k),
+                "rbo": rank_biased_overlap(a.get("returned") or [], b.get("returned") or [], p),
+            }
+        )
+    cases.sort(key=lambda c: (c["flip"] is None, c["flip"] != "broken", -abs(c["ndcg_delta"] or 0), c["case_id"]))
+    overlaps = [c["overlap"] for c in cases if c["overlap"] is not None]
+    rbos = [c["rbo"] for c in cases if c["rbo"] is not None]
+    left_ids = {r["case_id"] for r in left}
+    return {
+        "cases": cases,
+        "fixed": sum(1 for c in cases if c["flip"] == "fixed"),
+        "broken": sum(1 for c in cases if c["flip"] == "broken"),
+        "mean_overlap": sum(overlaps) / len(overlaps) if overlaps else None,
+        "mean_rbo": sum(rbos) / len(rbos) if rbos else None,
+        "only_left": sorted(left_ids - set(by_id)),
+        "only_right": sorted(set(by_id) - left_ids),
+        "k": k,
+        "p": p,
+    }
+
+
+def configurations(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The configurations of some runs, newest first: key, mode, model, the runs (newest first), and the
+    settings whose values differ between the configurations shown (what tells them apart), plus k."""
+    groups: dict[str, dict[str, Any]] = {}
+    for run in sorted(runs, key=lambda r: (r["started_at"], r["id"]), reverse=True):
+        key = run.get("configuration_key") or f"run-{run['id']}"
+        group = groups.setdefault(
+            key,
+            {
+                "key": key,
+                "mode": run["mode"],
+                "model": run.get("model"),
+                "configuration": run.get("configuration") or {},
+                "runs": [],
+            },
+        )
+        group["runs"].append(run)
+    settings = [g["configuration"].get("settings") or {} for g in groups.values()]
+    keys = sorted({k for s in settings for k in s})
+    differing = [k for k in keys if len({repr(s.get(k)) for s in settings}) > 1]
+    modes = Counter(g["mode"] for g in groups.values())
+    models = {g["model"] for g in groups.values()}
+    for group in groups.values():
+        config = group["configuration"]
+        shown = {k: (config.get("settings") or {}).get(k) for k in differing if k in (config.get("settings") or {})}
+        parts = [group["mode"]]
+        if len(models) > 1:
+            parts.append(group["model"] or "no model")
+        parts += [f"{k}={v}" for k, v in shown.items()]
+        if not config.get("complete", True):
+            parts.append("(settings not recorded)" if not config.get("settings") else "(overrides only)")
+        group["differs"] = shown
+        group["label"] = " · ".join(str(p) for p in parts)
+        group["latest"] = group["runs"][0]
+        group["complete"] = bool(config.get("complete", False))
+        group["mode_count"] = modes[group["mode"]]
+    return list(groups.values())
