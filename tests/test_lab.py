@@ -983,3 +983,85 @@ def test_a_run_of_per_case_namespaces_is_shown_to_a_tenant_only_when_every_case_
     assert acme.get(f"/eval/{job.run_ids['lexical']}").status_code == 200
     assert acme.get(f"/eval/{mixed.run_ids['lexical']}").status_code == 404
     assert_nothing_of_globex(acme.get("/eval?dataset=cases:per-case.json"))
+
+
+# -- judging ------------------------------------------------------------------------------
+
+
+def judge_button(page, source: str, judgment: str) -> str:
+    """The value of a result card's judge button (what the browser posts with the form)."""
+    card = re.search(rf'<article class="result" data-source="{re.escape(source)}".*?</article>', page.text, re.S)
+    return unescape(
+        re.search(rf"value='([^']+)' class=\"judge-[^\"]*\" data-judgment=\"{judgment}\"", card.group(0)).group(1)
+    )
+
+
+def test_judging_a_result_records_it_as_the_lab_role_and_it_exports_as_a_golden_case(labs, module_db):
+    lab = labs("acme_reader")
+    question = {"q": "how long may a customer ask for a refund", "namespace": "acme", "as_of": "2025-06-01"}
+    page = lab.post("/query", data=question)
+    for source, judgment in (("policies/refund-v2.md", "relevant"), ("faq/returns.md", "not relevant")):
+        value = judge_button(page, source, judgment)
+        page = lab.post("/query", data={**question, "token": lab.app.state.token, "judge": value})
+        assert page.status_code == 200 and "data-judged" in page.text
+    card = re.search(r'<article class="result" data-source="policies/refund-v2.md".*?</article>', page.text, re.S)
+    assert 'data-judge="relevant"' in card.group(0)
+    stored = module_db.execute(
+        "SELECT judged_by, origin, as_of::text FROM kb.judgments WHERE source = 'policies/refund-v2.md'"
+    ).fetchone()
+    assert stored == {"judged_by": role("acme_reader"), "origin": "lab", "as_of": "2025-06-01"}
+    exported = lab.get("/judgments/cases.json")
+    assert exported.headers["content-disposition"].startswith("attachment")
+    case = next(c for c in exported.json() if c["query"] == question["q"])
+    assert case["expected"] == ["policies/refund-v2.md"] and case["namespace"] == "acme"
+    assert case["as_of"] == "2025-06-01" and case["forbidden"] == []
+    assert evaluate.cases_from(exported.json())[0].query  # the evaluator reads the export as it is
+    assert "policies/refund-v2.md" in labs("acme_admin").get("/judgments").text  # a team sees its judgments
+
+
+def test_a_judgment_without_this_processs_form_token_is_refused(labs, module_db):
+    lab = labs("acme_reader")
+    value = '{"j": "forbidden", "ns": "acme", "src": "manuals/errors.md"}'
+    answer = lab.post("/query", data={"q": "E-4031", "judge": value, "token": "guessed"})
+    assert answer.status_code == 403
+    assert module_db.execute(
+        "SELECT count(*) AS n FROM kb.judgments WHERE source = 'manuals/errors.md'"
+    ).fetchone() == {"n": 0}
+
+
+def test_judgments_live_under_the_namespace_security_of_the_documents(labs, world, module_db):
+    from harness.db import connect
+
+    globex_value = '{"j": "relevant", "ns": "globex", "src": "globex/plan.md"}'
+    refused = labs("acme_reader").post(
+        "/query", data={"q": "refund", "judge": globex_value, "token": labs("acme_reader").app.state.token}
+    )
+    assert refused.status_code == 403 and "row-level security" in text(refused)
+    with connect(world) as conn:
+        conn.execute(f"SET ROLE {role('globex_admin')}")
+        conn.execute("SELECT kb.record_judgment('globex', 'secret plan', 'globex/plan.md', 'relevant')")
+        conn.execute("RESET ROLE")
+        conn.execute(f"SET ROLE {role('acme_reader')}")
+        assert conn.execute("SELECT count(*) AS n FROM kb.judgments WHERE namespace = 'globex'").fetchone()["n"] == 0
+        assert conn.execute("SELECT count(*) AS n FROM kb.judged_cases WHERE namespace = 'globex'").fetchone()["n"] == 0
+    assert_nothing_of_globex(labs("acme_admin").get("/judgments"))
+    assert_nothing_of_globex(labs("acme_admin").get("/judgments/cases.json"))
+    assert "globex/plan.md" in labs("globex_admin").get("/judgments/cases.json").text
+
+
+def test_an_application_records_feedback_from_sql_as_a_reader(world):
+    from harness.db import connect
+
+    with connect(world) as conn:
+        conn.execute(f"SET ROLE {role('acme_reader')}")
+        first = conn.execute(
+            "SELECT kb.record_judgment('acme', 'E-4031 meaning', 'manuals/errors.md', 'relevant', p_origin => 'chat')"
+        ).fetchone()
+        again = conn.execute(
+            "SELECT kb.record_judgment('acme', 'E-4031 meaning', 'manuals/errors.md', 'relevant', p_origin => 'chat')"
+        ).fetchone()
+        assert first == again  # judging again replaces the role's judgment
+        case = conn.execute("SELECT golden_case FROM kb.judged_cases WHERE query = 'E-4031 meaning'").fetchone()
+        assert case["golden_case"]["expected"] == ["manuals/errors.md"]
+        with pytest.raises(Exception, match="judgment must be relevant, not relevant or forbidden"):
+            conn.execute("SELECT kb.record_judgment('acme', 'q', 'manuals/errors.md', 'thumbs up')")

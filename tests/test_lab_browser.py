@@ -11,6 +11,7 @@ request to another host than the lab."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import socket
@@ -255,3 +256,61 @@ def test_in_a_browser_explain_fits_1280_pixels(page, tmp_path):
     page.goto("/explain?q=refund+within+days+of+delivery&namespace=acme")
     expect(page.locator("[data-explain]")).to_be_visible()
     assert page_width(page) <= WIDE["width"]
+
+
+def test_in_a_browser_an_evaluation_runs_from_the_page_and_two_runs_are_compared(page, tmp_path):
+    from test_lab import TUNING_CASES
+
+    cases = tmp_path / "acme-browser.json"
+    cases.write_text(json.dumps(TUNING_CASES), encoding="utf-8")
+    for fusion in ("linear", "rrf"):
+        page.goto("/eval")
+        page.locator("[data-start] > summary").click()
+        page.set_input_files("input[name=upload]", str(cases))
+        page.select_option("[data-start] select[name=namespace]", "acme")
+        page.check("[data-start] input[name=modes][value=hybrid]")
+        page.uncheck("[data-start] input[name=modes][value=auto]")
+        page.locator("[data-start] details.settings summary").click()
+        page.select_option("[data-start] select[name='set.fusion']", fusion)
+        page.click("button[data-start-run]")
+        expect(page).to_have_url(re.compile(r"/eval/jobs/\d+$"))
+        expect(page.locator("[data-job]")).to_have_attribute("data-job", "finished", timeout=60_000)
+    shoot(page, "eval-job", tmp_path)
+    page.locator("[data-job-run]").first.click()
+    expect(page.locator("[data-configuration] summary")).to_contain_text("fusion=rrf")
+    page.click("button[data-compare-with]")
+    expect(page.locator("[data-run-against-run]")).to_be_visible()
+    expect(page.locator("[data-case-pairs] tbody tr")).to_have_count(len(TUNING_CASES))
+    assert page.locator("[data-rbo]").inner_text() != "–"
+    shoot(page, "eval-compare", tmp_path)
+    page.set_viewport_size(NARROW)
+    assert page_width(page) <= NARROW["width"]
+    shoot(page, "eval-compare-390", tmp_path)
+    page.set_viewport_size(WIDE)
+    page.goto("/eval?dataset=cases:acme-browser.json")
+    expect(page.locator("[data-chart] svg polyline")).to_have_count(2)
+    shoot(page, "eval", tmp_path)
+    page.locator("[data-runs] a").first.click()
+    page.locator("tr[data-case=refund-then] [data-case-link]").click()
+    expect(page.locator("input[name=as_of]")).to_have_value("2024-06-01")
+    expect(page.locator("article.result").first).to_have_attribute("data-source", "policies/refund-v1.md")
+
+
+def test_in_a_browser_a_result_is_judged_and_becomes_a_golden_case(page, tmp_path):
+    ask(page, "how long may a customer ask for a refund")
+    first = page.locator("article.result").first
+    source = first.get_attribute("data-source")
+    first.locator("button[data-judgment=relevant]").click()
+    expect(page.locator("[data-judged]")).to_contain_text(source)
+    expect(page.locator(f"article.result[data-source='{source}'] .judge").first).to_have_attribute(
+        "data-judge", "relevant"
+    )
+    page.locator("article.result").nth(1).locator("button[data-judgment=forbidden]").click()
+    shoot(page, "judge", tmp_path)
+    page.click("header a:text-is('Judgments')")
+    expect(page.locator("[data-judged-cases]")).to_contain_text(source)
+    shoot(page, "judgments", tmp_path)
+    with page.expect_download() as download:
+        page.click("a[data-export]")
+    exported = json.loads(Path(download.value.path()).read_text(encoding="utf-8"))
+    assert any(source in c["expected"] for c in exported)

@@ -13,11 +13,12 @@
 | ``POST /eval/start``, ``GET /eval/jobs/{id}`` | an evaluation run in the background (pgkb_admin), its progress |
 | ``GET /eval/{id}`` | one run: configuration, metrics, categories, cases with links that ask each case again exactly |
 | ``GET /eval/compare?a=&b=`` | run against run: flipped cases, per-case deltas, overlap@k and rank-biased overlap |
+| ``GET /judgments``, ``/judgments/cases.json`` | judged questions as golden cases; their export (cases.json format) |
 
 Every database call runs as the lab's role (harness.lab.database). Errors the user can cause or meet
 (database down, a role that cannot be used or lacks a privilege, a query the database refuses, an
 empty knowledge base) are pages that say what happened and what to do, never a traceback. POST actions
-need the form token of this process, so another web site cannot make a browser trigger them. The
+(and judging a result) need the form token of this process, so another web site cannot make a browser trigger them. The
 question forms are posted (a long question does not fit in a URL) and links with a short question use
 GET; a POST whose Origin is another site is refused. Every response carries a content-security policy
 (nothing from another host, no inline script, no framing) and the usual anti-sniffing headers.
@@ -157,6 +158,34 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
             return {"title": exc.title, "message": exc.message, "hint": exc.hint, "status": exc.status}
         return {"title": "The form has a mistake", "message": str(exc), "hint": None, "status": 400}
 
+    def judge(params: Any, form: QueryForm) -> dict[str, Any] | None:
+        """Record the judgment a result card's button sent with the form (``judge``: JSON of judgment,
+        namespace and source), as the lab's role through kb.record_judgment; None when none was sent.
+        A judgment writes, so it needs this process's form token."""
+        raw = params.get("judge") if hasattr(params, "get") else None
+        if not raw:
+            return None
+        if not secrets.compare_digest(str(params.get("token", "")), token):
+            raise HTTPException(403, "the form token is missing or stale: reload the page and try again")
+        try:
+            choice = json.loads(str(raw))
+            judgment, namespace, source = str(choice["j"]), str(choice["ns"]), str(choice["src"])
+        except (ValueError, KeyError, TypeError):
+            raise HTTPException(400, "the judgment is not one a result card sends") from None
+        turns = form.arguments().get("context")
+        db.run(
+            lambda conn: queries.record_judgment(
+                conn,
+                namespace=namespace,
+                query=form.q,
+                source=source,
+                judgment=judgment,
+                context=turns,
+                as_of=form.as_of.strip() or None,
+            )
+        )
+        return {"judgment": judgment, "namespace": namespace, "source": source}
+
     async def query_page(request: Request) -> Response:
         params = await parameters(request)
         return await run_in_threadpool(_query_page, request, params)
@@ -172,11 +201,14 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
             "explain": None,
             "group": params.get("group") == "1",
             "error": None,
+            "judged": None,
+            "judgments": {},
         }
         if problem:
             context["error"] = inline_error(FormError(problem))
         elif form.q:
             try:
+                context["judged"] = judge(params, form)
                 req = form.request()
 
                 def work(conn):
@@ -187,9 +219,12 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
                     docs = queries.documents_by_id(
                         conn, [r["document_id"] for r in rows], req["arguments"].get("as_of")
                     )
-                    return rows, explained, docs
+                    judged = queries.judgments_for(conn, sorted({(r["namespace"], form.q) for r in rows}))
+                    return rows, explained, docs, judged
 
-                context["rows"], context["explain"], context["docs"] = db.run(work, settings=form.settings)
+                context["rows"], context["explain"], context["docs"], context["judgments"] = db.run(
+                    work, settings=form.settings
+                )
             except (FormError, QueryFailed, NotPermitted) as exc:
                 context["error"] = inline_error(exc)
         if context["rows"] is not None:
@@ -273,11 +308,14 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
             "rows_a": None,
             "rows_b": None,
             "error": None,
+            "judged": None,
+            "judgments": {},
         }
         if problem:
             context["error"] = inline_error(FormError(problem))
         elif sides["a"].q:
             try:
+                context["judged"] = judge(params, sides["a"])
                 for side in ("a", "b"):
                     req = sides[side].request()
 
@@ -289,6 +327,8 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
                     context[f"rows_{side}"], docs = db.run(work, settings=sides[side].settings)
                     context.setdefault("docs", {}).update(docs)
                 context["changes"] = render.rank_changes(context["rows_a"], context["rows_b"])
+                pairs = sorted({(r["namespace"], sides["a"].q) for r in context["rows_a"] + context["rows_b"]})
+                context["judgments"] = db.run(lambda conn: queries.judgments_for(conn, pairs))
                 context["answer_a"] = render.answer_summary(context["rows_a"], None)
                 context["answer_b"] = render.answer_summary(context["rows_b"], None)
             except (FormError, QueryFailed, NotPermitted) as exc:
@@ -602,6 +642,28 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
             },
         )
 
+    # -- judgments --------------------------------------------------------------------------
+
+    def judgments_page(request: Request) -> Response:
+        namespace = request.query_params.get("namespace") or None
+        cases = db.run(lambda conn: queries.judged_cases(conn, namespace))
+        return page(
+            request,
+            "judgments.html",
+            {"nav": "judgments", "cases": cases, "namespace": namespace, "export": "/judgments/cases.json"},
+        )
+
+    def judgments_export(request: Request) -> Response:
+        namespace = request.query_params.get("namespace") or None
+        cases = db.run(lambda conn: queries.judged_cases(conn, namespace))
+        body = json.dumps([c["golden_case"] for c in cases], ensure_ascii=False, indent=2) + "\n"
+        name = f"judged-cases{'-' + namespace if namespace else ''}.json"
+        return Response(
+            body,
+            media_type="application/json",
+            headers={"content-disposition": f'attachment; filename="{name}"'},
+        )
+
     def home(request: Request) -> Response:
         return RedirectResponse("/query", status_code=307)
 
@@ -632,6 +694,8 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
         Route("/eval/jobs/{id:int}", job_page),
         Route("/eval/compare", run_against_run_page),
         Route("/eval/{id:int}", eval_run_page),
+        Route("/judgments", judgments_page),
+        Route("/judgments/cases.json", judgments_export),
         Route("/static/highlight.css", highlight_css),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
