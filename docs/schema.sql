@@ -335,7 +335,12 @@ CREATE TABLE kb.eval_results (
     forbidden_hit boolean DEFAULT false NOT NULL,
     low_confidence boolean,
     latency_ms double precision,
-    error text
+    error text,
+    namespace text,
+    context text[],
+    as_of text,
+    k integer,
+    forbidden text[] DEFAULT '{}'::text[] NOT NULL
 );
 ALTER TABLE kb.eval_results ADD CONSTRAINT eval_results_run_id_fkey FOREIGN KEY (run_id) REFERENCES kb.eval_runs(id) ON DELETE CASCADE;
 ALTER TABLE kb.eval_results ADD CONSTRAINT eval_results_pkey PRIMARY KEY (run_id, case_id);
@@ -350,7 +355,9 @@ CREATE TABLE kb.eval_runs (
     git_commit text,
     params jsonb DEFAULT '{}'::jsonb NOT NULL,
     metrics jsonb DEFAULT '{}'::jsonb NOT NULL,
-    metrics_by_category jsonb DEFAULT '{}'::jsonb NOT NULL
+    metrics_by_category jsonb DEFAULT '{}'::jsonb NOT NULL,
+    configuration jsonb DEFAULT '{}'::jsonb NOT NULL,
+    configuration_key text GENERATED ALWAYS AS ("left"(md5(((((mode || '|'::text) || COALESCE(model, ''::text)) || '|'::text) || ((configuration - 'complete'::text))::text)), 12)) STORED
 );
 ALTER TABLE kb.eval_runs ADD CONSTRAINT eval_runs_pkey PRIMARY KEY (id);
 CREATE INDEX eval_runs_dataset ON kb.eval_runs USING btree (dataset, mode, started_at);
@@ -377,6 +384,37 @@ ALTER TABLE kb.glossary ENABLE ROW LEVEL SECURITY;
 CREATE POLICY glossary_read ON kb.glossary USING (((namespace IS NULL) OR (( SELECT kb.glossary_namespaces() AS glossary_namespaces) IS NULL) OR (namespace = ANY (( SELECT kb.glossary_namespaces() AS glossary_namespaces)::text[]))));
 CREATE POLICY glossary_write_global ON kb.glossary USING ((namespace IS NULL));
 CREATE POLICY glossary_write_namespace ON kb.glossary USING (((namespace IS NOT NULL) AND ((( SELECT kb.glossary_namespaces() AS glossary_namespaces) IS NULL) OR (namespace = ANY (( SELECT kb.glossary_namespaces() AS glossary_namespaces)::text[])))));
+
+-- Whether a source answers a question (relevant, not relevant, forbidden), judged by a role in the lab or by an application through kb.record_judgment; kb.judged_cases turns them into golden cases. Row-level security: the judged document's.
+CREATE TABLE kb.judgments (
+    id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
+    namespace text NOT NULL,
+    query text NOT NULL,
+    context text[] DEFAULT '{}'::text[] NOT NULL,
+    as_of date,
+    source text NOT NULL,
+    judgment text NOT NULL,
+    judged_by name DEFAULT CURRENT_USER NOT NULL,
+    judged_at timestamp with time zone DEFAULT now() NOT NULL,
+    origin text DEFAULT 'sql'::text NOT NULL,
+    note text
+);
+ALTER TABLE kb.judgments ADD CONSTRAINT judgments_context_valid CHECK ((cardinality(context) <= 20));
+ALTER TABLE kb.judgments ADD CONSTRAINT judgments_judgment_valid CHECK ((judgment = ANY (ARRAY['relevant'::text, 'not relevant'::text, 'forbidden'::text])));
+ALTER TABLE kb.judgments ADD CONSTRAINT judgments_namespace_valid CHECK ((namespace ~ '^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$'::text));
+ALTER TABLE kb.judgments ADD CONSTRAINT judgments_note_valid CHECK ((length(note) <= 2000));
+ALTER TABLE kb.judgments ADD CONSTRAINT judgments_origin_valid CHECK (((origin <> ''::text) AND (length(origin) <= 100)));
+ALTER TABLE kb.judgments ADD CONSTRAINT judgments_query_valid CHECK (((query = btrim(query)) AND (query <> ''::text) AND (length(query) <= 2000)));
+ALTER TABLE kb.judgments ADD CONSTRAINT judgments_source_valid CHECK (((source <> ''::text) AND (length(source) <= 1000)));
+ALTER TABLE kb.judgments ADD CONSTRAINT judgments_pkey PRIMARY KEY (id);
+CREATE UNIQUE INDEX judgments_one_per_role ON kb.judgments USING btree (namespace, judged_by, md5(query), source);
+ALTER TABLE kb.judgments ENABLE ROW LEVEL SECURITY;
+CREATE POLICY judged_documents ON kb.judgments USING ((((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))) AND (EXISTS ( SELECT 1
+   FROM kb.documents d
+  WHERE ((d.namespace = judgments.namespace) AND (d.source = judgments.source))))));
+CREATE POLICY own_judgments_delete ON kb.judgments USING ((((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))) AND (judged_by = CURRENT_USER)));
+CREATE POLICY own_judgments_insert ON kb.judgments USING ();
+CREATE POLICY own_judgments_update ON kb.judgments USING ((((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))) AND (judged_by = CURRENT_USER)));
 
 -- (no comment)
 CREATE TABLE kb.language_statistics (
@@ -586,6 +624,8 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- VIEW kb.ingest_failures
 -- Per namespace: documents by ingest status (excluded: rag_include false, stored but out of retrieval), chunks, last indexing time.
 -- VIEW kb.ingest_status
+-- The judgments of each question as a golden case in the format of examples/eval/cases.json (golden_case; `pgkb eval` reads a JSON list of them): expected = the sources judged relevant, forbidden = those judged forbidden, the newest judgment of a source deciding. A question judged only not relevant or forbidden has expected [] (the honest answer may be "no evidence": category judged-no-answer, to review). Rows the role may read only.
+-- VIEW kb.judged_cases
 -- The language statistics the caller may see, per model, namespace and language group: vectors when computed and now, the drift between (a share; recomputed at language_statistics_drift), the sample size and when.
 -- VIEW kb.language_statistics_status
 -- Per model: vectors stored, chunks pending or failed, vectors not used for retrieval because the model is not active (stale).
@@ -794,6 +834,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.read_scope(text)
 --     RETURNS text[] LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The namespaces a retrieval by the session's role (kb.session_role) may read: the one asked for if the role may read it, else none; without one, every namespace the role may read (NULL: all). Refuses a role without SELECT on kb.documents. Every leg of the pipeline applies it.
+-- kb.record_judgment(text,text,text,text,text[],date,text,text)
+--     RETURNS bigint LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     Records that a source answers a question (relevant), does not (not relevant) or must never be shown for it (forbidden), as the calling role: a chat product's thumbs-up or a person in the lab. Judging the same question and source again replaces the role's judgment. Runs as its caller: row-level security accepts only a document the caller may read (else insufficient_privilege). Bounded: a query of at most kb_pipeline.max_query_chars, at most 20 earlier questions, a source of at most 1,000 characters. Returns the judgment's id.
 -- kb.recount_language_statistics(text)
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     Recomputes the stale language statistics of a model (default: the active one) over every tenant's vectors, as the owner (SECURITY DEFINER), one recount at a time; returns nothing, so that no caller learns about namespaces it may not see.

@@ -98,6 +98,11 @@ REVIEWED_DEFINERS = {
 REVIEWED_WRITABLE = {
     "kb.documents": "row-level security checks the namespace before any key; (namespace, source) is unique",
     "kb.glossary": "row-level security checks the namespace before any key; the unique key starts with the namespace",
+    "kb.judgments": (
+        "row-level security checks the namespace, the judging role and that the caller may read the judged document "
+        "before any key; the unique key starts with the namespace and the judging role, so a write meets only the "
+        "caller's own rows"
+    ),
 }
 
 ROLES = {
@@ -289,6 +294,18 @@ def test_a_write_aimed_at_tenant_b_fails_alike_whether_or_not_the_row_exists(wor
                 world.execute(statement, params)
             outcomes.append((statement, type(err.value), err.value.diag.message_primary))
     assert outcomes[:2] == outcomes[2:]
+    assert all(kind is psycopg.errors.InsufficientPrivilege for _, kind, _ in outcomes)
+
+
+def test_a_judgment_aimed_at_tenant_b_fails_alike_whether_or_not_the_document_exists(world, separation):
+    namespace = SEPARATIONS[separation][0]
+    outcomes = []
+    for source in (B_SOURCE, "b/no-such-document.md"):
+        for name in A_ROLES:
+            with acting_as(world, role(name)), pytest.raises(psycopg.Error) as err:
+                world.execute("SELECT kb.record_judgment(%s, 'merger', %s, 'relevant')", (namespace, source))
+            outcomes.append((name, type(err.value), err.value.diag.message_primary))
+    assert outcomes[: len(A_ROLES)] == outcomes[len(A_ROLES) :]
     assert all(kind is psycopg.errors.InsufficientPrivilege for _, kind, _ in outcomes)
 
 
