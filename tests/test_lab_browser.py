@@ -35,6 +35,8 @@ CHROMIUM_FLAGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+NARROW = {"width": 390, "height": 844}
+WIDE = {"width": 1280, "height": 900}
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +69,7 @@ def browser():
 
 @pytest.fixture
 def page(browser, lab_url):
-    context = browser.new_context(base_url=lab_url, viewport={"width": 1360, "height": 900})
+    context = browser.new_context(base_url=lab_url, viewport=WIDE)
     foreign: list[str] = []
 
     def only_the_lab(route):
@@ -168,10 +170,6 @@ def test_in_a_browser_an_eval_run_opens_with_its_chart(page, tmp_path):
     page.locator("[data-case-link]").first.click()
     expect(page).to_have_url(re.compile(r"/query\?q="))
     expect(page.locator("[data-results]")).to_be_visible()
-
-
-NARROW = {"width": 390, "height": 844}
-WIDE = {"width": 1280, "height": 900}
 
 
 def page_width(page: Page) -> int:
