@@ -312,3 +312,16 @@ def test_in_a_browser_a_result_is_judged_and_becomes_a_golden_case(page, tmp_pat
         page.click("a[data-export]")
     exported = json.loads(Path(download.value.path()).read_text(encoding="utf-8"))
     assert any(source in c["expected"] for c in exported)
+
+
+def test_in_a_browser_pages_carry_their_headers_say_who_they_run_as_and_render_snippets(page):
+    response = page.goto("/query")
+    headers = response.headers
+    assert "frame-ancestors 'none'" in headers["content-security-policy"] and headers["x-frame-options"] == "DENY"
+    expect(page.locator("footer[data-footer]")).to_contain_text("row-level security apply")
+    ask(page, "comma separated spreadsheet xlsx")
+    snippet = page.locator("article.result[data-source='manuals/export.md'] .snippet").first
+    expect(snippet).to_contain_text("·")
+    assert "|" not in snippet.inner_text() and "##" not in snippet.inner_text()
+    dense = page.locator("article.result [data-leg=dense].on").first
+    expect(dense).to_contain_text(re.compile(r"dense #\d+ · (cosine|z-score) "))
