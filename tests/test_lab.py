@@ -1065,3 +1065,34 @@ def test_an_application_records_feedback_from_sql_as_a_reader(world):
         assert case["golden_case"]["expected"] == ["manuals/errors.md"]
         with pytest.raises(Exception, match="judgment must be relevant, not relevant or forbidden"):
             conn.execute("SELECT kb.record_judgment('acme', 'q', 'manuals/errors.md', 'thumbs up')")
+
+
+def test_configurations_are_told_apart_by_what_differs_and_old_runs_by_their_overrides():
+    from datetime import datetime
+
+    from harness.lab import runs
+
+    def run(i, mode, settings, complete=True):
+        config = {"settings": settings, "k": 10, "complete": complete}
+        key = f"{mode}-{sorted(settings.items())}-{complete}"
+        return {
+            "id": i,
+            "started_at": datetime(2026, 1, i),
+            "mode": mode,
+            "model": "e5",
+            "configuration": config,
+            "configuration_key": key,
+        }
+
+    defaults = {"fusion": "linear", "weight_dense": 0.45, "rrf_k": 60}
+    groups = runs.configurations(
+        [
+            run(1, "hybrid", {"fusion": "rrf"}, complete=False),
+            run(2, "hybrid", defaults),
+            run(3, "hybrid", {**defaults, "fusion": "rrf"}),
+            run(4, "hybrid", defaults),
+        ]
+    )
+    labels = {g["label"] for g in groups}
+    assert labels == {"hybrid · fusion=linear", "hybrid · fusion=rrf", "hybrid · fusion=rrf · (overrides only)"}
+    assert [len(g["runs"]) for g in groups if g["label"] == "hybrid · fusion=linear"] == [2]

@@ -114,14 +114,17 @@ def configurations(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             },
         )
         group["runs"].append(run)
-    settings = [g["configuration"].get("settings") or {} for g in groups.values()]
+    # what tells complete configurations apart; a run stored before configurations were complete names
+    # only its overrides, which are shown as they are
+    settings = [g["configuration"].get("settings") or {} for g in groups.values() if g["configuration"].get("complete")]
     keys = sorted({k for s in settings for k in s})
     differing = [k for k in keys if len({repr(s.get(k)) for s in settings}) > 1]
     modes = Counter(g["mode"] for g in groups.values())
     models = {g["model"] for g in groups.values()}
     for group in groups.values():
         config = group["configuration"]
-        shown = {k: (config.get("settings") or {}).get(k) for k in differing if k in (config.get("settings") or {})}
+        values = config.get("settings") or {}
+        shown = {k: values[k] for k in differing if k in values} if config.get("complete") else dict(values)
         parts = [group["mode"]]
         if len(models) > 1:
             parts.append(group["model"] or "no model")
