@@ -657,7 +657,8 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
         namespace = request.query_params.get("namespace") or None
         cases = db.run(lambda conn: queries.judged_cases(conn, namespace))
         body = json.dumps([c["golden_case"] for c in cases], ensure_ascii=False, indent=2) + "\n"
-        name = f"judged-cases{'-' + namespace if namespace else ''}.json"
+        safe = "".join(ch for ch in namespace or "" if ch.isascii() and (ch.isalnum() or ch in "._-"))
+        name = f"judged-cases{'-' + safe if safe else ''}.json"
         return Response(
             body,
             media_type="application/json",
