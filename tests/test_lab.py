@@ -336,6 +336,15 @@ def test_explain_shows_analysis_stages_candidates_thresholds_and_a_timing_bar(la
     assert "policies/refund-v2.md" in re.search(r"data-candidates>(.*?)</table>", page.text, re.S).group(1)
 
 
+def test_explain_shows_each_passages_lifecycle_at_as_of(labs):
+    page = labs("acme_reader").get(
+        url("/explain", q="refund within days of delivery", namespace="acme", filters='{"include_history": true}')
+    )
+    passages = re.search(r"data-candidates>(.*?)</table>", page.text, re.S).group(1)
+    row = re.search(r"policies/refund-v1.md</a>.*?</tr>", passages, re.S).group(0)
+    assert "life-superseded" in row and "superseded by policies/refund-v2.md" in row
+
+
 def test_explain_lists_hidden_versions_that_would_have_matched(labs):
     page = labs("acme_reader").get(url("/explain", q="refund within days of delivery", namespace="acme"))
     hidden = re.search(r"data-hidden>(.*?)</table>", page.text, re.S).group(1)

@@ -248,7 +248,7 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
             "explain": None,
             "error": None,
             "hidden": [],
-            "hidden_docs": {},
+            "passage_docs": {},
         }
         if problem:
             context["error"] = inline_error(FormError(problem))
@@ -273,12 +273,12 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
                             for r in queries.explain(conn, history).get("results") or []
                             if r["document_id"] not in shown
                         ]
-                        docs = queries.documents_by_id(
-                            conn, [r["document_id"] for r in hidden], req["arguments"].get("as_of")
-                        )
+                    # every passage's document with its lifecycle at as_of (returned and hidden ones)
+                    ids = [r["document_id"] for r in (answer.get("results") or []) + hidden]
+                    docs = queries.documents_by_id(conn, ids, req["arguments"].get("as_of"))
                     return answer, hidden, docs
 
-                context["explain"], context["hidden"], context["hidden_docs"] = db.run(work, settings=form.settings)
+                context["explain"], context["hidden"], context["passage_docs"] = db.run(work, settings=form.settings)
             except (FormError, QueryFailed, NotPermitted) as exc:
                 context["error"] = inline_error(exc)
         answer = context["explain"]
