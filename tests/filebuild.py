@@ -50,6 +50,8 @@ _STYLES = f"""<w:styles {_W_NS} {_R_NS}>
 <w:style w:type="paragraph" w:default="1" w:styleId="Normal"><w:name w:val="Normal"/></w:style>
 <w:style w:type="paragraph" w:styleId="Heading1"><w:name w:val="heading 1"/><w:basedOn w:val="Normal"/></w:style>
 <w:style w:type="paragraph" w:styleId="Heading2"><w:name w:val="heading 2"/><w:basedOn w:val="Heading1"/></w:style>
+<w:style w:type="paragraph" w:styleId="ListParagraph"><w:name w:val="List Paragraph"/>
+<w:basedOn w:val="Normal"/></w:style>
 </w:styles>"""
 
 
@@ -57,10 +59,13 @@ _OFFICE = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
 _WML = "application/vnd.openxmlformats-officedocument.wordprocessingml"
 
 
-def make_docx(body: str, footnotes: str = "", endnotes: str = "") -> bytes:
+def make_docx(body: str, footnotes: str = "", endnotes: str = "", numbering: str = "") -> bytes:
     """A DOCX package (content types and relationships as Word writes them) whose document body is
-    ``body`` (WordprocessingML), with styles and notes."""
+    ``body`` (WordprocessingML), with styles, notes and list definitions (``numbering``: the
+    ``w:abstractNum`` and ``w:num`` elements of numbering.xml)."""
     parts = {"styles": ("styles", f"{_WML}.styles+xml", _STYLES)}
+    if numbering:
+        parts["numbering"] = ("numbering", f"{_WML}.numbering+xml", f"<w:numbering {_W_NS}>{numbering}</w:numbering>")
     for name, notes, kind in (("footnotes", footnotes, "footnote"), ("endnotes", endnotes, "endnote")):
         if notes:
             xml = (
@@ -99,6 +104,24 @@ def make_docx(body: str, footnotes: str = "", endnotes: str = "") -> bytes:
 def para(text: str, style: str = "") -> str:
     pr = f'<w:pPr><w:pStyle w:val="{style}"/></w:pPr>' if style else ""
     return f'<w:p>{pr}<w:r><w:t xml:space="preserve">{text}</w:t></w:r></w:p>'
+
+
+def numbered_list(num_id: int, fmt: str, text: str) -> str:
+    """numbering.xml's definition of list ``num_id``: one level, numbers in format ``fmt``
+    (``decimal``, ``chineseCounting``, ``bullet`` ...) written as ``text`` (``%1.``, ``%1、``)."""
+    return (
+        f'<w:abstractNum w:abstractNumId="{num_id}"><w:lvl w:ilvl="0"><w:start w:val="1"/>'
+        f'<w:numFmt w:val="{fmt}"/><w:lvlText w:val="{text}"/></w:lvl></w:abstractNum>'
+        f'<w:num w:numId="{num_id}"><w:abstractNumId w:val="{num_id}"/></w:num>'
+    )
+
+
+def list_para(text: str, num_id: int, style: str = "ListParagraph", ilvl: int = 0) -> str:
+    """A paragraph numbered by Word's list ``num_id`` (``w:numPr``)."""
+    return (
+        f'<w:p><w:pPr><w:pStyle w:val="{style}"/><w:numPr><w:ilvl w:val="{ilvl}"/><w:numId w:val="{num_id}"/>'
+        f'</w:numPr></w:pPr><w:r><w:t xml:space="preserve">{text}</w:t></w:r></w:p>'
+    )
 
 
 def draw_pdf_here(pages: list[list[tuple]]) -> bytes:

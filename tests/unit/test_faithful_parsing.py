@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from filebuild import SERVER_PYTHON, draw_pdf, make_docx, para
+from filebuild import SERVER_PYTHON, draw_pdf, list_para, make_docx, numbered_list, para
 from pgkb_plpy import parsers
 from pgkb_plpy.chunker import chunk_document
 from pgkb_plpy.parsers.html import html_to_text
@@ -276,6 +276,34 @@ def test_merged_word_cells_sit_in_their_columns():
         "| NB-7702 | Certificate rotation failed |  |",
         "| NB-7702 | Expired CA | Inspect the CA |",
     ]
+
+
+@needs_server_venv
+def test_a_numbered_word_list_item_stays_a_list_item_and_never_heads_a_section():
+    numbering = numbered_list(1, "decimal", "%1.") + numbered_list(2, "chineseCounting", "%1、")
+    body = (
+        para("Setup", "Heading1")
+        + list_para("Install the agent", 1)
+        + para("The package is signed.")
+        + list_para("检查配置", 2)
+        + list_para("重启服务", 2)
+        + '<w:p><w:pPr><w:pStyle w:val="ListParagraph"/></w:pPr><w:r><w:t>2) Check the log</w:t></w:r></w:p>'
+        + para("Done.")
+    )
+    parsed = parse(make_docx(body, numbering=numbering), "setup.docx")
+    assert "- 1. Install the agent" in parsed.text and "- 一、检查配置\n- 二、重启服务" in parsed.text
+    chunks = chunk_document(parsed.text, parsed.title)
+    assert [c.section_path for c in chunks] == [["Setup"]]
+    assert "2) Check the log" in chunks[0].content
+
+
+@needs_server_venv
+def test_word_numbering_of_chapters_and_articles_still_heads_its_sections():
+    numbering = numbered_list(1, "chineseCounting", "第%1章") + numbered_list(2, "chineseCounting", "第%1条")
+    body = list_para("总则", 1, "Normal") + list_para("为规范差旅费报销，制定本细则。", 2, "Normal")
+    parsed = parse(make_docx(body, numbering=numbering), "细则.docx")
+    paths = [c.section_path for c in chunk_document(parsed.text, "细则")]
+    assert paths == [["细则", "第一章 总则", "第一条"]]
 
 
 # ------------------------------------------------------------------------------------------ HTML

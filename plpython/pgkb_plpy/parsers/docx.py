@@ -22,7 +22,11 @@ cost of a large file.
   when the core properties have none (a junk title is dropped, :func:`clean_title`).
 * Word's automatic numbering is written out (``第一章``, ``1.1``, ``（一）``, ``a)``...) from
   numbering.xml, so numbered headings and paragraphs read as they print; the chunker then takes
-  numbered lines as headings as in every other format. Bullets become ``-`` list items.
+  numbered lines as headings as in every other format -- except list items: a paragraph numbered
+  or bulleted by Word (``w:numPr``, its own or its style's) or set in a list style ("List
+  Paragraph", "List Number" ...) that has no heading style or outline level is written as a ``-``
+  list item (``- 1. Install the agent``), so it never heads a section. Numbering that divides a
+  Chinese regulation (``第一章``, ``第三条``) is structure, not a list, and stays a numbered line.
 """
 
 from __future__ import annotations
@@ -45,6 +49,10 @@ from . import (
 )
 
 _HEADING_STYLE_RE = re.compile(r"^(?:heading|标题)\s*([1-9])$", re.IGNORECASE)
+#: Word's list styles ("List Paragraph", "List Number 2", "List Bullet", "列表段落", "列出段落").
+_LIST_STYLE_RE = re.compile(r"^(?:list(?: paragraph| number| bullet| continue)?(?: [1-9])?|列表段落|列出段落)$", re.I)
+#: A numbering label that divides a Chinese regulation (第一章, 第三条): structure, not a list.
+_DIVISION_LABEL_RE = re.compile(r"^第.{1,6}[编章节条款]$")
 _ZH_DIGITS = "零一二三四五六七八九"
 
 
@@ -260,7 +268,7 @@ class _Styles:
     def __init__(self, root) -> None:
         self.raw: dict[str, tuple[str, str | None, object]] = {}  # id -> (name, basedOn, pPr)
         self.default: str | None = None
-        self.cache: dict[str | None, tuple[int | None, bool, int | None, tuple[str, int] | None]] = {}
+        self.cache: dict[str | None, tuple[int | None, bool, int | None, tuple[str, int] | None, bool]] = {}
         if root is None:
             return
         for style in root.iter(W + "style"):
@@ -271,11 +279,11 @@ class _Styles:
             if style.get(W + "default") in ("1", "true", "on"):
                 self.default = sid
 
-    def resolve(self, sid: str | None) -> tuple[int | None, bool, int | None, tuple[str, int] | None]:
-        """(heading level, is Title, outline level, (numId, ilvl)) of style ``sid``."""
+    def resolve(self, sid: str | None) -> tuple[int | None, bool, int | None, tuple[str, int] | None, bool]:
+        """(heading level, is Title, outline level, (numId, ilvl), is a list style) of style ``sid``."""
         if sid in self.cache:
             return self.cache[sid]
-        level, title, outline, numbering = None, False, None, None
+        level, title, outline, numbering, listed = None, False, None, None, False
         seen = set()
         current = sid if sid is not None else self.default
         while current in self.raw and current not in seen and len(seen) < 20:
@@ -286,6 +294,7 @@ class _Styles:
                 level = int(match.group(1))
             if name.lower() == "title" and level is None:
                 title, level = True, 1
+            listed = listed or bool(_LIST_STYLE_RE.match(name))
             if p_pr is not None:
                 if outline is None and _val(p_pr, "outlineLvl") is not None:
                     outline = int(_val(p_pr, "outlineLvl", "9"))
@@ -293,7 +302,7 @@ class _Styles:
                 if numbering is None and num_pr is not None and _val(num_pr, "numId") is not None:
                     numbering = (_val(num_pr, "numId"), int(_val(num_pr, "ilvl", "0")))
             current = based_on
-        self.cache[sid] = (level, title, outline, numbering)
+        self.cache[sid] = (level, title, outline, numbering, listed)
         return self.cache[sid]
 
 
@@ -379,7 +388,7 @@ def parse_docx(data: bytes) -> ParsedFile:
         text = " ".join(raw_text.split())
         if text:
             p_pr = p.find(W + "pPr")
-            level, is_title, outline, style_numbering = styles.resolve(_val(p_pr, "pStyle"))
+            level, is_title, outline, style_numbering, list_style = styles.resolve(_val(p_pr, "pStyle"))
             if _val(p_pr, "outlineLvl") is not None:
                 outline = int(_val(p_pr, "outlineLvl", "9"))
             if is_title and title is None:
@@ -391,14 +400,15 @@ def parse_docx(data: bytes) -> ParsedFile:
             if level is None and outline is not None:
                 level = outline + 1 if outline < 9 else None
             label, bullet = numbering.label(*num) if num else ("", False)
+            labelled = f"{label}{'' if label.endswith(('、', '）', ')')) and not label.isascii() else ' '}{text}"
             if level is not None:
-                blocks.append(
-                    ("heading", "#" * min(level, 6) + " " + (f"{label} {text}" if label and not bullet else text))
-                )
-            elif bullet:
-                blocks.append(("item", "  " * (num[1] if num else 0) + "- " + escape_line(text)))
+                blocks.append(("heading", "#" * min(level, 6) + " " + (labelled if label and not bullet else text)))
+            elif bullet or (label and not _DIVISION_LABEL_RE.match(label)) or (list_style and not label):
+                # a list item stays a list item: "- 1. text" is never a numbered heading for the chunker
+                depth = "  " * (num[1] if num else 0)
+                blocks.append(("item", depth + "- " + (labelled if label and not bullet else escape_line(text))))
             else:
-                blocks.append(("para", f"{label} {text}" if label else escape_line(text)))
+                blocks.append(("para", labelled if label else escape_line(text)))
         for box in boxes:
             content(box)
 
