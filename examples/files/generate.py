@@ -1,9 +1,9 @@
 """Writes the real-world-shaped files of this folder: a 12-page PDF manual with a contents page,
 running headers, footers, page numbers, numbered headings in heading type and an error-code
 table; Word files with footnotes, tracked changes, content controls, a text box and merged cells
-(English, and a Chinese regulation typed without heading styles); wiki pages whose chrome is built
-of divs (cookie banner, navbar, sidebar, comments, footer), English and Chinese. The golden cases
-over them are examples/eval/files-cases.json.
+(English, and a Chinese regulation typed without heading styles, its title only centred, bold and
+larger); wiki pages whose chrome is built of divs (cookie banner, navbar, sidebar, comments,
+footer), English and Chinese. The golden cases over them are examples/eval/files-cases.json.
 
 Run with the server venv (pypdfium2 draws the PDF; the DOCX packages are written from their XML):
 
@@ -149,7 +149,9 @@ def runbook_docx() -> bytes:
 
 def travel_zh_docx() -> bytes:
     body = (
-        para("差旅费报销细则")
+        # the title as such regulations set it: centred, bold and larger, in the Normal style
+        '<w:p><w:pPr><w:jc w:val="center"/></w:pPr><w:r><w:rPr><w:b/><w:sz w:val="36"/></w:rPr>'
+        "<w:t>差旅费报销细则</w:t></w:r></w:p>"
         + para("第一章 总则")
         + para("第一条 为规范差旅费报销，制定本细则。")
         + para("第二条 本细则适用于公司全体员工因公出差。")

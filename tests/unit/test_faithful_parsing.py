@@ -306,6 +306,57 @@ def test_word_numbering_of_chapters_and_articles_still_heads_its_sections():
     assert paths == [["细则", "第一章 总则", "第一条"]]
 
 
+def styled_para(text: str, ppr: str = "", rpr: str = "") -> str:
+    """A paragraph with direct formatting: ``ppr`` (e.g. centred) and ``rpr`` (bold, size) of its run."""
+    return f'<w:p><w:pPr>{ppr}</w:pPr><w:r><w:rPr>{rpr}</w:rPr><w:t xml:space="preserve">{text}</w:t></w:r></w:p>'
+
+
+@needs_server_venv
+@pytest.mark.parametrize(
+    "ppr,rpr",
+    [('<w:jc w:val="center"/>', ""), ("", "<w:b/>"), ("", '<w:sz w:val="36"/>')],
+    ids=["centred", "bold", "larger"],
+)
+def test_an_unstyled_centred_bold_or_larger_first_line_is_the_document_title(ppr, rpr):
+    body = (
+        styled_para("差旅费报销细则", ppr, rpr)
+        + para("第一章 总则")
+        + para("第一条 为规范差旅费报销，制定本细则。")
+        + para("第二章 报销标准")
+        + para("第五条 住宿费每晚不超过四百五十元。")
+    )
+    parsed = parse(make_docx(body), "细则.docx")
+    assert parsed.title == "差旅费报销细则"
+    paths = [c.section_path for c in chunk_document(parsed.text, parsed.title)]
+    assert paths == [["差旅费报销细则", "第一章 总则", "第一条"], ["差旅费报销细则", "第二章 报销标准", "第五条"]]
+
+
+@needs_server_venv
+@pytest.mark.parametrize(
+    "first",
+    [
+        para("Expense policy"),  # set like the body: nothing marks it as a title
+        styled_para("Claims are paid monthly. Submit them by the 5th.", "", "<w:b/>"),  # a sentence
+        styled_para("第一章 总则", '<w:jc w:val="center"/>', "<w:b/>"),  # a numbered division heads its own
+    ],
+    ids=["plain", "sentence", "numbered"],
+)
+def test_a_first_line_that_is_plain_a_sentence_or_numbered_is_not_made_the_title(first):
+    parsed = parse(make_docx(first + para("第二条 本细则适用于全体员工因公出差。")), "x.docx")
+    assert parsed.title is None
+    assert not parsed.text.startswith("#")
+
+
+@needs_server_venv
+def test_the_example_regulation_typed_without_styles_has_its_title_at_the_root_of_every_path():
+    data = (Path(__file__).parents[2] / "examples" / "files" / "差旅费报销细则.docx").read_bytes()
+    parsed = parse(data, "差旅费报销细则.docx")
+    assert parsed.title == "差旅费报销细则"
+    chunks = chunk_document(parsed.text, parsed.title)
+    assert all(c.section_path[:1] == ["差旅费报销细则"] and len(c.section_path) >= 2 for c in chunks)
+    assert "差旅费报销细则" not in [c.content for c in chunks]
+
+
 # ------------------------------------------------------------------------------------------ HTML
 
 WIKI_PAGE = """<!doctype html><html><head><title>Connection pools - Ops Wiki</title></head><body>

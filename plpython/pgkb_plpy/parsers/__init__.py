@@ -63,7 +63,8 @@ PARSE_MEMORY_BYTES = 2 * 1024 * 1024 * 1024
 #: documents parsed with another version are stale, and kb.reparse_files re-parses them).
 #: 2 (pdf, docx, html): page furniture dropped, literal text escaped, Word notes, revisions, content
 #: controls and text boxes kept, HTML chrome scored out, spans placed.
-#: 3 (docx): numbered and list-style paragraphs stay list items (never numbered headings).
+#: 3 (docx): numbered and list-style paragraphs stay list items (never numbered headings); an unstyled
+#: first line set apart (centred, bold, larger) is the title.
 FORMAT_VERSIONS = {"pdf": "2", "docx": "3", "html": "2", "markdown": "1", "text": "1"}
 
 #: What a ParseError's kind can be.

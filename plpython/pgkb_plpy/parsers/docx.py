@@ -19,7 +19,12 @@ cost of a large file.
   "# comment" or "| x" written in Word is no structure.
 * Headings: a paragraph whose style (or a style it is based on) is ``Heading N`` / ``标题 N``, or
   that has an outline level, becomes a ``#`` heading of that level; ``Title`` gives the title
-  when the core properties have none (a junk title is dropped, :func:`clean_title`).
+  when the core properties have none (a junk title is dropped, :func:`clean_title`). A first
+  line typed without such a style is the title too (a level-1 heading, and the document's title
+  when the core properties have none) when it is set apart -- centred, or all bold, or all larger
+  than the body text -- and reads like a title: at most ``TITLE_MAX_CHARS`` characters, no
+  sentence end inside nor clause end at its end, no numbering (``第一章`` heads its own chapter),
+  not a list item.
 * Word's automatic numbering is written out (``第一章``, ``1.1``, ``（一）``, ``a)``...) from
   numbering.xml, so numbered headings and paragraphs read as they print; the chunker then takes
   numbered lines as headings as in every other format -- except list items: a paragraph numbered
@@ -53,6 +58,16 @@ _HEADING_STYLE_RE = re.compile(r"^(?:heading|标题)\s*([1-9])$", re.IGNORECASE)
 _LIST_STYLE_RE = re.compile(r"^(?:list(?: paragraph| number| bullet| continue)?(?: [1-9])?|列表段落|列出段落)$", re.I)
 #: A numbering label that divides a Chinese regulation (第一章, 第三条): structure, not a list.
 _DIVISION_LABEL_RE = re.compile(r"^第.{1,6}[编章节条款]$")
+#: Longest first line (characters) taken for the document's title when no style says so.
+TITLE_MAX_CHARS = 60
+#: Text that makes a line a sentence or a numbered line, not a title: a sentence end inside or a
+#: clause end at the end, or a numbering marker at the start (第一章, 一、, （一）, 1., 1.1, (1)).
+_NOT_TITLE_RE = re.compile(
+    r"[。！？；]|[.!?;](?:\s|$)|[，、：,:]$"
+    r"|^(?:第[零〇一二两三四五六七八九十百千\d]{1,6}[编章节条款]|[零〇一二三四五六七八九十]{1,4}[、．]"
+    r"|[（(][零〇一二三四五六七八九十\d]{1,4}[)）]|\d{1,2}(?:[.．]\d{1,2})*(?:[.．、)）]|\s))"
+)
+_OFF = ("0", "false", "off", "none")
 _ZH_DIGITS = "零一二三四五六七八九"
 
 
@@ -267,15 +282,23 @@ class _Styles:
 
     def __init__(self, root) -> None:
         self.raw: dict[str, tuple[str, str | None, object]] = {}  # id -> (name, basedOn, pPr)
+        self.run_pr: dict[str, object] = {}  # id -> rPr of the style
         self.default: str | None = None
+        self.default_size = 20  # half-points: Word's 10 pt when nothing says otherwise
+        self.looks: dict[str | None, tuple[int, bool, bool]] = {}
         self.cache: dict[str | None, tuple[int | None, bool, int | None, tuple[str, int] | None, bool]] = {}
         if root is None:
             return
+        defaults = root.find(f"{W}docDefaults/{W}rPrDefault/{W}rPr")
+        size = _val(defaults, "sz")
+        if size and size.isdigit():
+            self.default_size = int(size)
         for style in root.iter(W + "style"):
             if style.get(W + "type") != "paragraph":
                 continue
             sid = style.get(W + "styleId")
             self.raw[sid] = (_val(style, "name", "") or "", _val(style, "basedOn"), style.find(W + "pPr"))
+            self.run_pr[sid] = style.find(W + "rPr")
             if style.get(W + "default") in ("1", "true", "on"):
                 self.default = sid
 
@@ -304,6 +327,50 @@ class _Styles:
             current = based_on
         self.cache[sid] = (level, title, outline, numbering, listed)
         return self.cache[sid]
+
+    def look(self, sid: str | None) -> tuple[int, bool, bool]:
+        """(font size in half-points, bold, centred) that style ``sid`` gives its text."""
+        if sid in self.looks:
+            return self.looks[sid]
+        size, bold, centred = None, None, None
+        seen = set()
+        current = sid if sid is not None else self.default
+        while current in self.raw and current not in seen and len(seen) < 20:
+            seen.add(current)
+            _, based_on, p_pr = self.raw[current]
+            r_pr = self.run_pr.get(current)
+            if size is None and (_val(r_pr, "sz") or "").isdigit():
+                size = int(_val(r_pr, "sz"))
+            if bold is None and r_pr is not None and r_pr.find(W + "b") is not None:
+                bold = _val(r_pr, "b", "1") not in _OFF
+            if centred is None and _val(p_pr, "jc") is not None:
+                centred = _val(p_pr, "jc") in ("center", "centre")
+            current = based_on
+        self.looks[sid] = (size or self.default_size, bool(bold), bool(centred))
+        return self.looks[sid]
+
+
+def _set_apart(p, style: str | None, styles: _Styles) -> bool:
+    """Whether paragraph ``p`` is set apart from the body text: centred, or all its text bold, or
+    all its text larger than the body's (direct formatting over its style's)."""
+    size, bold, centred = styles.look(style)
+    body_size = styles.look(None)[0]
+    p_pr = p.find(W + "pPr")
+    if _val(p_pr, "jc") is not None:
+        centred = _val(p_pr, "jc") in ("center", "centre")
+    if centred:
+        return True
+    runs = [r for r in p.iter(W + "r") if any((t.text or "").strip() for t in r.iter(_T))]
+    if not runs:
+        return False
+    all_bold = all_larger = True
+    for run in runs:
+        r_pr = run.find(W + "rPr")
+        run_bold = bold if r_pr is None or r_pr.find(W + "b") is None else _val(r_pr, "b", "1") not in _OFF
+        run_size = int(_val(r_pr, "sz")) if (_val(r_pr, "sz") or "").isdigit() else size
+        all_bold = all_bold and run_bold
+        all_larger = all_larger and run_size > body_size
+    return all_bold or all_larger
 
 
 class _Notes:
@@ -393,6 +460,21 @@ def parse_docx(data: bytes) -> ParsedFile:
                 outline = int(_val(p_pr, "outlineLvl", "9"))
             if is_title and title is None:
                 title = clean_title(text)
+            if (
+                not blocks
+                and level is None
+                and outline is None
+                and not list_style
+                and (p_pr is None or p_pr.find(W + "numPr") is None)
+                and style_numbering is None
+                and len(text) <= TITLE_MAX_CHARS
+                and not _NOT_TITLE_RE.search(text)
+                and clean_title(text)
+                and _set_apart(p, _val(p_pr, "pStyle"), styles)
+            ):
+                # an unstyled first line set apart (centred, bold or larger): the document's title
+                level = 1
+                title = title or clean_title(text)
             num_pr = p_pr.find(W + "numPr") if p_pr is not None else None
             num = (_val(num_pr, "numId"), int(_val(num_pr, "ilvl", "0"))) if num_pr is not None else None
             if num is None or num[0] is None:
