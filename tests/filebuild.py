@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import zipfile
 from pathlib import Path
@@ -122,6 +123,68 @@ def list_para(text: str, num_id: int, style: str = "ListParagraph", ilvl: int = 
         f'<w:p><w:pPr><w:pStyle w:val="{style}"/><w:numPr><w:ilvl w:val="{ilvl}"/><w:numId w:val="{num_id}"/>'
         f'</w:numPr></w:pPr><w:r><w:t xml:space="preserve">{text}</w:t></w:r></w:p>'
     )
+
+
+def _pdf_string(text: str) -> str:
+    return "<FEFF" + text.encode("utf-16-be").hex().upper() + ">"
+
+
+def add_outline(pdf: bytes, entries: list[tuple[str, int, int]]) -> bytes:
+    """``pdf`` (as :func:`draw_pdf` writes it) with an outline (bookmarks) appended as an incremental
+    update: ``entries`` are (title, level from 1, page index) in document order."""
+    text = pdf.decode("latin-1")
+
+    def obj(number: int) -> str:
+        return re.search(rf"(?<!\d){number} 0 obj(.*?)endobj", text, re.S).group(1)
+
+    root = int(re.findall(r"/Root (\d+) 0 R", text)[-1])
+    pages = int(re.search(r"/Pages (\d+) 0 R", obj(root)).group(1))
+    kids = [int(k) for k in re.findall(r"(\d+) 0 R", re.search(r"/Kids\[(.*?)\]", obj(pages)).group(1))]
+    size = int(re.findall(r"/Size (\d+)", text)[-1])
+    startxref = int(re.findall(r"startxref\s+(\d+)", text)[-1])
+    info = re.findall(r"/Info (\d+) 0 R", text)
+    outlines = size
+    items = [outlines + 1 + i for i in range(len(entries))]
+    # each entry's parent: the nearest earlier entry of a lower level, else the outline's root
+    parents, stack = [], []
+    for i, (_, level, _) in enumerate(entries):
+        while stack and entries[stack[-1]][1] >= level:
+            stack.pop()
+        parents.append(items[stack[-1]] if stack else outlines)
+        stack.append(i)
+    children: dict[int, list[int]] = {}
+    for i, parent in enumerate(parents):
+        children.setdefault(parent, []).append(items[i])
+    bodies = {root: f"<</Type/Catalog/Pages {pages} 0 R/Outlines {outlines} 0 R/PageMode/UseOutlines>>"}
+
+    def links(number: int) -> str:
+        kin = children.get(number, [])
+        return f"/First {kin[0]} 0 R/Last {kin[-1]} 0 R/Count {len(kin)}" if kin else ""
+
+    bodies[outlines] = f"<</Type/Outlines{links(outlines)}>>"
+    for i, (title, _, page) in enumerate(entries):
+        number, siblings = items[i], children[parents[i]]
+        k = siblings.index(number)
+        near = (f"/Prev {siblings[k - 1]} 0 R" if k else "") + (
+            f"/Next {siblings[k + 1]} 0 R" if k + 1 < len(siblings) else ""
+        )
+        bodies[number] = (
+            f"<</Title {_pdf_string(title)}/Parent {parents[i]} 0 R{near}{links(number)}"
+            f"/Dest[{kids[page]} 0 R/XYZ null null null]>>"
+        )
+    out = pdf + b"\r\n"
+    offsets = {}
+    for number in sorted(bodies):
+        offsets[number] = len(out)
+        out += f"{number} 0 obj\r\n{bodies[number]}\r\nendobj\r\n".encode("latin-1")
+    xref = len(out)
+    lines = ["xref", "0 1", "0000000000 65535 f\r"]
+    for number in sorted(bodies):
+        lines += [f"{number} 1", f"{offsets[number]:010d} 00000 n\r"]
+    trailer = f"/Size {items[-1] + 1 if items else size}/Root {root} 0 R/Prev {startxref}"
+    trailer += f"/Info {info[-1]} 0 R" if info else ""
+    lines += ["trailer", f"<<{trailer}>>", "startxref", str(xref), "%%EOF", ""]
+    return out + "\n".join(lines).encode("latin-1")
 
 
 def draw_pdf_here(pages: list[list[tuple]]) -> bytes:

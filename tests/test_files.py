@@ -14,7 +14,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from filebuild import SERVER_PYTHON, draw_pdf, make_docx, para
+from filebuild import SERVER_PYTHON, add_outline, draw_pdf, make_docx, para
 from helpers import count_rows
 from pgkb_plpy import chunker, parsers
 
@@ -371,3 +371,43 @@ def test_a_word_footnote_is_retrieved_with_the_sentence_that_references_it(rolle
     assert row["ingest_status"] == "indexed", row
     hit = retrieve(rolled_back_db, "SEV1 holiday freeze", k=1, mode="lexical", namespace="files")[0]
     assert "acknowledged within 30 minutes. [footnote 1: During the holiday freeze" in hit["content"]
+
+
+@pytest.mark.skipif(not SERVER_PYTHON.exists(), reason="no server venv")
+def test_pdf_bookmarks_whose_titles_differ_from_the_printed_headings_give_the_stored_section_paths(rolled_back_db):
+    # headings printed in body type, so only the outline can say they are headings; its titles
+    # differ from the print: a number dropped or written "1.", other case, a title that only starts
+    # the printed line
+    pages = [
+        [
+            ("1 Installing the agent", 11, 760),
+            ("Install the agent with apt install nodebridge-agent on every bridge node.", 11, 740),
+        ],
+        [("2 Certificates", 11, 760), ("Certificates are issued by the internal CA of each site.", 11, 740)],
+        [
+            ("2.1. Renewal window", 11, 760),
+            ("The renewal window opens 21 days before a certificate expires.", 11, 740),
+        ],
+        [
+            ("Appendix A  Glossary of terms", 11, 760),
+            ("Bridge node: a host that forwards traffic between two sites.", 11, 740),
+        ],
+    ]
+    outline = [
+        ("1. Installing the agent", 1, 0),
+        ("Certificates", 1, 1),
+        ("2.1 Renewal Window", 2, 2),
+        ("Appendix A", 1, 3),
+    ]
+    row = ingest(rolled_back_db, "bridge-manual.pdf", add_outline(draw_pdf(pages), outline))
+    assert row["ingest_status"] == "indexed", row
+    got = {c["content"]: (c["section_path"], c["page_start"]) for c in chunks(rolled_back_db, row["document_id"])}
+    assert got == {
+        "Install the agent with apt install nodebridge-agent on every bridge node.": (["1 Installing the agent"], 1),
+        "Certificates are issued by the internal CA of each site.": (["2 Certificates"], 2),
+        "The renewal window opens 21 days before a certificate expires.": (
+            ["2 Certificates", "2.1. Renewal window"],
+            3,
+        ),
+        "Bridge node: a host that forwards traffic between two sites.": (["Appendix A Glossary of terms"], 4),
+    }

@@ -64,8 +64,9 @@ PARSE_MEMORY_BYTES = 2 * 1024 * 1024 * 1024
 #: 2 (pdf, docx, html): page furniture dropped, literal text escaped, Word notes, revisions, content
 #: controls and text boxes kept, HTML chrome scored out, spans placed.
 #: 3 (docx): numbered and list-style paragraphs stay list items (never numbered headings); an unstyled
-#: first line set apart (centred, bold, larger) is the title.
-FORMAT_VERSIONS = {"pdf": "2", "docx": "3", "html": "2", "markdown": "1", "text": "1"}
+#: first line set apart (centred, bold, larger) is the title. 3 (pdf): an outline title heads one line
+#: of its page, the best match.
+FORMAT_VERSIONS = {"pdf": "3", "docx": "3", "html": "2", "markdown": "1", "text": "1"}
 
 #: What a ParseError's kind can be.
 ERROR_KINDS = (

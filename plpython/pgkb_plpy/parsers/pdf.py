@@ -19,8 +19,10 @@ measurement in docs/INGEST.md: the fastest by far, and the best Chinese text).
 * Literal text stays text: every line that is not a heading is escaped
   (:func:`pgkb_plpy.parsers.escape_line`), so a "# comment" or "| x" in the PDF is no structure.
 * Outline titles match printed lines loosely (letters and digits only; a title that starts the
-  line, or the line without its number). A heading numbered ``3``/``3.1``/``3.1.2`` takes the
-  level of its number's depth, so headings nest as printed whatever their font sizes.
+  line, or the line without its number); each title heads the one line of its page it matches
+  best, so a sentence that starts with a title's words stays text. A heading numbered
+  ``3``/``3.1``/``3.1.2`` takes the level of its number's depth, so headings nest as printed
+  whatever their font sizes.
 * A junk metadata title ("untitled", "Microsoft Word - x.docx") is dropped (:func:`clean_title`).
 * No text on any page: ``no_text_layer`` (a scan; OCR is not supported). Encrypted: ``encrypted``.
 """
@@ -226,22 +228,45 @@ def furniture(page_lines: list[list[str]], keep: list[set[int]] | None = None) -
     return drop
 
 
-def _outline_level(marks: dict[str, int], text: str) -> int | None:
-    """The outline level of a printed line, matched loosely: the same letters and digits, the line
-    without its number, or a title of 8+ characters that starts the line (or the line the title)."""
-    if not marks:
-        return None
+def _outline_match(title_key: str, text: str) -> int:
+    """How well a printed line matches an outline title (letters and digits only): 3 the same, 2
+    the same without their numbers, 1 a title of 8+ characters that starts the line (or the line
+    that starts the title) when the line does not end like a sentence; 0 no match."""
     key = _key(text)
-    if key in marks:
-        return marks[key]
+    if key == title_key:
+        return 3
     bare = _key(_NUMBERED_RE.sub("", text))
+    if bare and bare in (title_key, _key(_NUMBERED_RE.sub("", title_key))):
+        return 2
+    if (
+        len(title_key) >= 8
+        and len(key) >= 8
+        and (key.startswith(title_key) or title_key.startswith(key))
+        and not text.rstrip().endswith(_PUNCT_END)
+    ):
+        return 1
+    return 0
+
+
+def _outline_level(marks: dict[str, int], text: str) -> int | None:
+    """The outline level of a printed line matched loosely (:func:`_outline_match`), or None."""
+    best = max(((_outline_match(title_key, text), level) for title_key, level in marks.items()), default=(0, None))
+    return best[1] if best[0] else None
+
+
+def _outline_lines(marks: dict[str, int], texts: list[str]) -> dict[int, int]:
+    """{line index: outline level} of a page: each outline title of the page heads one line, the one
+    it matches best (the first of equals), so a sentence starting with a title's words stays text."""
+    found: dict[int, int] = {}
     for title_key, level in marks.items():
-        bare_title = _key(_NUMBERED_RE.sub("", title_key))
-        if bare and bare in (title_key, bare_title):
-            return level
-        if len(title_key) >= 8 and len(key) >= 8 and (key.startswith(title_key) or title_key.startswith(key)):
-            return level
-    return None
+        best, where = 0, None
+        for i, text in enumerate(texts):
+            score = _outline_match(title_key, text) if i not in found else 0
+            if score > best:
+                best, where = score, i
+        if where is not None:
+            found[where] = level
+    return found
 
 
 def _number_depth(text: str) -> int | None:
@@ -291,13 +316,7 @@ def parse_pdf(data: bytes) -> ParsedFile:
     # outline headings of each page (never furniture), then the furniture itself
     levels: list[dict[int, int]] = []
     for index, lines in enumerate(page_lines):
-        marks = outline.get(index, {})
-        found = {}
-        for i, (text, _) in enumerate(lines):
-            level = _outline_level(marks, text)
-            if level is not None:
-                found[i] = level
-        levels.append(found)
+        levels.append(_outline_lines(outline.get(index, {}), [text for text, _ in lines]))
     all_sizes: Counter[float] = Counter()
     for lines in page_lines:
         for text, size in lines:
