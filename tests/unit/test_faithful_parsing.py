@@ -167,6 +167,59 @@ def test_a_pdf_table_keeps_its_columns_as_a_markdown_table():
     ]
 
 
+def table_lines(rows: list[tuple], top: float = 740, step: float = 16) -> list[tuple]:
+    """Lines of a table drawn in three columns at x 50, 200 and 380; a cell may be None (empty) or
+    a list of lines (wrapped in its column, each line one step lower)."""
+    lines, y = [], top
+    for row in rows:
+        height = 1
+        for c, cell in enumerate(row):
+            for k, text in enumerate([cell] if isinstance(cell, str) else cell or []):
+                lines.append((text, 11, y - step * k, (50, 200, 380)[c]))
+                height = max(height, k + 1)
+        y -= step * height + 4
+    return lines
+
+
+@needs_server_venv
+def test_an_empty_pdf_table_cell_stays_empty_in_its_column():
+    rows = [
+        ("Code", "Meaning", "Action"),
+        ("NB-7701", None, "Check the firewall"),
+        ("NB-7702", "Certificate rotation failed", None),
+        ("NB-7703", "Disk almost full", "Free space"),
+    ]
+    text = parse(draw_pdf([[("Error codes.", 11, 780)] + table_lines(rows)]), "codes.pdf").text
+    assert text.split("\n")[2:] == [
+        "| Code | Meaning | Action |",
+        "|---|---|---|",
+        "| NB-7701 |  | Check the firewall |",
+        "| NB-7702 | Certificate rotation failed |  |",
+        "| NB-7703 | Disk almost full | Free space |",
+    ]
+
+
+@needs_server_venv
+def test_a_pdf_table_cell_wrapped_over_two_lines_joins_its_row():
+    rows = [
+        ("Code", "Meaning", "Action"),
+        ("NB-7702", ["Certificate rotation", "failed after renewal"], ["Inspect the", "CA bundle"]),
+        ("NB-7703", "Disk almost full", "Free space"),
+    ]
+    lines = [("Error codes.", 11, 780)] + table_lines(rows) + [("Call the on-call engineer if unsure.", 11, 600)]
+    text = parse(draw_pdf([lines]), "codes.pdf").text
+    assert text.split("\n") == [
+        "Error codes.",
+        "",
+        "| Code | Meaning | Action |",
+        "|---|---|---|",
+        "| NB-7702 | Certificate rotation failed after renewal | Inspect the CA bundle |",
+        "| NB-7703 | Disk almost full | Free space |",
+        "",
+        "Call the on-call engineer if unsure.",
+    ]
+
+
 # ------------------------------------------------------------------------------------------ DOCX
 
 

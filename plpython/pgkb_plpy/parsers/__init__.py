@@ -65,7 +65,7 @@ PARSE_MEMORY_BYTES = 2 * 1024 * 1024 * 1024
 #: controls and text boxes kept, HTML chrome scored out, spans placed.
 #: 3 (docx): numbered and list-style paragraphs stay list items (never numbered headings); an unstyled
 #: first line set apart (centred, bold, larger) is the title. 3 (pdf): an outline title heads one line
-#: of its page, the best match.
+#: of its page, the best match; table cells placed in columns found over the table's lines.
 FORMAT_VERSIONS = {"pdf": "3", "docx": "3", "html": "2", "markdown": "1", "text": "1"}
 
 #: What a ParseError's kind can be.

@@ -16,6 +16,12 @@ measurement in docs/INGEST.md: the fastest by far, and the best Chinese text).
   line at an edge ("12", "- 3 -", "Page 3 of 10", "iv", "第 3 页"); table-of-contents pages (lines
   ending in dot leaders and a page number, or a "Contents"/"目录" page of lines ending in numbers)
   and index pages ("Index"/"索引" and its continuation pages of lines ending in page numbers).
+* Tables: two or more lines with column gaps (a gap over ``CELL_GAP`` times the font size), with
+  the lines of their wrapped cells, become a Markdown table (:func:`_table`): the columns are the
+  x extents of the parts of the fullest lines, each part goes to its column by position (an empty
+  cell stays empty), a line with nothing in the first column continues the row above (a cell
+  wrapped over two lines joins its row), and a cell drawn after the wrapped lines of the cell
+  before it rejoins its row (``REJOIN_LINES``). Parts that overlap into one column are text.
 * Literal text stays text: every line that is not a heading is escaped
   (:func:`pgkb_plpy.parsers.escape_line`), so a "# comment" or "| x" in the PDF is no structure.
 * Outline titles match printed lines loosely (letters and digits only; a title that starts the
@@ -71,85 +77,173 @@ def _key(text: str) -> str:
     return "".join(ch for ch in text.casefold() if ch.isalnum())
 
 
-def _page_lines(textpage, raw) -> list[tuple[str, float]]:
-    """(line text, largest font size in it) of one page, in reading order. A space PDFium generated
-    for a gap wider than ``CELL_GAP`` times the font size becomes a tab: a column boundary."""
+#: A line drawn after lines below it, at the height of one of the last ``REJOIN_LINES`` lines and to
+#: its right, continues that line (a table drawn cell by cell: the next cell of a row comes after
+#: the wrapped lines of the cell before it).
+REJOIN_LINES = 6
+
+Segment = tuple[float, float]  # x where a cell's (or a line's) text starts and ends
+
+
+def _page_lines(textpage, raw) -> list[tuple[str, float, list[Segment]]]:
+    """(line text, largest font size in it, segments) of one page, in reading order. A space PDFium
+    generated for a gap wider than ``CELL_GAP`` times the font size becomes a tab: a column
+    boundary; the segments are the x extents of the tab-separated parts."""
     import ctypes
 
-    lines: list[tuple[str, float]] = []
-    chars: list[str] = []
-    size = 0.0
     count = textpage.count_chars()
     box = [ctypes.c_double() for _ in range(4)]
     refs = [ctypes.byref(b) for b in box]
+    origin = [ctypes.c_double(), ctypes.c_double()]
+    origin_refs = [ctypes.byref(o) for o in origin]
 
     def edge(i: int, right: bool) -> float | None:
         if not raw.FPDFText_GetCharBox(textpage, i, *refs):
             return None
         return box[1].value if right else box[0].value
 
+    # raw lines as PDFium breaks them: [segments [x0, x1, chars], size, y of the baseline]
+    raw_lines: list[tuple[list[list], float, float]] = []
+    segments: list[list] = []
+    current: list | None = None  # the open segment: [x0, x1, chars]
+    last = -1  # index of the open segment's last visible character
+    size, y = 0.0, 0.0
+
+    def close() -> None:
+        nonlocal current, last
+        if current is not None and "".join(current[2]).strip():
+            right = edge(last, True) if last >= 0 else None
+            current[1] = right if right is not None else current[0]
+            segments.append(current)
+        current, last = None, -1
+
     for i in range(count):
         code = raw.FPDFText_GetUnicode(textpage, i)
         ch = chr(code) if 0 < code < 0x110000 else ""
         if ch in ("\r", "\n"):
             if ch == "\n":
-                lines.append(("".join(chars).strip(), size))
-                chars, size = [], 0.0
+                close()
+                if segments:
+                    raw_lines.append((segments, size, y))
+                segments, size = [], 0.0
             continue
         generated = raw.FPDFText_IsGenerated(textpage, i)
-        if generated and ch == " " and chars and 0 < i < count - 1:
+        if generated and ch == " " and current is not None and 0 < i < count - 1:
             left, right = edge(i - 1, True), edge(i + 1, False)
             gap = right - left if left is not None and right is not None else 0.0
-            chars.append("\t" if size and gap > CELL_GAP * size else " ")
+            if size and gap > CELL_GAP * size:
+                close()
+            else:
+                current[2].append(" ")
         elif not generated or ch == " ":
-            chars.append(ch)
-        if ch.strip():
-            size = max(size, raw.FPDFText_GetFontSize(textpage, i))
-    if chars:
-        lines.append(("".join(chars).strip(), size))
-    return [(t, s) for t, s in lines if t]
+            if ch.strip():
+                if current is None:
+                    raw.FPDFText_GetCharOrigin(textpage, i, *origin_refs)
+                    current = [origin[0].value, origin[0].value, []]
+                    y = origin[1].value if not segments else y
+                current[2].append(ch)
+                last = i
+                size = max(size, raw.FPDFText_GetFontSize(textpage, i))
+            elif current is not None:
+                current[2].append(ch)
+    close()
+    if segments:
+        raw_lines.append((segments, size, y))
 
-
-def _table_rows(paragraph: list[str]) -> list[str]:
-    """Runs of two or more consecutive lines holding column boundaries (tabs) written as a Markdown
-    table (first row the header); other tabs become spaces."""
-    out: list[str] = []
-    i = 0
-    while i < len(paragraph):
-        j = i
-        while j < len(paragraph) and "\t" in paragraph[j]:
-            j += 1
-        if j - i >= 2:
-            rows = [[escape_cell(c) for c in re.split(r"\t+", line)] for line in paragraph[i:j]]
-            width = max(len(r) for r in rows)
-            table = ["| " + " | ".join(r + [""] * (width - len(r))) + " |" for r in rows]
-            table.insert(1, "|" + "---|" * width)
-            out.append("\x00" + "\n".join(table))
-            i = j
+    # a cell drawn after the wrapped lines of the cell before it rejoins its row
+    lines: list[tuple[list[list], float, float]] = []
+    for segs, sz, base in raw_lines:
+        for back in range(len(lines) - 1, max(-1, len(lines) - 1 - REJOIN_LINES), -1):
+            row, row_size, row_y = lines[back]
+            tol = 0.25 * max(sz, row_size, 1.0)
+            between = lines[back + 1 :]
+            if (
+                between
+                and abs(row_y - base) <= tol
+                and segs[0][0] >= row[-1][1]
+                and all(row_y - 6 * row_size < other_y < row_y - tol for _, _, other_y in between)
+            ):
+                lines[back] = (row + segs, max(row_size, sz), row_y)
+                break
         else:
-            out.append(escape_line(paragraph[i].replace("\t", " ")))
-            i += 1
+            lines.append((segs, sz, base))
+    out = []
+    for segs, sz, _ in lines:
+        text = "\t".join("".join(seg[2]).strip() for seg in segs)
+        out.append((text, sz, [(seg[0], seg[1]) for seg in segs]))
     return out
 
 
-def _with_tables(blocks: list[str]) -> list[str]:
-    """``blocks`` with the table rows of each paragraph as table blocks of their own."""
+def _table_end(entries: list[tuple[str, float, list[Segment]]], i: int) -> int:
+    """Where the table whose first line is ``entries[i]`` (a line with column gaps) ends: the lines
+    after it with column gaps, and the lines of one part that start where a part of a line above
+    starts, right of the first column (a cell wrapped over several lines)."""
+    first = entries[i][2][0][0]
+    starts = [x0 for x0, _ in entries[i][2]]
+    j = i + 1
+    while j < len(entries):
+        text, size, segs = entries[j]
+        tol = max(size, 1.0)
+        if segs[0][0] < first - tol:
+            break
+        if "\t" not in text and not (segs[0][0] > first + tol and any(abs(segs[0][0] - x) <= tol for x in starts)):
+            break
+        starts += [x0 for x0, _ in segs]
+        j += 1
+    return j
+
+
+def _table(entries: list[tuple[str, float, list[Segment]]]) -> str | None:
+    """The lines of a table as a Markdown table: columns are the x extents of the parts of the lines
+    with the most parts (merged where they overlap); each part goes to the first column that does
+    not end before it starts, so an empty cell stays empty in its column; a line with nothing in the
+    first column continues the row above (a wrapped cell joins its row). First row the header.
+    None when the parts overlap into fewer than two columns (justified text, not a table)."""
+    full = max(len(segs) for _, _, segs in entries)
+    tol = 0.5 * max(size for _, size, _ in entries)
+    columns: list[list[float]] = []
+    for x0, x1 in sorted(seg for _, _, segs in entries if len(segs) == full for seg in segs):
+        if columns and x0 <= columns[-1][1] + tol:
+            columns[-1][1] = max(columns[-1][1], x1)
+        else:
+            columns.append([x0, x1])
+    if len(columns) < 2:
+        return None
+    rows: list[list[str]] = []
+    for text, _, segs in entries:
+        if not rows or segs[0][0] <= columns[0][1] + tol:
+            rows.append([""] * len(columns))
+        row = rows[-1]
+        for (x0, _), cell in zip(segs, text.split("\t"), strict=True):
+            c = next((k for k, (_, end) in enumerate(columns) if x0 <= end + tol), len(columns) - 1)
+            joint = "" if _CJK_END_RE.search(row[c]) and _CJK_START_RE.match(cell) else " "
+            row[c] = row[c] + joint + cell if row[c] else cell
+    table = ["| " + " | ".join(escape_cell(c) for c in row) + " |" for row in rows]
+    table.insert(1, "|" + "---|" * len(columns))
+    return "\n".join(table)
+
+
+def _paragraph_blocks(entries: list[tuple[str, float, list[Segment]]]) -> list[str]:
+    """The lines of a paragraph as blocks: runs of two or more lines with column gaps (and the
+    wrapped lines of their cells) as Markdown tables, the other lines escaped text."""
     out: list[str] = []
-    for block in blocks:
-        if "\t" not in block:
-            out.append(block)
-            continue
-        paragraph: list[str] = []
-        for line in _table_rows(block.split("\n")):
-            if line.startswith("\x00"):
-                if paragraph:
-                    out.append("\n".join(paragraph))
-                    paragraph = []
-                out.append(line[1:])
-            else:
-                paragraph.append(line)
-        if paragraph:
-            out.append("\n".join(paragraph))
+    plain: list[str] = []
+    i = 0
+    while i < len(entries):
+        if "\t" in entries[i][0]:
+            j = _table_end(entries, i)
+            table = _table(entries[i:j]) if sum(1 for text, _, _ in entries[i:j] if "\t" in text) >= 2 else None
+            if table is not None:
+                if plain:
+                    out.append("\n".join(plain))
+                    plain = []
+                out.append(table)
+                i = j
+                continue
+        plain.append(escape_line(entries[i][0].replace("\t", " ")))
+        i += 1
+    if plain:
+        out.append("\n".join(plain))
     return out
 
 
@@ -297,7 +391,7 @@ def parse_pdf(data: bytes) -> ParsedFile:
             index = dest.get_index() if dest is not None else None
             if title and index is not None and 0 <= index < pages:
                 outline.setdefault(index, {}).setdefault(_key(title), bookmark.level + 1)
-        page_lines: list[list[tuple[str, float]]] = []
+        page_lines: list[list[tuple[str, float, list[Segment]]]] = []
         for index in range(pages):
             page = pdf[index]
             textpage = page.get_textpage()
@@ -316,17 +410,17 @@ def parse_pdf(data: bytes) -> ParsedFile:
     # outline headings of each page (never furniture), then the furniture itself
     levels: list[dict[int, int]] = []
     for index, lines in enumerate(page_lines):
-        levels.append(_outline_lines(outline.get(index, {}), [text for text, _ in lines]))
+        levels.append(_outline_lines(outline.get(index, {}), [text for text, _, _ in lines]))
     all_sizes: Counter[float] = Counter()
     for lines in page_lines:
-        for text, size in lines:
+        for text, size, _ in lines:
             all_sizes[round(size, 1)] += len(text)
     large = all_sizes.most_common(1)[0][0] * HEADING_SIZE_RATIO if all_sizes else 0.0
     keep = [
-        set(found) | {i for i, (_, size) in enumerate(lines) if large and size >= large}
+        set(found) | {i for i, (_, size, _) in enumerate(lines) if large and size >= large}
         for found, lines in zip(levels, page_lines, strict=True)
     ]
-    drop = furniture([[t for t, _ in lines] for lines in page_lines], keep)
+    drop = furniture([[t for t, _, _ in lines] for lines in page_lines], keep)
     page_lines = [[ln for i, ln in enumerate(lines) if i not in drop[p]] for p, lines in enumerate(page_lines)]
     levels = [
         {i - sum(1 for d in drop[p] if d < i): lv for i, lv in found.items() if i not in drop[p]}
@@ -335,7 +429,7 @@ def parse_pdf(data: bytes) -> ParsedFile:
 
     sizes: Counter[float] = Counter()
     for lines in page_lines:
-        for text, size in lines:
+        for text, size, _ in lines:
             sizes[round(size, 1)] += len(text)
     body_size = sizes.most_common(1)[0][0] if sizes else 0.0
     heading_sizes = sorted({s for s in sizes if body_size and s >= body_size * HEADING_SIZE_RATIO}, reverse=True)[
@@ -345,10 +439,10 @@ def parse_pdf(data: bytes) -> ParsedFile:
 
     pieces: list[str] = []
     for index, lines in enumerate(page_lines):
-        widest = max((len(t) for t, _ in lines), default=0)
+        widest = max((len(t) for t, _, _ in lines), default=0)
         blocks: list[str] = []
-        paragraph: list[str] = []
-        for i, (text, size) in enumerate(lines):
+        paragraph: list[tuple[str, float, list[Segment]]] = []
+        for i, (text, size, segs) in enumerate(lines):
             level = levels[index].get(i)
             if level is None and not outline and len(text) <= HEADING_MAX_CHARS and not text.endswith(_PUNCT_END):
                 level = level_of_size.get(round(size, 1))
@@ -356,23 +450,27 @@ def parse_pdf(data: bytes) -> ParsedFile:
                 depth = _number_depth(text)
                 if depth is not None:
                     level = depth  # 3 > 3.1 > 3.1.2 as printed, whatever the sizes or the outline say
-                if paragraph:
-                    blocks.append("\n".join(paragraph))
-                    paragraph = []
+                blocks += _paragraph_blocks(paragraph)
+                paragraph = []
                 blocks.append("#" * min(level, 6) + " " + " ".join(text.split()))
                 continue
+            previous = paragraph[-1][0] if paragraph else ""
             if (
-                paragraph
-                and _CJK_END_RE.search(paragraph[-1])
+                previous
+                and "\t" not in previous + text
+                and _CJK_END_RE.search(previous)
                 and _CJK_START_RE.match(text)
-                and len(paragraph[-1]) >= 0.8 * widest
+                and len(previous) >= 0.8 * widest
             ):
-                paragraph[-1] += text  # a Chinese line broken at the page's edge
+                paragraph[-1] = (
+                    previous + text,
+                    paragraph[-1][1],
+                    paragraph[-1][2],
+                )  # a Chinese line broken at the page's edge
             else:
-                paragraph.append(text if "\t" in text else escape_line(text))
-        if paragraph:
-            blocks.append("\n".join(paragraph))
-        pieces.append(sanitize_text("\n\n".join(_with_tables(blocks))))
+                paragraph.append((text, size, segs))
+        blocks += _paragraph_blocks(paragraph)
+        pieces.append(sanitize_text("\n\n".join(blocks)))
     # pages joined by a blank line; page_starts[n] is where page n + 1 starts
     page_starts, pos = [], 0
     for piece in pieces:
