@@ -26,7 +26,7 @@ RETURNS jsonb
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT '{"pdf": "3", "docx": "3", "html": "2", "markdown": "1", "text": "1"}'::jsonb $$;
+AS $$ SELECT '{"pdf": "3", "docx": "3", "html": "3", "markdown": "1", "text": "1"}'::jsonb $$;
 COMMENT ON FUNCTION kb.parser_versions() IS
 'Current version of pgkb''s conversion of each file format (pgkb_plpy.parsers.FORMAT_VERSIONS); a document parsed with another is stale.';
 

@@ -125,6 +125,55 @@ def list_para(text: str, num_id: int, style: str = "ListParagraph", ilvl: int = 
     )
 
 
+def write_pdf(pages: list[list[tuple]]) -> bytes:
+    """A PDF written here, without PDFium, whose text is any Unicode (Chinese too): page n holds the
+    lines (text, font size, y from the bottom[, x]) of ``pages[n]``, set in a CID font whose glyph
+    ids are the code points (not embedded: PDFium substitutes a font to draw it; the text layer
+    comes from its ToUnicode map)."""
+    cmap = (
+        "/CIDInit /ProcSet findresource begin 12 dict begin begincmap /CMapName /pgkb-identity def "
+        "/CIDSystemInfo << /Registry (Adobe) /Ordering (UCS) /Supplement 0 >> def "
+        "1 begincodespacerange <0000> <FFFF> endcodespacerange "
+        "1 beginbfrange <0000> <FFFF> <0000> endbfrange endcmap "
+        "CMapName currentdict /CMap defineresource pop end end"
+    )
+    objects: dict[int, bytes] = {
+        1: b"<</Type/Catalog/Pages 2 0 R>>",
+        3: b"<</Type/Font/Subtype/Type0/BaseFont/SimSun/Encoding/Identity-H/DescendantFonts[4 0 R]/ToUnicode 5 0 R>>",
+        4: b"<</Type/Font/Subtype/CIDFontType2/BaseFont/SimSun/CIDToGIDMap/Identity/DW 1000"
+        b"/CIDSystemInfo<</Registry(Adobe)/Ordering(Identity)/Supplement 0>>/FontDescriptor 6 0 R>>",
+        5: f"<</Length {len(cmap)}>>stream\n{cmap}\nendstream".encode(),
+        6: b"<</Type/FontDescriptor/FontName/SimSun/Flags 4/FontBBox[0 -140 1000 880]/ItalicAngle 0"
+        b"/Ascent 880/Descent -120/CapHeight 700/StemV 80>>",
+    }
+    kids = []
+    for lines in pages:
+        ops = []
+        for text, size, y, *x in lines:
+            glyphs = "".join(f"{ord(ch):04X}" for ch in text if ord(ch) < 0x10000)
+            ops.append(f"BT /F1 {size} Tf 1 0 0 1 {x[0] if x else 50} {y} Tm <{glyphs}> Tj ET")
+        stream = "\n".join(ops)
+        number = max(objects) + 1
+        objects[number] = f"<</Length {len(stream)}>>stream\n{stream}\nendstream".encode()
+        objects[number + 1] = (
+            f"<</Type/Page/Parent 2 0 R/MediaBox[0 0 595 842]/Contents {number} 0 R"
+            "/Resources<</Font<</F1 3 0 R>>>>>>".encode()
+        )
+        kids.append(number + 1)
+    objects[2] = f"<</Type/Pages/Count {len(kids)}/Kids[{' '.join(f'{k} 0 R' for k in kids)}]>>".encode()
+    out = b"%PDF-1.7\n"
+    offsets = {}
+    for number in sorted(objects):
+        offsets[number] = len(out)
+        out += f"{number} 0 obj\n".encode() + objects[number] + b"\nendobj\n"
+    xref = len(out)
+    size = max(objects) + 1
+    out += f"xref\n0 {size}\n0000000000 65535 f\r\n".encode()
+    out += b"".join(f"{offsets[n]:010d} 00000 n\r\n".encode() for n in range(1, size))
+    out += f"trailer\n<</Size {size}/Root 1 0 R>>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return out
+
+
 def _pdf_string(text: str) -> str:
     return "<FEFF" + text.encode("utf-16-be").hex().upper() + ">"
 

@@ -14,7 +14,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from filebuild import SERVER_PYTHON, add_outline, draw_pdf, make_docx, para
+from filebuild import SERVER_PYTHON, add_outline, draw_pdf, make_docx, para, write_pdf
 from helpers import count_rows
 from pgkb_plpy import chunker, parsers
 
@@ -411,3 +411,58 @@ def test_pdf_bookmarks_whose_titles_differ_from_the_printed_headings_give_the_st
         ),
         "Bridge node: a host that forwards traffic between two sites.": (["Appendix A Glossary of terms"], 4),
     }
+
+
+REGULATION = [
+    "第一章 总则",
+    "第一条 为规范差旅费报销，制定本细则。",
+    "第二章 报销标准",
+    "第五条 差旅费按下列标准报销：",
+    "（一）交通",
+    "乘坐高铁可乘坐二等座，飞机一律乘坐经济舱。",
+    "（二）住宿",
+    "住宿费每晚不超过四百五十元。",
+    "第六条 超标准部分由个人承担。",
+]
+
+
+def regulation_files() -> dict[str, bytes]:
+    """The regulation typed without heading styles or tags, its title set apart, in each format; and
+    tagged in part (chapters and items as headings, articles as text) in HTML and Word."""
+    html = "<html><body><h1>差旅费报销细则</h1>" + "".join(f"<p>{line}</p>" for line in REGULATION) + "</body></html>"
+
+    def tag(line: str) -> str:
+        return "h2" if line[2:3] == "章" else "h3" if line[:1] == "（" else "p"
+
+    def style(line: str) -> str:
+        return "Heading1" if line[2:3] == "章" else "Heading2" if line[:1] == "（" else ""
+
+    tagged = "<h1>差旅费报销细则</h1>" + "".join(f"<{tag(line)}>{line}</{tag(line)}>" for line in REGULATION)
+    title = (
+        '<w:p><w:pPr><w:jc w:val="center"/></w:pPr><w:r><w:rPr><w:b/><w:sz w:val="36"/></w:rPr>'
+        "<w:t>差旅费报销细则</w:t></w:r></w:p>"
+    )
+    pdf = [("差旅费报销细则", 18, 780)] + [(line, 11, 740 - 20 * i) for i, line in enumerate(REGULATION)]
+    return {
+        "细则.docx": make_docx(title + "".join(para(line) for line in REGULATION)),
+        "细则.pdf": write_pdf([pdf]),
+        "细则.html": html.encode(),
+        "细则-tagged.html": tagged.encode(),
+        "细则-styled.docx": make_docx(title + "".join(para(line, style(line)) for line in REGULATION)),
+    }
+
+
+@pytest.mark.skipif(not SERVER_PYTHON.exists(), reason="no server venv")
+@pytest.mark.parametrize("name", ["细则.docx", "细则.pdf", "细则.html", "细则-tagged.html", "细则-styled.docx"])
+def test_chapters_articles_and_items_nest_as_numbered_in_every_format(rolled_back_db, name):
+    row = ingest(rolled_back_db, name, regulation_files()[name])
+    assert row["ingest_status"] == "indexed", row
+    got = [(c["section_path"], c["content"]) for c in chunks(rolled_back_db, row["document_id"])]
+    root = ["差旅费报销细则"]
+    assert got == [
+        (root + ["第一章 总则", "第一条"], "第一条 为规范差旅费报销，制定本细则。"),
+        (root + ["第二章 报销标准", "第五条"], "第五条 差旅费按下列标准报销："),
+        (root + ["第二章 报销标准", "第五条", "（一）交通"], "乘坐高铁可乘坐二等座，飞机一律乘坐经济舱。"),
+        (root + ["第二章 报销标准", "第五条", "（二）住宿"], "住宿费每晚不超过四百五十元。"),
+        (root + ["第二章 报销标准", "第六条"], "第六条 超标准部分由个人承担。"),
+    ]

@@ -484,6 +484,12 @@ def test_the_wrappers_of_the_main_content_are_kept_and_their_other_children_drop
     )
 
 
+def test_tagged_numbered_headings_keep_their_tags_when_no_untagged_line_is_numbered():
+    html = "<h2>第一章 总则</h2><h3>概述</h3><p>本细则规范差旅费报销。</p><h3>（一）范围</h3><p>全体员工。</p>"
+    text = html_to_text(html)[0]
+    assert text.split("\n\n")[:2] == ["## 第一章 总则", "### 概述"] and "### （一）范围" in text
+
+
 def test_outline_titles_match_printed_headings_loosely():
     from pgkb_plpy.parsers.pdf import _key, _outline_level
 

@@ -65,8 +65,9 @@ PARSE_MEMORY_BYTES = 2 * 1024 * 1024 * 1024
 #: controls and text boxes kept, HTML chrome scored out, spans placed.
 #: 3 (docx): numbered and list-style paragraphs stay list items (never numbered headings); an unstyled
 #: first line set apart (centred, bold, larger) is the title. 3 (pdf): an outline title heads one line
-#: of its page, the best match; table cells placed in columns found over the table's lines.
-FORMAT_VERSIONS = {"pdf": "3", "docx": "3", "html": "2", "markdown": "1", "text": "1"}
+#: of its page, the best match; table cells placed in columns found over the table's lines. All three:
+#: headings numbered 第X章/第X条/一、/（一） nest by their numbers when untagged lines carry the numbering.
+FORMAT_VERSIONS = {"pdf": "3", "docx": "3", "html": "3", "markdown": "1", "text": "1"}
 
 #: What a ParseError's kind can be.
 ERROR_KINDS = (
@@ -263,6 +264,59 @@ def escape_line(line: str) -> str:
 def escape_text(text: str) -> str:
     """:func:`escape_line` of every line of ``text``."""
     return "\n".join(escape_line(line) for line in text.split("\n"))
+
+
+_HEADING_LINE_RE = re.compile(r"^(#{1,6}) (.*)$")
+_FENCE_LINE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+#: Numbering kinds of a Chinese document's structure (the chunker's markers): 第X编/章/节/条/款, 一、, （一）.
+_DIVISION_KINDS = ("编", "章", "节", "条", "款")
+_ZH_KINDS = (*_DIVISION_KINDS, "zh_item", "zh_paren")
+
+
+def _outside_fences(text: str):
+    """(index, line) of the lines of ``text`` outside fenced code blocks."""
+    fence = None
+    for i, line in enumerate(text.split("\n")):
+        m = _FENCE_LINE_RE.match(line)
+        if fence is None and m:
+            fence = m.group(1)[0]
+        elif fence is not None and m and m.group(1)[0] == fence:
+            fence = None
+        elif fence is None:
+            yield i, line
+
+
+def numbered_lines_divide(text: str) -> bool:
+    """Whether converted ``text`` has a line that is not a heading yet starts with a division marker
+    (第X章, 第X条 ...): the document's structure is carried by its numbers, not only by its tags."""
+    from ..chunker import _marker
+
+    for _, line in _outside_fences(text):
+        if line[:1] != "#":
+            marker = _marker(line)
+            if marker is not None and marker.kind in _DIVISION_KINDS:
+                return True
+    return False
+
+
+def nest_by_numbers(text: str) -> str:
+    """``text`` with its headings (``#`` lines from tags, styles, font sizes or the outline) that
+    start with a Chinese structure marker (第X章, 第X条, 一、, （一）) written as numbered lines, which
+    the chunker nests by their numbers. Called when :func:`numbered_lines_divide`: a regulation
+    whose articles are untagged but whose items are tagged headings would otherwise have each
+    tagged item close the article above it (第二章 > （一） instead of 第二章 > 第五条 > （一）)."""
+    from ..chunker import _marker, _titled
+
+    lines = text.split("\n")
+    for i, line in _outside_fences(text):
+        m = _HEADING_LINE_RE.match(line)
+        if not m:
+            continue
+        marker = _marker(m.group(2))
+        if marker is not None and marker.kind in _ZH_KINDS:
+            if marker.kind in _DIVISION_KINDS or _titled(m.group(2)[marker.end :]):
+                lines[i] = m.group(2)
+    return "\n".join(lines)
 
 
 _JUNK_TITLE_RE = re.compile(

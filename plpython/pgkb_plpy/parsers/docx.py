@@ -50,6 +50,8 @@ from . import (
     clean_title,
     escape_line,
     format_version,
+    nest_by_numbers,
+    numbered_lines_divide,
     sanitize_text,
 )
 
@@ -563,9 +565,12 @@ def parse_docx(data: bytes) -> ParsedFile:
     for kind, text in blocks:
         parts.append(("\n" if kind == previous == "item" else "\n\n") + text)
         previous = kind
+    text = "".join(parts)
+    if numbered_lines_divide(text):
+        text = nest_by_numbers(text)
     return ParsedFile(
         "docx",
-        sanitize_text("".join(parts)),
+        sanitize_text(text),
         title,
         CONTENT_TYPES["docx"],
         f"lxml {etree.__version__} (pgkb OOXML reader)",

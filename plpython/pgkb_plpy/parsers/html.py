@@ -30,7 +30,16 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 
-from . import CONTENT_TYPES, ParsedFile, clean_title, escape_line, format_version, sanitize_text
+from . import (
+    CONTENT_TYPES,
+    ParsedFile,
+    clean_title,
+    escape_line,
+    format_version,
+    nest_by_numbers,
+    numbered_lines_divide,
+    sanitize_text,
+)
 
 _DROP = {
     "script",
@@ -436,6 +445,8 @@ def html_to_text(html: str) -> tuple[str, str | None]:
         parts.append(("\n" if item and previous_item else "\n\n") + (block[1:] if item else block))
         previous_item = item
     text = "".join(parts)
+    if numbered_lines_divide(text):
+        text = nest_by_numbers(text)
     return sanitize_text(text), clean_title(conv.title) or clean_title(conv.first_h1)
 
 

@@ -38,7 +38,18 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from . import CONTENT_TYPES, MAX_PAGES, ParsedFile, ParseError, clean_title, escape_line, format_version, sanitize_text
+from . import (
+    CONTENT_TYPES,
+    MAX_PAGES,
+    ParsedFile,
+    ParseError,
+    clean_title,
+    escape_line,
+    format_version,
+    nest_by_numbers,
+    numbered_lines_divide,
+    sanitize_text,
+)
 
 #: A line set at least this many times the body size is a heading (without an outline).
 HEADING_SIZE_RATIO = 1.2
@@ -471,6 +482,8 @@ def parse_pdf(data: bytes) -> ParsedFile:
                 paragraph.append((text, size, segs))
         blocks += _paragraph_blocks(paragraph)
         pieces.append(sanitize_text("\n\n".join(blocks)))
+    if numbered_lines_divide("\n".join(pieces)):
+        pieces = [nest_by_numbers(piece) for piece in pieces]
     # pages joined by a blank line; page_starts[n] is where page n + 1 starts
     page_starts, pos = [], 0
     for piece in pieces:
