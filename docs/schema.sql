@@ -974,7 +974,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     The visibility condition of every retrieval leg: the document id when the document may be used (readable by the session's role, kb.may_read_document, and current at as_of, or matching filters that lift the lifecycle rule), else no row. Inlined into its callers.
 -- kb.visible_documents(timestamp with time zone,text[],jsonb)
 --     RETURNS SETOF bigint LANGUAGE sql STABLE PARALLEL SAFE
---     Ids of the documents a retrieval may use: current at as_of (docs/LIFECYCLE.md) within the namespaces (NULL: all) and filters; a status filter or include_history returns history too.
+--     Ids of the documents a retrieval may use: readable by the session's role (kb.may_read_document) and current at as_of (docs/LIFECYCLE.md) within the namespaces (NULL: all) and filters; a status filter or include_history returns history too.
 -- kb.visible_sources(text[])
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
 --     Whether every namespace/source in the list names a document the current role can see; the retrieval log accepts only such rows.

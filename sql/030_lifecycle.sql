@@ -1,12 +1,13 @@
 -- Which documents a retrieval may see: the lifecycle rule of docs/LIFECYCLE.md
--- ("current at as_of"), namespace, filters and the document's readers. kb.in_force is the rule's one
--- spelling; kb.visible_documents applies it to a whole scope,
--- kb.document_is_current to one document, and kb.visible_candidate is the one
--- condition every retrieval leg puts on its candidates.
+-- ("current at as_of"), namespace, filters and the document's readers.
+-- kb.in_force is the rule's one spelling; kb.visible_documents applies it to a
+-- whole scope, kb.document_is_current to one document, and
+-- kb.visible_candidate is the one condition every retrieval leg puts on its
+-- candidates; kb.may_read_document is the readers' part of all three.
 
--- kb.in_force, kb.may_read_document and kb.visible_candidate carry no SET search_path: a SET clause
--- stops PostgreSQL from inlining a SQL function, and these two must become
--- part of the query that calls them (a per-row call costs tens of
+-- kb.in_force, kb.may_read_document and kb.visible_candidate carry no SET
+-- search_path: a SET clause stops PostgreSQL from inlining a SQL function, and
+-- these must become part of the query that calls them (a per-row call costs tens of
 -- microseconds, and the legs must keep their plans). Every name in them is
 -- schema-qualified; pg_catalog is searched first.
 
@@ -179,7 +180,7 @@ AS $$
         AND (f.namespace, f.source) NOT IN (SELECT x.namespace, x.source FROM replaced AS x WHERE x.source <> x.origin)
 $$;
 COMMENT ON FUNCTION kb.visible_documents(timestamptz, text[], jsonb) IS
-'Ids of the documents a retrieval may use: current at as_of (docs/LIFECYCLE.md) within the namespaces (NULL: all) and filters; a status filter or include_history returns history too.';
+'Ids of the documents a retrieval may use: readable by the session''s role (kb.may_read_document) and current at as_of (docs/LIFECYCLE.md) within the namespaces (NULL: all) and filters; a status filter or include_history returns history too.';
 
 CREATE OR REPLACE FUNCTION kb.filters_restrict(p_filters jsonb)
 RETURNS boolean
