@@ -140,6 +140,9 @@ def _connection_loop(n: int, opts: Options, model: str, stop: threading.Event, t
             if outcome["claimed"] == 0:
                 if opts.once:
                     return
+                if n == 0:
+                    # documents that entered or left force by their dates alone: statistics follow
+                    conn.execute("SELECT kb.refresh_statistics_if_due()")
                 stop.wait(opts.poll_interval)
             else:
                 log.info("worker %d: embedded %d in %s s", n, outcome["embedded"], outcome.get("seconds"))

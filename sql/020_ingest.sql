@@ -81,7 +81,7 @@ $$;
 COMMENT ON FUNCTION kb.trg_documents_private() IS
 'AFTER UPDATE on kb.documents when a document gains or loses its readers: recounts its namespace''s BM25 and language statistics, which leave private documents out; SECURITY DEFINER, since writers may not write either.';
 
-CREATE OR REPLACE FUNCTION kb.trg_documents_deleted()
+CREATE OR REPLACE FUNCTION kb.trg_documents_statistics()
 RETURNS trigger
 LANGUAGE plpgsql
 VOLATILE PARALLEL UNSAFE
@@ -93,8 +93,8 @@ BEGIN
     RETURN NULL;
 END;
 $$;
-COMMENT ON FUNCTION kb.trg_documents_deleted() IS
-'AFTER DELETE (per statement) on kb.documents: keeps the BM25 corpus statistics in step over every tenant''s chunks (chunks, postings and vectors go by ON DELETE CASCADE).';
+COMMENT ON FUNCTION kb.trg_documents_statistics() IS
+'AFTER DELETE, and AFTER UPDATE of the columns that decide which documents are current (per statement), on kb.documents: keeps the corpus statistics in step over every tenant''s chunks (kb.maybe_refresh_lexical_stats; chunks, postings and vectors of deleted documents go by ON DELETE CASCADE).';
 
 DROP TRIGGER IF EXISTS documents_before ON kb.documents;
 CREATE TRIGGER documents_before BEFORE INSERT OR UPDATE ON kb.documents
@@ -133,7 +133,14 @@ EXECUTE FUNCTION kb.trg_documents_sync();
 
 DROP TRIGGER IF EXISTS documents_deleted ON kb.documents;
 CREATE TRIGGER documents_deleted AFTER DELETE ON kb.documents
-FOR EACH STATEMENT EXECUTE FUNCTION kb.trg_documents_deleted();
+FOR EACH STATEMENT EXECUTE FUNCTION kb.trg_documents_statistics();
+
+-- a version taking effect, a draft published, an end date set: the set of
+-- documents the statistics count changes (kb.recount_statistics_documents)
+DROP TRIGGER IF EXISTS documents_lifecycle ON kb.documents;
+CREATE TRIGGER documents_lifecycle
+AFTER UPDATE OF status, effective_from, effective_to, removed_at, supersedes ON kb.documents
+FOR EACH STATEMENT EXECUTE FUNCTION kb.trg_documents_statistics();
 
 DROP TRIGGER IF EXISTS documents_private ON kb.documents;
 CREATE TRIGGER documents_private AFTER UPDATE ON kb.documents
@@ -342,6 +349,88 @@ AS $$
 $$;
 COMMENT ON FUNCTION kb.active_model() IS 'The active embedding model row (NULL when none is active).';
 
+-- No SET search_path: a SET clause stops PostgreSQL from inlining a SQL
+-- function, and this one must become part of the counting queries (an
+-- anti-join, not a call per chunk). Every name is schema-qualified.
+CREATE OR REPLACE FUNCTION kb.counts_in_statistics(p_document_id bigint)
+RETURNS boolean
+LANGUAGE sql
+STABLE PARALLEL SAFE
+AS $$
+    SELECT EXISTS (SELECT 1 FROM kb.statistics_documents AS s WHERE s.document_id = p_document_id)
+$$;
+COMMENT ON FUNCTION kb.counts_in_statistics(bigint) IS
+'Whether the corpus statistics (BM25 df, N, average length; language moments) count a document''s chunks: it is in kb.statistics_documents, i.e. shared and current now. The one spelling of the rule for every count; inlined into its callers.';
+
+CREATE OR REPLACE FUNCTION kb.recount_statistics_documents()
+RETURNS void
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    counted bigint[] := ARRAY(SELECT kb.visible_documents(now(), NULL, '{}', true));
+    calendar text := kb.setting('calendar_time_zone') #>> '{}';
+    today date := (now() AT TIME ZONE calendar)::date;
+BEGIN
+    -- The statistics describe what a question asked now can see, whoever
+    -- asks: the shared documents current today. Drafts, superseded, expired
+    -- and future versions would dilute them (a chain of forty versions alone
+    -- in a namespace makes its current version look ordinary to BM25 and to
+    -- the dense leg's z-score). The chunks of documents entering or leaving
+    -- the set are added to their namespace's changed_chunks, which decides
+    -- when its document frequencies and language moments are recounted.
+    WITH now_counted AS MATERIALIZED (
+        SELECT d.id, d.namespace FROM unnest(counted) AS k (id) INNER JOIN kb.documents AS d ON k.id = d.id
+    ),
+    leaving AS (
+        DELETE FROM kb.statistics_documents AS s
+        WHERE NOT EXISTS (SELECT 1 FROM now_counted AS n WHERE n.id = s.document_id AND n.namespace = s.namespace)
+        RETURNING s.document_id, s.namespace
+    )
+    UPDATE kb.lexical_stats AS st
+    SET changed_chunks = st.changed_chunks + x.n
+    FROM (
+        SELECT l.namespace, count(c.id) + 1 AS n
+        FROM leaving AS l LEFT JOIN kb.chunks AS c ON l.document_id = c.document_id
+        GROUP BY l.namespace
+    ) AS x
+    WHERE st.namespace = x.namespace;
+    WITH entering AS (
+        INSERT INTO kb.statistics_documents (document_id, namespace)
+        SELECT d.id, d.namespace FROM unnest(counted) AS k (id) INNER JOIN kb.documents AS d ON k.id = d.id
+        ORDER BY d.id
+        ON CONFLICT (document_id) DO NOTHING
+        RETURNING document_id, namespace
+    )
+    UPDATE kb.lexical_stats AS st
+    SET changed_chunks = st.changed_chunks + x.n
+    FROM (
+        SELECT e.namespace, count(c.id) + 1 AS n
+        FROM entering AS e LEFT JOIN kb.chunks AS c ON e.document_id = c.document_id
+        GROUP BY e.namespace
+    ) AS x
+    WHERE st.namespace = x.namespace;
+    -- the next instant a shared document enters or leaves force by its dates
+    -- alone (days in the knowledge base's calendar, as kb.in_force reads them)
+    UPDATE kb.statistics_schedule
+    SET refreshed_at = now(),
+        next_change = (
+            SELECT min(v.at)
+            FROM kb.documents AS d
+            CROSS JOIN LATERAL (VALUES
+                (CASE WHEN d.effective_from > today THEN d.effective_from::timestamp AT TIME ZONE calendar END),
+                (CASE WHEN d.effective_to >= today THEN (d.effective_to + 1)::timestamp AT TIME ZONE calendar END),
+                (CASE WHEN d.removed_at > now() THEN d.removed_at END)
+            ) AS v (at)
+            WHERE d.reader_ids IS NULL AND d.status <> 'draft'
+        );
+END;
+$$;
+COMMENT ON FUNCTION kb.recount_statistics_documents() IS
+'Recomputes kb.statistics_documents, the documents the corpus statistics count (shared, current now: kb.visible_documents with shared_only), adds the chunks of documents that entered or left it to their namespace''s changed_chunks, and records in kb.statistics_schedule when the set next changes by the calendar alone. As the owner (SECURITY DEFINER); returns nothing.';
+
 CREATE OR REPLACE FUNCTION kb.recount_term_stats(p_namespaces text[])
 RETURNS void
 LANGUAGE plpgsql
@@ -359,7 +448,7 @@ BEGIN
     SELECT c.namespace, count(*), sum(c.lexical_length)
     FROM kb.chunks AS c
     WHERE (p_namespaces IS NULL OR c.namespace = any(p_namespaces))
-        AND NOT EXISTS (SELECT 1 FROM kb.documents AS p WHERE p.id = c.document_id AND p.reader_ids IS NOT NULL)
+        AND kb.counts_in_statistics(c.document_id)
     GROUP BY c.namespace
     ORDER BY c.namespace
     ON CONFLICT (namespace) DO NOTHING;
@@ -367,7 +456,7 @@ BEGIN
     SET terms_max_chunk_id = w.id,
         terms_chunk_count = (
             SELECT count(*) FROM kb.chunks AS c
-            WHERE c.namespace = s.namespace AND NOT EXISTS (SELECT 1 FROM kb.documents AS p WHERE p.id = c.document_id AND p.reader_ids IS NOT NULL)
+            WHERE c.namespace = s.namespace AND kb.counts_in_statistics(c.document_id)
         )
     FROM (SELECT coalesce(max(c.id), 0) AS id FROM kb.chunks AS c) AS w
     WHERE p_namespaces IS NULL OR s.namespace = any(p_namespaces);
@@ -382,7 +471,7 @@ BEGIN
         INNER JOIN kb.lexical_stats AS s ON c.namespace = s.namespace
         INNER JOIN kb.lexical_postings AS lp ON c.id = lp.chunk_id
         WHERE ($1 IS NULL OR c.namespace = any($1)) AND c.id <= s.terms_max_chunk_id
-            AND NOT EXISTS (SELECT 1 FROM kb.documents AS p WHERE p.id = c.document_id AND p.reader_ids IS NOT NULL)
+            AND kb.counts_in_statistics(c.document_id)
         GROUP BY lp.term, c.namespace
     $sql$ USING p_namespaces;
 END;
@@ -405,45 +494,66 @@ COMMENT ON FUNCTION kb.refresh_term_stats(text[]) IS
 
 CREATE OR REPLACE FUNCTION kb.recount_lexical_stats()
 RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
+DECLARE
+    moved text[];
+BEGIN
     -- one refresh at a time (kb.maybe_refresh_lexical_stats skips while one runs)
-    SELECT pg_advisory_xact_lock('kb.lexical_stats'::regclass::oid::bigint);
+    PERFORM pg_advisory_xact_lock('kb.lexical_stats'::regclass::oid::bigint);
+    -- which documents count: shared and current now (kb.counts_in_statistics).
+    -- A role that may not read a private document must not see its words
+    -- counted, nor its scores move because of it; a question asked now sees
+    -- no draft, superseded, expired or future version.
+    PERFORM kb.recount_statistics_documents();
     -- every namespace with chunks, and zeros for those whose chunks are gone
-    -- (their row keeps the recount bookkeeping). Private documents (readers
-    -- named) are left out of every statistic: a role that may not read one
-    -- must not see its words counted, nor its scores move because of it.
+    -- (their row keeps the recount bookkeeping)
     INSERT INTO kb.lexical_stats AS s (namespace, chunk_count, total_length, refreshed_at)
     SELECT coalesce(c.namespace, o.namespace), coalesce(c.n, 0), coalesce(c.total, 0), now()
     FROM (
         SELECT c.namespace, count(*) AS n, sum(c.lexical_length) AS total
         FROM kb.chunks AS c
-        WHERE NOT EXISTS (SELECT 1 FROM kb.documents AS p WHERE p.id = c.document_id AND p.reader_ids IS NOT NULL)
+        WHERE kb.counts_in_statistics(c.document_id)
         GROUP BY c.namespace
     ) AS c
     FULL JOIN kb.lexical_stats AS o ON c.namespace = o.namespace
     ORDER BY 1
     ON CONFLICT (namespace) DO UPDATE
     SET chunk_count = excluded.chunk_count, total_length = excluded.total_length, refreshed_at = excluded.refreshed_at;
+    -- a namespace whose counted chunks changed by a tenth (versions replaced,
+    -- documents entering or leaving force) has its document frequencies and
+    -- language moments recounted, however its size moved: a new version
+    -- replacing the old leaves the count as it was but not the words
+    WITH reset AS (
+        UPDATE kb.lexical_stats AS s SET changed_chunks = 0
+        WHERE s.changed_chunks > 0.1 * s.chunk_count
+        RETURNING s.namespace
+    )
+    SELECT array_agg(r.namespace ORDER BY r.namespace) INTO moved FROM reset AS r;
     -- recount the document frequencies of a namespace once it has grown or
     -- shrunk by a tenth, small ones included (their recount is cheap, and a
     -- namespace never counted would make the lexical leg count the postings
     -- of every namespace a reader sees); while the whole corpus is below
     -- 1,000 chunks the lexical leg simply counts them all
-    SELECT kb.recount_term_stats(array_agg(s.namespace))
+    PERFORM kb.recount_term_stats(array_agg(s.namespace))
     FROM kb.lexical_stats AS s
     CROSS JOIN (
         SELECT sum(a.chunk_count) AS chunks, sum(a.terms_chunk_count) AS counted FROM kb.lexical_stats AS a
     ) AS corpus
-    WHERE abs(s.chunk_count - s.terms_chunk_count) > 0.1 * s.terms_chunk_count
+    WHERE (abs(s.chunk_count - s.terms_chunk_count) > 0.1 * s.terms_chunk_count OR s.namespace = any(moved))
         AND greatest(corpus.chunks, corpus.counted) >= 1000
     HAVING count(*) > 0;
+    IF cardinality(moved) > 0 THEN
+        DELETE FROM kb.language_statistics AS l WHERE l.namespace = any(moved);
+        PERFORM kb.recount_language_statistics(NULL);
+    END IF;
+END;
 $$;
 COMMENT ON FUNCTION kb.recount_lexical_stats() IS
-'Recomputes the BM25 corpus statistics of every namespace (chunk count, total length; document frequencies of a namespace changed by a tenth, once the corpus has 1,000 chunks) over all rows, whoever calls it (SECURITY DEFINER); returns nothing, so that no caller learns about namespaces it may not see.';
+'Recomputes which documents the statistics count (kb.recount_statistics_documents) and the BM25 corpus statistics of every namespace (chunk count, total length; document frequencies of a namespace whose counted chunks grew, shrank or changed by a tenth, once the corpus has 1,000 chunks; its language moments too on such a change) over all rows, whoever calls it (SECURITY DEFINER); returns nothing, so that no caller learns about namespaces it may not see.';
 
 CREATE OR REPLACE FUNCTION kb.refresh_lexical_stats()
 RETURNS SETOF kb.lexical_stats
@@ -551,6 +661,28 @@ END;
 $$;
 COMMENT ON PROCEDURE kb.embed_pending (integer, text, boolean) IS
 'Embeds queued chunks of a model (default: the active one) batch by batch, committing each; safe with several concurrent workers (SKIP LOCKED). Stops at the first failing batch, whose error stays on the queue rows. Reports progress as a NOTICE per batch: pgkb progress: {"model", "batch", "embedded", "failed", "remaining", "error"}.';
+
+CREATE OR REPLACE FUNCTION kb.refresh_statistics_if_due()
+RETURNS boolean
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    -- A document enters or leaves force on a date with no write at all: the
+    -- statistics follow at the first call after that instant (pgkb worker
+    -- calls it while idle), never waiting on a recount already running.
+    IF EXISTS (SELECT 1 FROM kb.statistics_schedule AS s WHERE s.next_change <= now())
+        AND pg_try_advisory_xact_lock('kb.lexical_stats'::regclass::oid::bigint) THEN
+        PERFORM kb.recount_lexical_stats();
+        RETURN true;
+    END IF;
+    RETURN false;
+END;
+$$;
+COMMENT ON FUNCTION kb.refresh_statistics_if_due() IS
+'Recounts the corpus statistics (kb.recount_lexical_stats) when a document has entered or left force by its dates since the last count (kb.statistics_schedule.next_change has passed) and no recount is running; returns whether it did. pgkb worker calls it while idle.';
 
 CREATE OR REPLACE FUNCTION kb.maybe_refresh_lexical_stats()
 RETURNS void

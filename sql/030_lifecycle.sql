@@ -113,7 +113,9 @@ $$;
 COMMENT ON FUNCTION kb.may_read_document(oid[]) IS
 'Whether the session''s role may read a document with these reader ids (kb.documents.reader_ids; NULL: everyone who reads its namespace). Part of every retrieval''s visibility: a document the role may not read is, to it, a document that does not exist. Inlined into its callers.';
 
-CREATE OR REPLACE FUNCTION kb.visible_documents(p_as_of timestamptz, p_namespaces text[], p_filters jsonb)
+CREATE OR REPLACE FUNCTION kb.visible_documents(
+    p_as_of timestamptz, p_namespaces text[], p_filters jsonb, p_shared_only boolean DEFAULT false
+)
 RETURNS SETOF bigint
 LANGUAGE sql
 STABLE PARALLEL SAFE
@@ -125,6 +127,8 @@ AS $$
     -- effect when it was in force on some day up to as_of: in force at as_of
     -- with its end date set aside, and, if removed, removed no earlier than
     -- its first day. A status filter or include_history lifts the rule.
+    -- shared_only: as if documents naming readers did not exist, whoever
+    -- asks (the set the corpus statistics count, kb.recount_statistics_documents).
     WITH RECURSIVE
     opts AS (
         SELECT
@@ -139,7 +143,7 @@ AS $$
         SELECT d.id, d.namespace, d.source, d.supersedes, d.status, d.effective_from, d.effective_to, d.removed_at
         FROM kb.documents AS d, opts AS o
         WHERE (p_namespaces IS NULL OR d.namespace = ANY(p_namespaces))
-            AND kb.may_read_document(d.reader_ids)
+            AND (CASE WHEN p_shared_only THEN d.reader_ids IS NULL ELSE kb.may_read_document(d.reader_ids) END)
             AND (o.doc_types IS NULL OR d.doc_type = ANY(o.doc_types))
             AND (o.statuses IS NULL OR d.status = ANY(o.statuses))
             AND (o.meta IS NULL OR d.metadata @> o.meta)
@@ -157,7 +161,7 @@ AS $$
         SELECT d.namespace, d.supersedes AS source, d.source AS origin
         FROM kb.documents AS d
         WHERE d.supersedes IS NOT NULL
-            AND kb.may_read_document(d.reader_ids)
+            AND (CASE WHEN p_shared_only THEN d.reader_ids IS NULL ELSE kb.may_read_document(d.reader_ids) END)
             AND (p_namespaces IS NULL OR d.namespace = ANY(p_namespaces))
             AND kb.in_force(d.status, d.effective_from, CASE WHEN d.effective_to IS NOT NULL THEN 'infinity'::date END,
                 NULL, p_as_of)
@@ -169,7 +173,7 @@ AS $$
         SELECT d.namespace, d.supersedes, x.origin
         FROM replaced AS x
         INNER JOIN kb.documents AS d ON d.namespace = x.namespace AND d.source = x.source
-        WHERE d.supersedes IS NOT NULL AND kb.may_read_document(d.reader_ids)
+        WHERE d.supersedes IS NOT NULL AND (CASE WHEN p_shared_only THEN d.reader_ids IS NULL ELSE kb.may_read_document(d.reader_ids) END)
     )
     SELECT s.id FROM scoped AS s, opts AS o WHERE o.history
     UNION ALL
@@ -179,8 +183,8 @@ AS $$
         -- (a cycle, which writes are refused but a database may already hold, does not hide its origin)
         AND (f.namespace, f.source) NOT IN (SELECT x.namespace, x.source FROM replaced AS x WHERE x.source <> x.origin)
 $$;
-COMMENT ON FUNCTION kb.visible_documents(timestamptz, text[], jsonb) IS
-'Ids of the documents a retrieval may use: readable by the session''s role (kb.may_read_document) and current at as_of (docs/LIFECYCLE.md) within the namespaces (NULL: all) and filters; a status filter or include_history returns history too.';
+COMMENT ON FUNCTION kb.visible_documents(timestamptz, text[], jsonb, boolean) IS
+'Ids of the documents a retrieval may use: readable by the session''s role (kb.may_read_document; with shared_only, the documents naming no readers, as if the others did not exist) and current at as_of (docs/LIFECYCLE.md) within the namespaces (NULL: all) and filters; a status filter or include_history returns history too.';
 
 CREATE OR REPLACE FUNCTION kb.filters_restrict(p_filters jsonb)
 RETURNS boolean

@@ -219,8 +219,8 @@ LEFT JOIN LATERAL (
     FROM kb.embeddings AS e
     INNER JOIN kb.chunks AS c ON e.chunk_id = c.id
     WHERE e.model = s.model AND c.namespace = s.namespace AND c.language = s.language
-        -- as the statistics count: private documents left out (pgkb_plpy.language_statistics)
-        AND NOT EXISTS (SELECT 1 FROM kb.documents AS p WHERE p.id = c.document_id AND p.reader_ids IS NOT NULL)
+        -- as the statistics count: shared documents current now (pgkb_plpy.language_statistics)
+        AND kb.counts_in_statistics(c.document_id)
 ) AS n ON true;
 COMMENT ON VIEW kb.language_statistics_status IS
 'The language statistics the caller may see, per model, namespace and language group: vectors when computed and now, the drift between (a share; recomputed at language_statistics_drift), the sample size and when.';

@@ -29,8 +29,8 @@ AS $$
     -- caller's row-level security shows), so no tenant's statistics reach
     -- another's scores: chunks and their summed length from kb.lexical_stats, and each
     -- term's df from kb.lexical_terms plus the postings of chunks added since
-    -- its refresh (private documents left out, as kb.recount_lexical_stats
-    -- leaves them out). Plain sums, so that the statistics of several databases
+    -- its refresh, of the documents the statistics count (shared and current
+    -- now: kb.counts_in_statistics, as kb.recount_lexical_stats counts). Plain sums, so that the statistics of several databases
     -- (shards) add up to those of one holding all their namespaces.
 BEGIN
     RETURN (
@@ -64,7 +64,7 @@ BEGIN
                 LEFT JOIN kb.lexical_stats AS st ON c.namespace = st.namespace
                 WHERE (p_namespaces IS NULL OR c.namespace = ANY(p_namespaces))
                     AND fresh.chunk_id > coalesce(st.terms_max_chunk_id, 0)
-                    AND NOT EXISTS (SELECT 1 FROM kb.documents AS p WHERE p.id = c.document_id AND p.reader_ids IS NOT NULL)) AS df
+                    AND kb.counts_in_statistics(c.document_id)) AS df
         FROM terms AS t CROSS JOIN sizes AS sz
     )
     SELECT jsonb_build_object(

@@ -38,7 +38,7 @@ GRANT SELECT ON kb.pipeline_door TO public;
 
 GRANT USAGE ON SCHEMA kb TO pgkb_reader, pgkb_writer, pgkb_admin;
 GRANT SELECT ON kb.documents, kb.chunks, kb.embeddings, kb.lexical_postings, kb.lexical_stats, kb.lexical_terms,
-kb.language_statistics, kb.language_statistics_status, kb.document_files, kb.stale_documents, kb.models,
+kb.statistics_documents, kb.language_statistics, kb.language_statistics_status, kb.document_files, kb.stale_documents, kb.models,
 kb.settings, kb.settings_catalogue, kb.embedding_providers, kb.embed_queue, kb.model_readiness, kb.ingest_status
 TO pgkb_reader, pgkb_writer, pgkb_admin;
 GRANT INSERT, UPDATE, DELETE ON kb.documents TO pgkb_writer, pgkb_admin;
@@ -51,7 +51,8 @@ GRANT SELECT ON kb.tenant_isolation_changes TO pgkb_admin;
 -- to write the statistics poisons every tenant's scores. Revoked explicitly,
 -- since earlier releases granted them and grants outlive a migrate.
 REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON kb.chunks, kb.embeddings, kb.lexical_postings, kb.lexical_terms,
-kb.lexical_stats, kb.language_statistics, kb.embed_queue FROM public, pgkb_reader, pgkb_writer, pgkb_admin;
+kb.lexical_stats, kb.statistics_documents, kb.statistics_schedule, kb.language_statistics, kb.embed_queue
+FROM public, pgkb_reader, pgkb_writer, pgkb_admin;
 GRANT EXECUTE ON FUNCTION kb.plpython_init() TO pgkb_writer, pgkb_admin;
 GRANT SELECT, INSERT, UPDATE, DELETE ON kb.settings, kb.models, kb.namespace_grants, kb.model_secrets TO pgkb_admin;
 -- what each provider's similarities mean is no secret, and every retrieval reads it
@@ -65,7 +66,7 @@ REVOKE EXECUTE ON FUNCTION kb.store_model(text, text, text, integer, jsonb, bool
 REVOKE EXECUTE ON FUNCTION kb.register_model(text, text, text, integer, jsonb, boolean), kb.activate_model(text),
 kb.ensure_hnsw_indexes(text),
 kb.refresh_lexical_stats(), kb.refresh_term_stats(text[]), kb.maybe_refresh_lexical_stats(),
-kb.recount_lexical_stats(), kb.recount_term_stats(text[]),
+kb.recount_lexical_stats(), kb.recount_term_stats(text[]), kb.recount_statistics_documents(), kb.refresh_statistics_if_due(),
 kb.recount_language_statistics(text), kb.maybe_refresh_language_statistics(), kb.refresh_language_statistics(text),
 kb.embed_queue_batch(text, integer, boolean), kb.embed_queue_batch_as(text, integer, boolean, name)
 FROM public;
@@ -73,7 +74,7 @@ GRANT EXECUTE ON FUNCTION kb.register_model(text, text, text, integer, jsonb, bo
 kb.ensure_hnsw_indexes(text)
 TO pgkb_admin;
 GRANT EXECUTE ON FUNCTION kb.refresh_lexical_stats(), kb.refresh_term_stats(text[]), kb.maybe_refresh_lexical_stats(),
-kb.recount_lexical_stats(), kb.recount_term_stats(text[]),
+kb.recount_lexical_stats(), kb.recount_term_stats(text[]), kb.recount_statistics_documents(), kb.refresh_statistics_if_due(),
 kb.recount_language_statistics(text), kb.maybe_refresh_language_statistics(), kb.refresh_language_statistics(text),
 kb.embed_queue_batch(text, integer, boolean), kb.embed_queue_batch_as(text, integer, boolean, name)
 TO pgkb_writer, pgkb_admin;
@@ -261,6 +262,7 @@ ALTER TABLE kb.embed_queue ENABLE ROW LEVEL SECURITY;
 ALTER TABLE kb.lexical_stats ENABLE ROW LEVEL SECURITY;
 ALTER TABLE kb.lexical_terms ENABLE ROW LEVEL SECURITY;
 ALTER TABLE kb.language_statistics ENABLE ROW LEVEL SECURITY;
+ALTER TABLE kb.statistics_documents ENABLE ROW LEVEL SECURITY;
 
 -- A document naming readers is seen only by them (whatever tenant_isolation
 -- says: a list of readers is a promise of its own); a writer may write only
@@ -311,6 +313,14 @@ USING (
 );
 -- the language statistics likewise: a reader's dense scores are corrected
 -- with the vectors of the namespaces it may see, never another tenant's
+-- which documents the statistics count: the lexical leg reads it as the
+-- caller for chunks newer than their namespace's recount
+DROP POLICY IF EXISTS tenant_namespace ON kb.statistics_documents;
+CREATE POLICY tenant_namespace ON kb.statistics_documents
+USING (
+    (SELECT kb.allowed_namespaces(current_user)) IS NULL
+    OR statistics_documents.namespace IN (SELECT unnest(kb.allowed_namespaces(current_user)))
+);
 DROP POLICY IF EXISTS tenant_namespace ON kb.language_statistics;
 CREATE POLICY tenant_namespace ON kb.language_statistics
 USING (

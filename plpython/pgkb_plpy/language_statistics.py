@@ -209,16 +209,15 @@ def query_moments(
 # --------------------------------------------------------------------------- in the database
 
 
-# Statistics describe the documents every reader of a namespace may read: a private document
-# (kb.documents.readers named) is left out, so that no role's scores move because of a
-# document it may not read (the same rule as the BM25 statistics, sql/020_ingest.sql).
-SHARED_CHUNK = "NOT EXISTS (SELECT 1 FROM kb.documents AS p WHERE p.id = c.document_id AND p.reader_ids IS NOT NULL)"
+# Statistics describe what a question asked now can see, whoever asks: the chunks of shared
+# documents current today (kb.counts_in_statistics, the same rule as the BM25 statistics).
+COUNTED_CHUNK = "kb.counts_in_statistics(c.document_id)"
 
 
 def recount(plpy, model: str, drift: float, sample_size: int) -> dict:
     """Bring ``kb.language_statistics`` of ``model`` up to date, as the owner (the caller is a
     SECURITY DEFINER function): classify chunks stored without a language, count the model's
-    vectors per namespace and group (private documents left out: ``SHARED_CHUNK``), drop groups
+    vectors per namespace and group (the documents the statistics count: ``COUNTED_CHUNK``), drop groups
     that have none left and recompute those that are stale (:func:`is_stale`): the mean over every
     vector of the group (pgvector's ``avg``), the covariance over a deterministic sample of
     ``sample_size`` of them. Returns counts."""
@@ -229,7 +228,7 @@ def recount(plpy, model: str, drift: float, sample_size: int) -> dict:
             plpy.prepare(
                 f"""SELECT c.namespace, c.language, count(*) AS n
                    FROM kb.embeddings AS e INNER JOIN kb.chunks AS c ON c.id = e.chunk_id
-                   WHERE e.model = $1 AND c.language IS NOT NULL AND {SHARED_CHUNK}
+                   WHERE e.model = $1 AND c.language IS NOT NULL AND {COUNTED_CHUNK}
                    GROUP BY c.namespace, c.language""",
                 ["text"],
             ),
@@ -288,7 +287,7 @@ def _classify_unlabelled(plpy) -> int:
 
 
 def _refresh_group(plpy, model: str, namespace: str, language: str, n: int, sample_size: int) -> None:
-    where = f"e.model = $1 AND c.namespace = $2 AND c.language = $3 AND {SHARED_CHUNK}"
+    where = f"e.model = $1 AND c.namespace = $2 AND c.language = $3 AND {COUNTED_CHUNK}"
     mean_row = plpy.execute(
         plpy.prepare(
             f"""SELECT avg(e.embedding)::text AS mean
