@@ -27,8 +27,9 @@ measured outside the product: bench/language_centering.py, variants ``zscore`` a
 
 The statistics are kept per model, namespace and group in ``kb.language_statistics``, under the
 row-level security of the chunks: a reader's moments are pooled over the namespaces it may see
-and nothing else. A group with fewer than ``min_vectors`` vectors (pooled) uses the moments of
-all groups together; with fewer than that in all, there is no correction.
+and nothing else. A group's variance is shrunk toward the within-group variance of all groups by
+its size (``_moments_for``); with fewer than ``min_vectors`` vectors in all, there is no
+correction.
 
 Pure functions first (unit-tested), then the two that talk to the database.
 """
@@ -114,20 +115,35 @@ def _pool(parts: list[tuple[int, float, float]]) -> tuple[int, float, float]:
 
 def _moments_for(query: np.ndarray, groups: list[GroupStatistics], min_vectors: int) -> dict | None:
     """language -> (vectors, mean, variance, pooled) of ``q . p`` per language group, pooled over the
-    namespaces of ``groups``; a language with fewer than ``min_vectors`` vectors takes the moments
-    of all groups together (``pooled``). None when every group together has fewer, or the spread
-    is zero."""
+    namespaces of ``groups``. None when every group together has fewer than ``min_vectors``
+    vectors, or the spread is zero.
+
+    A group's mean is its own: the mean of another language holds that language's component, and
+    borrowing it would move every passage of a small group up or down by the gap between the
+    languages (a small Chinese group beside a large English one, scored with the moments of all
+    groups together, put the passage answering a Chinese question behind dozens of English ones).
+    Its variance is estimated from few vectors when the group is small, so it is shrunk toward the
+    within-group variance of all groups (the spread of passages around their own language's mean,
+    not around the mixture's), with ``min_vectors`` as the prior's weight in vectors:
+    ``(n var_L + k W) / (n + k)``. A one-language corpus is unchanged (W is its own variance);
+    ``pooled`` says the prior outweighs the group (fewer than ``min_vectors`` vectors)."""
     per_group = [(g.language, g.vectors, float(query @ g.mean), float(query @ g.covariance @ query)) for g in groups]
     if not per_group:
         return None
-    n_all, mean_all, var_all = _pool([(n, m, v) for _, n, m, v in per_group])
+    n_all, _, var_all = _pool([(n, m, v) for _, n, m, v in per_group])
     if n_all < min_vectors or var_all <= 0.0:
         return None
+    by_language = {
+        language: _pool([(n, m, v) for lang, n, m, v in per_group if lang == language])
+        for language in sorted({p[0] for p in per_group})
+    }
+    within = sum(n * var for n, _, var in by_language.values()) / n_all
+    if within <= 0.0:
+        return None
     moments = {}
-    for language in sorted({p[0] for p in per_group}):
-        n, mean, var = _pool([(n, m, v) for lang, n, m, v in per_group if lang == language])
-        pooled = n < min_vectors or var <= 0.0
-        moments[language] = (n, mean_all, var_all, True) if pooled else (n, mean, var, False)
+    for language, (n, mean, var) in by_language.items():
+        shrunk = (n * var + min_vectors * within) / (n + min_vectors)
+        moments[language] = (n, mean, shrunk, n < min_vectors)
     return moments
 
 
@@ -153,9 +169,9 @@ def language_mean(groups: list[GroupStatistics], share: float | None, min_vector
 
 
 def _own_moment(moments: dict, language: str) -> tuple[float | None, float | None]:
-    """(offset, scale) of a language group with enough vectors of its own, else (None, None)."""
+    """(offset, scale) of a language group, (None, None) when it has no vectors."""
     m = moments.get(language)
-    return (None, None) if m is None or m[3] else (m[1], math.sqrt(m[2]))
+    return (None, None) if m is None else (m[1], math.sqrt(m[2]))
 
 
 def vector_text(v: np.ndarray) -> str:
