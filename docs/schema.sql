@@ -461,8 +461,10 @@ CREATE TABLE kb.lexical_stats (
     total_length bigint NOT NULL,
     terms_chunk_count bigint DEFAULT 0 NOT NULL,
     terms_max_chunk_id bigint DEFAULT 0 NOT NULL,
-    refreshed_at timestamp with time zone DEFAULT now() NOT NULL
+    refreshed_at timestamp with time zone DEFAULT now() NOT NULL,
+    changed_chunks bigint DEFAULT 0 NOT NULL
 );
+ALTER TABLE kb.lexical_stats ADD CONSTRAINT lexical_stats_changed_chunks_check CHECK ((changed_chunks >= 0));
 ALTER TABLE kb.lexical_stats ADD CONSTRAINT lexical_stats_chunk_count_check CHECK ((chunk_count >= 0));
 ALTER TABLE kb.lexical_stats ADD CONSTRAINT lexical_stats_terms_chunk_count_check CHECK ((terms_chunk_count >= 0));
 ALTER TABLE kb.lexical_stats ADD CONSTRAINT lexical_stats_total_length_check CHECK ((total_length >= 0));
@@ -590,6 +592,26 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_value_matches_type CHECK (((valu
 ALTER TABLE kb.settings ADD CONSTRAINT settings_value_type_valid CHECK ((value_type = ANY (ARRAY['boolean'::text, 'integer'::text, 'number'::text, 'text'::text])));
 ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
 
+-- The documents the corpus statistics count (BM25 df, N, average length; language moments): shared and current now. Kept by kb.recount_statistics_documents.
+CREATE TABLE kb.statistics_documents (
+    document_id bigint NOT NULL,
+    namespace text NOT NULL
+);
+ALTER TABLE kb.statistics_documents ADD CONSTRAINT statistics_documents_document_id_fkey FOREIGN KEY (document_id) REFERENCES kb.documents(id) ON DELETE CASCADE;
+ALTER TABLE kb.statistics_documents ADD CONSTRAINT statistics_documents_pkey PRIMARY KEY (document_id);
+CREATE INDEX statistics_documents_namespace ON kb.statistics_documents USING btree (namespace);
+ALTER TABLE kb.statistics_documents ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant_namespace ON kb.statistics_documents USING (((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))));
+
+-- When kb.statistics_documents was computed, and the next instant at which a document enters or leaves force by its dates alone (NULL: none pending).
+CREATE TABLE kb.statistics_schedule (
+    only_row boolean DEFAULT true NOT NULL,
+    refreshed_at timestamp with time zone,
+    next_change timestamp with time zone
+);
+ALTER TABLE kb.statistics_schedule ADD CONSTRAINT statistics_schedule_only_row_check CHECK (only_row);
+ALTER TABLE kb.statistics_schedule ADD CONSTRAINT statistics_schedule_pkey PRIMARY KEY (only_row);
+
 -- One row per namespace whose supersedes chains were checked (kb.trg_documents_supersedes_acyclic writes it first): what makes concurrent checks of a namespace take turns, at every isolation level.
 CREATE TABLE kb.supersedes_turns (
     namespace text NOT NULL,
@@ -666,6 +688,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.chunker_version()
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Current version of the chunking rules (pgkb_plpy.chunker.CHUNKER_VERSION); a document chunked with another is stale.
+-- kb.counts_in_statistics(bigint)
+--     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
+--     Whether the corpus statistics (BM25 df, N, average length; language moments) count a document's chunks: it is in kb.statistics_documents, i.e. shared and current now. The one spelling of the rule for every count. Inlined into its callers.
 -- kb.document_is_current(bigint,timestamp with time zone)
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
 --     Whether one document is current at as_of (docs/LIFECYCLE.md: in force and not replaced by a document that took effect, through chains); the same rule as kb.visible_documents.
@@ -841,8 +866,11 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     Recomputes the stale language statistics of a model (default: the active one) over every tenant's vectors, as the owner (SECURITY DEFINER), one recount at a time; returns nothing, so that no caller learns about namespaces it may not see.
 -- kb.recount_lexical_stats()
---     RETURNS void LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
---     Recomputes the BM25 corpus statistics of every namespace (chunk count, total length; document frequencies of a namespace changed by a tenth, once the corpus has 1,000 chunks) over all rows, whoever calls it (SECURITY DEFINER); returns nothing, so that no caller learns about namespaces it may not see.
+--     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     Recomputes which documents the statistics count (kb.recount_statistics_documents) and the BM25 corpus statistics of every namespace (chunk count, total length; document frequencies of a namespace whose counted chunks grew, shrank or changed by a tenth, once the corpus has 1,000 chunks; its language moments too on such a change) over all rows, whoever calls it (SECURITY DEFINER); returns nothing, so that no caller learns about namespaces it may not see.
+-- kb.recount_statistics_documents()
+--     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     Recomputes kb.statistics_documents, the documents the corpus statistics count (shared, current now: kb.visible_documents with shared_only), adds the chunks of documents that entered or left it to their namespace's changed_chunks, and records in kb.statistics_schedule when the set next changes by the calendar alone. As the owner (SECURITY DEFINER); returns nothing.
 -- kb.recount_term_stats(text[])
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     Recounts the BM25 document frequencies of the namespaces named (NULL: all) into kb.lexical_terms, per namespace, up to a new watermark, in time proportional to their postings, over all rows whoever calls it (SECURITY DEFINER); returns nothing, so that no caller learns about namespaces it may not see.
@@ -855,6 +883,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.refresh_lexical_stats()
 --     RETURNS SETOF kb.lexical_stats LANGUAGE sql VOLATILE PARALLEL UNSAFE
 --     Recomputes the BM25 corpus statistics of every namespace (kb.recount_lexical_stats) and returns those of the namespaces the caller may see, one row each. Run after bulk loads (pgkb ingest and backfill do).
+-- kb.refresh_statistics_if_due()
+--     RETURNS void LANGUAGE sql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     Recounts the corpus statistics (kb.recount_lexical_stats) when a document has entered or left force by its dates since the last count (kb.statistics_schedule.next_change has passed) and no recount is running; returns nothing. pgkb worker calls it while idle.
 -- kb.refresh_term_stats(text[])
 --     RETURNS bigint LANGUAGE sql VOLATILE PARALLEL UNSAFE
 --     Recounts the BM25 document frequencies of the namespaces named (NULL: all; kb.recount_term_stats); returns the number of (term, namespace) rows among those the caller may see.
@@ -915,9 +946,6 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.trg_documents_before()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     BEFORE INSERT/UPDATE on kb.documents: content hash of title and body, updated_at; pending again when the text or the retrieval keys of metadata changed.
--- kb.trg_documents_deleted()
---     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
---     AFTER DELETE (per statement) on kb.documents: keeps the BM25 corpus statistics in step over every tenant's chunks (chunks, postings and vectors go by ON DELETE CASCADE).
 -- kb.trg_documents_inserted()
 --     RETURNS trigger LANGUAGE plpython3u VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     AFTER INSERT (per statement, transition table inserted_documents) on kb.documents: chunk, index terms and embed every inserted document in one pass, as the owner; the statistics and statuses are refreshed once per statement, not once per row.
@@ -933,6 +961,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.trg_documents_readers()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     BEFORE INSERT/UPDATE OF readers on kb.documents: binds the readers' names to role oids (reader_ids; 'public' is 0) and refuses a name that is no role, so that a dropped role matches nobody and a new role of the same name inherits nothing.
+-- kb.trg_documents_statistics()
+--     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     AFTER DELETE, and AFTER UPDATE of the columns that decide which documents are current (per statement), on kb.documents: keeps the corpus statistics in step over every tenant's chunks (kb.maybe_refresh_lexical_stats; chunks, postings and vectors of deleted documents go by ON DELETE CASCADE).
 -- kb.trg_documents_supersedes_acyclic()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Constraint trigger on kb.documents (deferred to commit): refuses a supersedes chain that returns to where it started (a document superseding itself included).
@@ -972,9 +1003,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.visible_candidate(bigint,timestamp with time zone,text[],jsonb,boolean)
 --     RETURNS SETOF bigint LANGUAGE sql STABLE PARALLEL SAFE
 --     The visibility condition of every retrieval leg: the document id when the document may be used (readable by the session's role, kb.may_read_document, and current at as_of, or matching filters that lift the lifecycle rule), else no row. Inlined into its callers.
--- kb.visible_documents(timestamp with time zone,text[],jsonb)
+-- kb.visible_documents(timestamp with time zone,text[],jsonb,boolean)
 --     RETURNS SETOF bigint LANGUAGE sql STABLE PARALLEL SAFE
---     Ids of the documents a retrieval may use: readable by the session's role (kb.may_read_document) and current at as_of (docs/LIFECYCLE.md) within the namespaces (NULL: all) and filters; a status filter or include_history returns history too.
+--     Ids of the documents a retrieval may use: readable by the session's role (kb.may_read_document; with shared_only, the documents naming no readers, as if the others did not exist) and current at as_of (docs/LIFECYCLE.md) within the namespaces (NULL: all) and filters; a status filter or include_history returns history too.
 -- kb.visible_sources(text[])
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
 --     Whether every namespace/source in the list names a document the current role can see; the retrieval log accepts only such rows.

@@ -360,7 +360,7 @@ AS $$
     SELECT EXISTS (SELECT 1 FROM kb.statistics_documents AS s WHERE s.document_id = p_document_id)
 $$;
 COMMENT ON FUNCTION kb.counts_in_statistics(bigint) IS
-'Whether the corpus statistics (BM25 df, N, average length; language moments) count a document''s chunks: it is in kb.statistics_documents, i.e. shared and current now. The one spelling of the rule for every count; inlined into its callers.';
+'Whether the corpus statistics (BM25 df, N, average length; language moments) count a document''s chunks: it is in kb.statistics_documents, i.e. shared and current now. The one spelling of the rule for every count. Inlined into its callers.';
 
 CREATE OR REPLACE FUNCTION kb.recount_statistics_documents()
 RETURNS void
@@ -663,26 +663,23 @@ COMMENT ON PROCEDURE kb.embed_pending (integer, text, boolean) IS
 'Embeds queued chunks of a model (default: the active one) batch by batch, committing each; safe with several concurrent workers (SKIP LOCKED). Stops at the first failing batch, whose error stays on the queue rows. Reports progress as a NOTICE per batch: pgkb progress: {"model", "batch", "embedded", "failed", "remaining", "error"}.';
 
 CREATE OR REPLACE FUNCTION kb.refresh_statistics_if_due()
-RETURNS boolean
-LANGUAGE plpgsql
+RETURNS void
+LANGUAGE sql
 VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-BEGIN
     -- A document enters or leaves force on a date with no write at all: the
     -- statistics follow at the first call after that instant (pgkb worker
     -- calls it while idle), never waiting on a recount already running.
-    IF EXISTS (SELECT 1 FROM kb.statistics_schedule AS s WHERE s.next_change <= now())
-        AND pg_try_advisory_xact_lock('kb.lexical_stats'::regclass::oid::bigint) THEN
-        PERFORM kb.recount_lexical_stats();
-        RETURN true;
-    END IF;
-    RETURN false;
-END;
+    -- Returns nothing: whether it recounted would tell a writer that some
+    -- namespace, perhaps another tenant's, had a document change force.
+    SELECT kb.recount_lexical_stats()
+    FROM kb.statistics_schedule AS s
+    WHERE s.next_change <= now() AND pg_try_advisory_xact_lock('kb.lexical_stats'::regclass::oid::bigint)
 $$;
 COMMENT ON FUNCTION kb.refresh_statistics_if_due() IS
-'Recounts the corpus statistics (kb.recount_lexical_stats) when a document has entered or left force by its dates since the last count (kb.statistics_schedule.next_change has passed) and no recount is running; returns whether it did. pgkb worker calls it while idle.';
+'Recounts the corpus statistics (kb.recount_lexical_stats) when a document has entered or left force by its dates since the last count (kb.statistics_schedule.next_change has passed) and no recount is running; returns nothing. pgkb worker calls it while idle.';
 
 CREATE OR REPLACE FUNCTION kb.maybe_refresh_lexical_stats()
 RETURNS void

@@ -8,5 +8,7 @@ WHERE NOT EXISTS (SELECT 1 FROM kb.models);
 SELECT kb.ensure_hnsw_indexes(m.name) FROM kb.models AS m ORDER BY m.name;
 -- Statistics count the documents current now (kb.recount_statistics_documents):
 -- the first migrate that knows the rule counts them, and every namespace again.
-SELECT kb.recount_lexical_stats(), kb.recount_term_stats(NULL)
+SELECT
+    kb.recount_lexical_stats() AS lexical,
+    kb.recount_term_stats(NULL) AS terms
 FROM kb.statistics_schedule AS s WHERE s.refreshed_at IS NULL;

@@ -83,6 +83,11 @@ REVIEWED_DEFINERS = {
     "kb.recount_lexical_stats()": ("writers only; recomputes every namespace's BM25 statistics, returns nothing", None),
     "kb.recount_term_stats(text[])": ("writers only; recounts document frequencies, returns nothing", None),
     "kb.maybe_refresh_lexical_stats()": ("writers only; returns nothing", None),
+    "kb.recount_statistics_documents()": (
+        "writers only; recomputes which documents every namespace's statistics count, returns nothing",
+        None,
+    ),
+    "kb.refresh_statistics_if_due()": ("writers only; recounts when a date was crossed, returns nothing", None),
     "kb.recount_language_statistics(text)": (
         "writers only; recomputes every namespace's language statistics of a model, returns nothing",
         None,
@@ -351,7 +356,7 @@ def test_no_tenant_role_may_run_a_pipeline_internal_directly(world):
     assert any(f.startswith("kb_pipeline.retrieve_core(") for f in internals)
     assert any(f.startswith("kb_pipeline.lexical_candidates(") for f in internals)
     internals += [
-        "kb.visible_documents(timestamp with time zone,text[],jsonb)",
+        "kb.visible_documents(timestamp with time zone,text[],jsonb,boolean)",
         "kb.log_retrieval(jsonb,kb.retrieval_row[],text,integer)",
     ]
     for name in A_ROLES:

@@ -134,6 +134,7 @@ def test_every_function_pins_search_path_and_ignores_a_malicious_one(fresh_db):
            ORDER BY 1"""
     ).fetchall()
     assert sorted(r["fn"] for r in unpinned) == [
+        "kb.counts_in_statistics(bigint)",
         "kb.in_force(text,date,date,timestamp with time zone,timestamp with time zone)",
         "kb.may_read_document(oid[])",
         "kb.visible_candidate(bigint,timestamp with time zone,text[],jsonb,boolean)",
