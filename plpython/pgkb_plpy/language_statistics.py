@@ -27,9 +27,9 @@ measured outside the product: bench/language_centering.py, variants ``zscore`` a
 
 The statistics are kept per model, namespace and group in ``kb.language_statistics``, under the
 row-level security of the chunks: a reader's moments are pooled over the namespaces it may see
-and nothing else. A group's variance is shrunk toward the within-group variance of all groups by
-its size (``_moments_for``); with fewer than ``min_vectors`` vectors in all, there is no
-correction.
+and nothing else. A group with fewer than ``min_vectors`` vectors has its variance made up with
+the within-group variance of all groups (``_moments_for``); with fewer than ``min_vectors``
+vectors in all, there is no correction.
 
 Pure functions first (unit-tested), then the two that talk to the database.
 """
@@ -122,11 +122,11 @@ def _moments_for(query: np.ndarray, groups: list[GroupStatistics], min_vectors: 
     borrowing it would move every passage of a small group up or down by the gap between the
     languages (a small Chinese group beside a large English one, scored with the moments of all
     groups together, put the passage answering a Chinese question behind dozens of English ones).
-    Its variance is estimated from few vectors when the group is small, so it is shrunk toward the
-    within-group variance of all groups (the spread of passages around their own language's mean,
-    not around the mixture's), with ``min_vectors`` as the prior's weight in vectors:
-    ``(n var_L + k W) / (n + k)``. A one-language corpus is unchanged (W is its own variance);
-    ``pooled`` says the prior outweighs the group (fewer than ``min_vectors`` vectors)."""
+    A group of fewer than ``min_vectors`` vectors (``pooled``) has its variance estimated from too
+    few of them, so the within-group variance of all groups W (the spread of passages around their
+    own language's mean, not around the mixture's) makes up the missing vectors:
+    ``(n var_L + (min_vectors - n) W) / min_vectors``. A group of ``min_vectors`` or more keeps its
+    own variance, and a one-language corpus is unchanged (W is its own variance)."""
     per_group = [(g.language, g.vectors, float(query @ g.mean), float(query @ g.covariance @ query)) for g in groups]
     if not per_group:
         return None
@@ -142,8 +142,8 @@ def _moments_for(query: np.ndarray, groups: list[GroupStatistics], min_vectors: 
         return None
     moments = {}
     for language, (n, mean, var) in by_language.items():
-        shrunk = (n * var + min_vectors * within) / (n + min_vectors)
-        moments[language] = (n, mean, shrunk, n < min_vectors)
+        missing = max(min_vectors - n, 0)
+        moments[language] = (n, mean, (n * var + missing * within) / (n + missing), missing > 0)
     return moments
 
 

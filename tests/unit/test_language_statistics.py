@@ -1,7 +1,7 @@
 """The language correction's arithmetic (pgkb_plpy.language_statistics) and the passage language
 rule (query_analysis.han_share, passage_language), without a database: the pooled moments are the moments
 of the vectors themselves, the correction keeps each group's order, and groups too small for
-statistics keep their own mean, their variance shrunk toward the within-group variance."""
+statistics keep their own mean, the within-group variance of all groups making up their missing vectors."""
 
 from __future__ import annotations
 
@@ -53,9 +53,8 @@ def test_group_of_another_language_is_scored_for_the_query_without_its_language_
     centred = q - zh.mean(axis=0)
     assert v == pytest.approx(centred / np.linalg.norm(centred), abs=1e-6)
     sims = en @ v
-    within = ((en @ v).var() + (zh @ v).var()) / 2
     assert moments["en"].offset == pytest.approx(sims.mean(), abs=1e-5)
-    assert moments["en"].scale == pytest.approx(np.sqrt((40 * sims.var() + 10 * within) / 50), abs=1e-5)
+    assert moments["en"].scale == pytest.approx(sims.std(), abs=1e-5)
     # the zh and en moments for the en group's vector, for its bilingual passages
     assert moments["en"].en_offset == pytest.approx(moments["en"].offset)
     assert moments["en"].zh_offset == pytest.approx((zh @ v).mean(), abs=1e-5)
@@ -79,7 +78,7 @@ def test_no_centring_when_the_question_language_has_too_few_vectors():
     assert all(m.query_vector is None for m in moments)
 
 
-def test_a_small_group_keeps_its_own_mean_and_its_variance_is_shrunk_toward_the_within_group_variance():
+def test_a_small_group_keeps_its_own_mean_and_the_within_group_variance_makes_up_its_missing_vectors():
     # languages far apart: the moments of all groups together would hold the gap between them
     big = RNG.normal(size=(60, 5)) + np.array([4, 0, 0, 0, 0])
     small = RNG.normal(size=(5, 5)) + np.array([0, 4, 0, 0, 0])
@@ -89,8 +88,8 @@ def test_a_small_group_keeps_its_own_mean_and_its_variance_is_shrunk_toward_the_
     within = (60 * own_big.var() + 5 * own_small.var()) / 65
     assert moments["zh"].pooled and not moments["en"].pooled
     assert moments["zh"].offset == pytest.approx(own_small.mean())
-    assert moments["zh"].scale == pytest.approx(np.sqrt((5 * own_small.var() + 20 * within) / 25))
-    assert moments["en"].scale == pytest.approx(np.sqrt((60 * own_big.var() + 20 * within) / 80))
+    assert moments["zh"].scale == pytest.approx(np.sqrt((5 * own_small.var() + 15 * within) / 20))
+    assert moments["en"].scale == pytest.approx(own_big.std())  # enough vectors of its own
     # the gap between the languages is in neither scale
     assert moments["zh"].scale < np.concatenate([own_big, own_small]).std()
     assert moments["zh"].vectors == 5
