@@ -135,11 +135,12 @@ DROP TRIGGER IF EXISTS documents_deleted ON kb.documents;
 CREATE TRIGGER documents_deleted AFTER DELETE ON kb.documents
 FOR EACH STATEMENT EXECUTE FUNCTION kb.trg_documents_statistics();
 
--- a version taking effect, a draft published, an end date set: the set of
--- documents the statistics count changes (kb.recount_statistics_documents)
+-- a version taking effect, a draft published, an end date set, a document
+-- moved: the set of documents the statistics count changes
+-- (kb.recount_statistics_documents)
 DROP TRIGGER IF EXISTS documents_lifecycle ON kb.documents;
 CREATE TRIGGER documents_lifecycle
-AFTER UPDATE OF status, effective_from, effective_to, removed_at, supersedes ON kb.documents
+AFTER UPDATE OF status, effective_from, effective_to, removed_at, supersedes, namespace ON kb.documents
 FOR EACH STATEMENT EXECUTE FUNCTION kb.trg_documents_statistics();
 
 DROP TRIGGER IF EXISTS documents_private ON kb.documents;
@@ -373,6 +374,8 @@ DECLARE
     counted bigint[] := ARRAY(SELECT kb.visible_documents(now(), NULL, '{}', true));
     calendar text := kb.setting('calendar_time_zone') #>> '{}';
     today date := (now() AT TIME ZONE calendar)::date;
+    moved_ids bigint[];
+    moved_namespaces text[];
 BEGIN
     -- The statistics describe what a question asked now can see, whoever
     -- asks: the shared documents current today. Drafts, superseded, expired
@@ -389,14 +392,9 @@ BEGIN
         WHERE NOT EXISTS (SELECT 1 FROM now_counted AS n WHERE n.id = s.document_id AND n.namespace = s.namespace)
         RETURNING s.document_id, s.namespace
     )
-    UPDATE kb.lexical_stats AS st
-    SET changed_chunks = st.changed_chunks + x.n
-    FROM (
-        SELECT l.namespace, count(c.id) + 1 AS n
-        FROM leaving AS l LEFT JOIN kb.chunks AS c ON l.document_id = c.document_id
-        GROUP BY l.namespace
-    ) AS x
-    WHERE st.namespace = x.namespace;
+    SELECT array_agg(l.document_id), array_agg(l.namespace) INTO moved_ids, moved_namespaces FROM leaving AS l;
+    -- a separate statement: a document that changed namespace leaves under
+    -- its old one above and enters under its new one here
     WITH entering AS (
         INSERT INTO kb.statistics_documents (document_id, namespace)
         SELECT d.id, d.namespace FROM unnest(counted) AS k (id) INNER JOIN kb.documents AS d ON k.id = d.id
@@ -404,12 +402,19 @@ BEGIN
         ON CONFLICT (document_id) DO NOTHING
         RETURNING document_id, namespace
     )
+    SELECT coalesce(moved_ids, '{}') || array_agg(e.document_id),
+        coalesce(moved_namespaces, '{}') || array_agg(e.namespace)
+    INTO moved_ids, moved_namespaces
+    FROM entering AS e;
+    -- each moved document counts its chunks, and one for itself (a change even without chunks)
     UPDATE kb.lexical_stats AS st
     SET changed_chunks = st.changed_chunks + x.n
     FROM (
-        SELECT e.namespace, count(c.id) + 1 AS n
-        FROM entering AS e LEFT JOIN kb.chunks AS c ON e.document_id = c.document_id
-        GROUP BY e.namespace
+        SELECT m.namespace, count(c.id) + count(DISTINCT m.id) AS n
+        FROM unnest(moved_ids, moved_namespaces) AS m (id, namespace)
+        LEFT JOIN kb.chunks AS c ON m.id = c.document_id
+        WHERE m.id IS NOT NULL
+        GROUP BY m.namespace
     ) AS x
     WHERE st.namespace = x.namespace;
     -- the next instant a shared document enters or leaves force by its dates

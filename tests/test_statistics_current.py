@@ -134,3 +134,9 @@ def test_a_version_chain_alone_in_a_namespace_finds_its_current_version_in_every
         for mode in ("lexical", "dense", "hybrid")
     }
     assert found == {mode: [f"policy-v{versions}.md"] for mode in found}
+
+
+def test_a_document_moved_to_another_namespace_counts_there_only(rolled_back_db):
+    doc = insert_document(rolled_back_db, "moving.md", "# Moving\n\nRefund within 5 days.", namespace="from-ns")
+    rolled_back_db.execute("UPDATE kb.documents SET namespace = 'to-ns' WHERE id = %s", (doc,))
+    assert doc not in counted_ids(rolled_back_db, "from-ns") and doc in counted_ids(rolled_back_db, "to-ns")
