@@ -12,7 +12,7 @@ RETURNS text
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT '0.6.1'::text $$;
+AS $$ SELECT '0.7.0'::text $$;
 COMMENT ON FUNCTION kb.plpython_expected_version() IS
 'The pgkb_plpy.__version__ this schema expects; a backend running another version must reconnect.';
 
@@ -190,6 +190,18 @@ return GD["pgkb"].analyze_query(plpy, GD, SD, p_query, p_context)
 $$;
 COMMENT ON FUNCTION kb.py_analyze_query(text, text[]) IS
 'Query analysis: language, short/long, identifiers, normalised question form, core terms, follow-up composition, stages.';
+
+CREATE OR REPLACE FUNCTION kb.py_answer_check(p_answer_type text, p_question text, p_passages text[])
+RETURNS jsonb
+LANGUAGE plpython3u
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+if "pgkb" not in GD: plpy.execute("SELECT kb.plpython_init()")
+return GD["pgkb"].answer_check(plpy, GD, SD, p_answer_type, p_question, p_passages)
+$$;
+COMMENT ON FUNCTION kb.py_answer_check(text, text, text[]) IS
+'Whether the top passages hold a value of the question''s answer type (price, duration, date, count, person, name, place, phone) bound to its subject: {"answer_type", "subject_terms", "passages_read", "bound", "min_subject_share"} (pgkb_plpy.answer_types.check). Readers reach it through kb.answer_check.';
 
 CREATE OR REPLACE FUNCTION kb.py_snippets(p_contents text[], p_query text, p_width integer)
 RETURNS text[]

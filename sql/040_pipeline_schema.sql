@@ -134,7 +134,10 @@ CREATE TYPE kb_pipeline.retrieval_stage AS (
     language_moments kb.language_moment[],  -- noqa: LT01
     lexical_evidence double precision,
     dense_evidence double precision,
-    glossary jsonb
+    glossary jsonb,
+    -- the answer-type check of the judge (kb_pipeline.answer_checked): NULL when the
+    -- question asks for no type of value or the stage was not checked
+    answer_check jsonb
 );
 
 -- What ranking needs to know of a candidate chunk besides its scores (one

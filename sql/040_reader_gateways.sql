@@ -180,6 +180,36 @@ $$;
 COMMENT ON FUNCTION kb.snippets(text[], text, integer) IS
 'Query-aware snippets of several passages in one call (SECURITY DEFINER wrapper for readers; at most kb.max_snippet_passages passages holding at most kb.max_snippet_chars characters, a query of at most kb_pipeline.max_query_chars, width 1 to 2000).';
 
+CREATE OR REPLACE FUNCTION kb.answer_check(p_answer_type text, p_question text, p_passages text[])
+RETURNS jsonb
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+SECURITY DEFINER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    total bigint := (SELECT coalesce(sum(length(c)), 0) FROM unnest(p_passages) AS c);
+BEGIN
+    -- the judge reads the top 3 passages of a call; a few more are allowed, never a corpus
+    IF cardinality(p_passages) > 10 THEN
+        RAISE EXCEPTION 'kb.answer_check: % passages; at most 10', cardinality(p_passages)
+            USING ERRCODE = 'program_limit_exceeded';
+    END IF;
+    IF total > kb.max_snippet_chars() THEN
+        RAISE EXCEPTION 'kb.answer_check: the passages hold % characters; at most %', total, kb.max_snippet_chars()
+            USING ERRCODE = 'program_limit_exceeded';
+    END IF;
+    IF length(p_answer_type) > 16 THEN
+        RAISE EXCEPTION 'kb.answer_check: unknown answer type'
+            USING ERRCODE = 'program_limit_exceeded';
+    END IF;
+    RETURN kb.py_answer_check(p_answer_type, kb.bounded_text('kb.answer_check', 'the question', p_question),
+        p_passages);
+END;
+$$;
+COMMENT ON FUNCTION kb.answer_check(text, text, text[]) IS
+'Whether passages hold a value of a question''s answer type bound to its subject (kb.py_answer_check; SECURITY DEFINER wrapper for the shard coordinator, which runs as its caller: at most 10 passages holding at most kb.max_snippet_chars characters, a question of at most kb_pipeline.max_query_chars). Reads no table.';
+
 CREATE OR REPLACE FUNCTION kb.snippet(p_content text, p_query text, p_width integer DEFAULT 200)
 RETURNS text
 LANGUAGE sql

@@ -208,7 +208,7 @@ BEGIN
             SELECT jsonb_populate_record(NULL::kb.language_moment, m.moment)
             FROM jsonb_array_elements(coalesce(p_dense -> 'language_moments', '[]')) WITH ORDINALITY AS m (moment, n)
             ORDER BY m.n
-        ), 0, 0, nullif(p_lexical -> 'glossary', 'null'))::kb_pipeline.retrieval_stage;
+        ), 0, 0, nullif(p_lexical -> 'glossary', 'null'), NULL)::kb_pipeline.retrieval_stage;
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.new_stage(kb_pipeline.retrieval_plan, integer, jsonb, jsonb) IS
@@ -375,6 +375,65 @@ $$;
 COMMENT ON FUNCTION kb_pipeline.answerability(double precision, kb_pipeline.retrieval_settings) IS
 'The answerability decision of a call from the evidence of its best stage: no evidence (at or below min_evidence: kb_pipeline.abstains returns no rows while the cutoff is on), low confidence (below 1), answer (1: a leg at its strong level or an identifier found verbatim). Every kb_retrieve row carries it.';
 
+CREATE OR REPLACE FUNCTION kb_pipeline.answer_check_depth()
+RETURNS integer
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT 3 $$;
+COMMENT ON FUNCTION kb_pipeline.answer_check_depth() IS
+'How many passages of the fused ranking the answer-type check reads (kb_pipeline.answer_checked): the places a reader of the result looks at first, and where the golden gate counts a pass.';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.answer_checked(
+    p_plan kb_pipeline.retrieval_plan,
+    p_settings kb_pipeline.retrieval_settings,
+    p_best kb_pipeline.retrieval_stage,
+    p_rows kb.retrieval_row[]
+)
+RETURNS kb_pipeline.retrieval_stage
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    result kb_pipeline.retrieval_stage := p_best;
+    answer_type text := p_plan.analysis ->> 'answer_type';
+    checked jsonb;
+BEGIN
+    -- A question that asks for a price, a duration, a date, a count, a person, a
+    -- place or a phone number is answered only by a passage holding a value of
+    -- that type bound to what it asks about (in the sentence or table row that
+    -- carries its subject terms). Both legs find the right document for a fact it
+    -- does not state (another contract's amount stands next to the subject), so
+    -- the scores cannot tell; the top passages' text can. No type (claims,
+    -- keywords), or a call that abstains anyway: the scores' rule alone, and no
+    -- PL/Python call.
+    IF answer_type IS NULL OR p_best IS NULL OR kb_pipeline.answerability(p_best.evidence, p_settings) = 'no evidence'
+        OR coalesce(cardinality(p_rows), 0) = 0 THEN
+        RETURN result;
+    END IF;
+    checked := kb.answer_check(answer_type, coalesce(p_plan.analysis ->> 'composed', p_plan.analysis ->> 'original'),
+        ARRAY(
+            SELECT concat('# ', r.section_path, E'\n', r.content)
+            FROM unnest(p_rows) AS r
+            ORDER BY r.rank
+            LIMIT kb_pipeline.answer_check_depth()
+        ));
+    -- no bound value: the evidence is capped at min_evidence, the one knob (no
+    -- rows while the cutoff is on; with it off the rows say "no evidence")
+    result.answer_check := checked || jsonb_build_object('evidence_before', round(p_best.evidence::numeric, 3),
+        'capped', checked -> 'bound' = 'null'::jsonb);
+    IF checked -> 'bound' = 'null'::jsonb THEN
+        result.evidence := least(p_best.evidence, p_settings.min_evidence);
+    END IF;
+    RETURN result;
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.answer_checked(
+    kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, kb_pipeline.retrieval_stage, kb.retrieval_row[]
+) IS
+'The judge''s answer-type check: for a question with an answer type (analysis answer_type), whether one of the top kb_pipeline.answer_check_depth passages holds a value of that type bound to the question''s subject (kb.answer_check); when none does, the stage''s evidence is capped at min_evidence. The stage with answer_check set (NULL: not checked). Pure.';
+
 CREATE OR REPLACE FUNCTION kb_pipeline.abstains(p_evidence double precision, p_settings kb_pipeline.retrieval_settings)
 RETURNS boolean
 LANGUAGE sql
@@ -485,19 +544,40 @@ BEGIN
         'glossary', p_best.glossary,
         'answerability', jsonb_build_object(
             'decision', kb_pipeline.answerability(p_best.evidence, p_settings),
-            'signal', CASE WHEN p_identifier_chunks <> '{}' THEN 'identifier found verbatim'
+            -- what was asked: its answer type, and the value bound to its subject in the top
+            -- passages (or its absence, which capped the evidence)
+            'answer_type', p_plan.analysis -> 'answer_type',
+            'answer_check', CASE WHEN p_best.answer_check IS NOT NULL THEN jsonb_build_object(
+                'rule', 'a passage among the top ' || kb_pipeline.answer_check_depth()
+                    || ' must hold a value of the answer type in a sentence or table row holding at least '
+                    || (p_best.answer_check ->> 'min_subject_share') || ' of the question''s subject terms '
+                    || '(a passage in the other language: any value of the type, in first place only); '
+                    || 'none: evidence capped at min_evidence',
+                'subject_terms', p_best.answer_check -> 'subject_terms',
+                'passages_read', p_best.answer_check -> 'passages_read',
+                'bound_value', p_best.answer_check -> 'bound',
+                'threshold', p_best.answer_check -> 'min_subject_share',
+                'evidence_before', p_best.answer_check -> 'evidence_before',
+                'capped', p_best.answer_check -> 'capped') END,
+            'signal', CASE WHEN (p_best.answer_check ->> 'capped')::boolean
+                    THEN 'answer type: no ' || (p_plan.analysis ->> 'answer_type')
+                        || ' bound to the question''s subject in the top passages'
+                WHEN p_identifier_chunks <> '{}' THEN 'identifier found verbatim'
                 WHEN coalesce(p_best.lexical_evidence, 0) >= coalesce(p_best.dense_evidence, 0)
                     THEN 'lexical: top idf coverage'
                 WHEN cardinality(p_best.language_moments) > 0
                     THEN 'dense: z-score within its language of the best hit in ' || p_best.dense_evidence_language
                 ELSE 'dense: top cosine similarity' END,
-            'value', CASE WHEN p_identifier_chunks <> '{}' THEN NULL
+            'value', CASE WHEN (p_best.answer_check ->> 'capped')::boolean THEN NULL
+                WHEN p_identifier_chunks <> '{}' THEN NULL
                 WHEN coalesce(p_best.lexical_evidence, 0) >= coalesce(p_best.dense_evidence, 0)
                     THEN p_best.lexical_top_coverage
                 WHEN cardinality(p_best.language_moments) > 0 THEN round(p_best.dense_evidence_z::numeric, 4)
                 ELSE round(p_best.dense_top_similarity::numeric, 4) END,
             'evidence', round(greatest(coalesce(p_best.evidence, 0), 0)::numeric, 3),
-            'threshold', CASE WHEN p_identifier_chunks <> '{}' THEN NULL
+            'threshold', CASE WHEN (p_best.answer_check ->> 'capped')::boolean
+                    THEN (p_best.answer_check -> 'min_subject_share')::double precision
+                WHEN p_identifier_chunks <> '{}' THEN NULL
                 WHEN coalesce(p_best.lexical_evidence, 0) >= coalesce(p_best.dense_evidence, 0)
                     THEN p_settings.min_lexical_coverage
                 WHEN p_best.dense_min_z IS NOT NULL THEN p_best.dense_min_z
@@ -718,6 +798,7 @@ DECLARE
     stages kb_pipeline.retrieval_stage[];
     best kb_pipeline.retrieval_stage;
     ranked kb_pipeline.ranked_hit[];
+    rows kb.retrieval_row[];
 BEGIN
     -- analyse: the namespaces this call may read, from the session's role
     -- (kb.read_scope: every step below applies them), and the plan
@@ -735,8 +816,17 @@ BEGIN
     ranked := kb_pipeline.ranked(request, plan, settings, best, identifier_chunks,
         kb_pipeline.candidate_facts(kb_pipeline.stage_candidates(best, identifier_chunks)));
     timings := timings || jsonb_build_object('fuse', kb_pipeline.ms_since(t));
-    RETURN kb_pipeline.result_of(request, settings, plan, stages, best, identifier_chunks, ranked,
-        kb_pipeline.passage_rows(ranked), timings, p_explain);
+    rows := kb_pipeline.passage_rows(ranked);
+    -- judge what was asked: a typed question's top passages must hold a bound value
+    t := clock_timestamp();
+    best := kb_pipeline.answer_checked(plan, settings, best, rows);
+    IF kb_pipeline.abstains(best.evidence, settings) THEN
+        ranked := '{}';
+        rows := '{}';
+    END IF;
+    timings := timings || jsonb_build_object('answer_check', kb_pipeline.ms_since(t));
+    RETURN kb_pipeline.result_of(request, settings, plan, stages, best, identifier_chunks, ranked, rows, timings,
+        p_explain);
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.retrieve_core(text, integer, text, text, jsonb, timestamptz, text[], integer, boolean, boolean) IS
@@ -757,7 +847,8 @@ AS $$
         'max_filters_depth', 'filter_value_error', 'check_filters', 'retrieval_modes', 'max_query_chars',
         'max_namespace_chars', 'namespace_pattern', 'max_context_turns', 'assembly_max_per_document',
         'assembly_merge_adjacent', 'plan_retrieval', 'lexical_inputs', 'dense_inputs', 'ms_since', 'calibrate',
-        'noise_z', 'new_stage', 'stage_evidence', 'best_stage', 'answerability', 'abstains', 'fuse', 'rank', 'ranked',
+        'noise_z', 'new_stage', 'stage_evidence', 'best_stage', 'answerability', 'abstains', 'answer_checked',
+        'answer_check_depth', 'fuse', 'rank', 'ranked',
         'result_of', 'rows_with', 'with_snippets', 'with_answer', 'explain_object', 'explain_assembly',
         'language_correction_explain',
         -- 046_shard_coordinator_steps.sql

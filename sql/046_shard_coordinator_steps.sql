@@ -229,6 +229,7 @@ DECLARE
     stages kb_pipeline.retrieval_stage[];
     best kb_pipeline.retrieval_stage;
     ranked kb_pipeline.ranked_hit[];
+    rows kb.retrieval_row[];
 BEGIN
     IF kb_pipeline.assembly_merge_adjacent(request, settings) THEN
         RAISE EXCEPTION 'kb_shard.retrieve: merge_adjacent is not supported over all namespaces of a sharded corpus'
@@ -267,8 +268,17 @@ BEGIN
     t := clock_timestamp();
     ranked := kb_pipeline.ranked(request, plan, settings, best, identifier_ids, facts);
     timings := timings || jsonb_build_object('fuse', kb_pipeline.ms_since(t));
-    RETURN kb_pipeline.result_of(request, settings, plan, stages, best, identifier_ids, ranked,
-        kb_pipeline.rows_over_shards(ranked), timings, p_explain);
+    rows := kb_pipeline.rows_over_shards(ranked);
+    -- the node's answer-type check, on the rows the shards returned
+    t := clock_timestamp();
+    best := kb_pipeline.answer_checked(plan, settings, best, rows);
+    IF kb_pipeline.abstains(best.evidence, settings) THEN
+        ranked := '{}';
+        rows := '{}';
+    END IF;
+    timings := timings || jsonb_build_object('answer_check', kb_pipeline.ms_since(t));
+    RETURN kb_pipeline.result_of(request, settings, plan, stages, best, identifier_ids, ranked, rows, timings,
+        p_explain);
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.retrieve_over_shards(

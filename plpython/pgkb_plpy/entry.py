@@ -20,6 +20,7 @@ SQL function                        entry point
 ``kb.py_query_terms(text)``         :func:`query_terms`
 ``kb.py_analyze_query(...)``        :func:`analyze_query`
 ``kb.py_snippets(...)``             :func:`snippets`
+``kb.py_answer_check(...)``         :func:`answer_check`
 ``kb.py_parse_file(...)``           :func:`parse_file`
 ``kb.py_recount_language_...(...)`` :func:`recount_language_statistics`
 ``kb.py_language_moments(...)``     :func:`language_moments`
@@ -53,7 +54,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from . import __version__, backend, lexical, query_analysis
+from . import __version__, answer_types, backend, lexical, query_analysis
 from .snippets import make_snippet
 
 # ingest_db (the chunker, the file parsers) and language_statistics (numpy) are imported by the
@@ -207,8 +208,20 @@ def analyze_query(plpy, GD, SD, query: str | None, context: list[str] | None) ->
     """``kb.py_analyze_query(query, context)``: the query analysis as JSON, with ``stage_terms``,
     the BM25 terms of each stage (in the order of ``stages``): the pipeline's one trip here."""
     analysis = query_analysis.analyze(query or "", list(context or []))
+    # the type of value the question asks for (None for claims and keywords): the judge step
+    # reads the top passages for a value of it only when there is one (answer_types)
+    analysis["answer_type"] = answer_types.answer_type(analysis["composed"] or analysis["original"])
     analysis["stage_terms"] = [_checked_query_terms(plpy, SD, stage) for stage in analysis["stages"]]
     return json.dumps(analysis, ensure_ascii=False)
+
+
+@_entry_point
+def answer_check(plpy, GD, SD, answer_type: str | None, question: str | None, passages: list[str] | None) -> str:
+    """``kb.py_answer_check(answer_type, question, passages)``: whether the top passages hold a
+    value of the question's answer type bound to its subject, as JSON (:func:`answer_types.check`)."""
+    result = answer_types.check(answer_type, question, list(passages or []))
+    result["min_subject_share"] = answer_types.MIN_SUBJECT_SHARE
+    return json.dumps(result, ensure_ascii=False)
 
 
 @_entry_point
