@@ -219,7 +219,7 @@ _ROLE_ZH = (
     r"经理|主管|总监|负责人|总经理|副总|总裁|董事|部长|组长|主任|专员|工程师|值班|审批人|委员会|团队|老板|上级|领导|"
     r"财务部?|法务部?|人事部?|人力资源部?|行政部?|客服|处长|科长|店长|合伙人|CEO|CFO|CTO|COO"
 )
-_NAME_EN = r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+ (?:[A-Z]\. )?[A-Z][a-z]+\b|@[A-Za-z][\w.-]+"
+_NAME_EN = r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+ (?:[A-Z]\. )?[A-Z][a-z]+\b(?!-)|@[A-Za-z][\w.-]+"
 _NAME_ZH = (
     r"(?<![\u4e00-\u9fff])[王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘蒋蔡余杜叶程苏魏吕丁"
     r"任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦方白邹孟熊秦邱江尹薛段雷侯龙史陶黎贺顾毛郝龚邵钱严武戴莫孔汤][\u4e00-\u9fff]{1,2}"
@@ -303,6 +303,19 @@ def units(passage: str) -> list[tuple[str, str]]:
     return out[:MAX_UNITS]
 
 
+def _subject_marks(terms: list[str]) -> set[str]:
+    """What binding compares: a word term as is, a CJK bigram as its two characters. Without word
+    segmentation half the bigrams of a Chinese question span two words (供应商签 gives 商签) and
+    never occur in the answer, so bigram shares punish Chinese; characters do not."""
+    marks: set[str] = set()
+    for term in terms:
+        if len(term) == 2 and all(lexical.is_cjk(ch) for ch in term):
+            marks.update(term)
+        else:
+            marks.add(term)
+    return marks
+
+
 def _language_of(text: str) -> str:
     return passage_language(han_share(text))
 
@@ -327,13 +340,18 @@ def bound_value(kind: str | None, question: str | None, passage: str | None) -> 
             return None
         binding = "not checked (other language)" if other_language else "no subject terms"
         return {"value": found[0], "clause": None, "coverage": None, "binding": binding}
-    wanted = set(subject)
+    wanted = _subject_marks(subject)
+    # an identifier names one thing exactly: a value next to another contract's number is
+    # about that contract
+    named = [i.lower() for i in lexical.identifiers(question)]
     best: dict | None = None
     for unit, context in units(passage):
         found = values(kind, unit)
         if not found:
             continue
-        held = wanted & (set(lexical.query_terms(unit)) | set(lexical.query_terms(context)))
+        if named and not all(i in f"{unit} {context}".lower() for i in named):
+            continue
+        held = wanted & _subject_marks(lexical.query_terms(f"{unit} {context}"))
         coverage = len(held) / len(wanted)
         if coverage >= MIN_SUBJECT_SHARE and (best is None or coverage > best["coverage"]):
             best = {"value": found[0], "clause": unit[:MAX_CLAUSE_CHARS], "coverage": round(coverage, 3), "binding": "clause"}
