@@ -94,7 +94,7 @@ _ZH_RULES: list[tuple[str, re.Pattern[str]]] = [
     (
         "price",
         re.compile(
-            r"(?:付|交|花|给|收|赔|退)?多少钱|几块钱|(?:价格|价钱|费用|收费|花费|报价|金额|成本|预算|补贴|津贴|工资|薪水|薪资|月薪|年薪|报销额|额度|标准)"
+            r"(?:付|交|花|给|收|赔|退)?多少钱|几块钱|(?:价格|价钱|费用|收费|花费|报价|金额|成本|预算|补贴|补助|餐补|津贴|工资|薪水|薪资|月薪|年薪|报销额|额度|标准)"
             r"[^，。？！?]{0,6}(?:是|有|为|要|给)?多少|(?:付|交|花|给|补贴|报销|收|赔|退)多少|多少(?:费用|补贴|津贴|工资|元|块)"
         ),
     ),
@@ -179,7 +179,12 @@ def subject_terms(question: str | None) -> list[str]:
 
 _NUM = r"(?<![A-Za-z0-9_\-/.#])\d+(?:[,，]\d{3})*(?:\.\d+)?(?![_/][A-Za-z0-9]|-\d)"
 _CN_NUM = r"[零一二两三四五六七八九十百千万半]+"
-_ANY_NUM = rf"(?:{_NUM}|{_CN_NUM})"
+# numbers written out ("kept for thirty days"), as policies often do
+_EN_NUM = (
+    r"\b(?:an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|"
+    r"forty-five|fifty|sixty|ninety|hundred)\b"
+)
+_ANY_NUM = rf"(?:{_NUM}|{_CN_NUM}|{_EN_NUM})"
 _RANGE = rf"{_ANY_NUM}(?:\s*(?:-|–|~|～|至|到|to|or|或)\s*{_ANY_NUM})?"
 
 _CURRENCY_AFTER = r"(?:万|千|百|k|K|m|M)?\s*(?:元|块钱|块|美元|欧元|英镑|港币|人民币|yuan|RMB|CNY|USD|EUR|GBP|dollars?|euros?|pounds?)"
@@ -216,8 +221,9 @@ _ROLE_EN = (
     r"chair|founder|engineer|agent|coordinator|controller|team)s?\b"
 )
 _ROLE_ZH = (
-    r"经理|主管|总监|负责人|总经理|副总|总裁|董事|部长|组长|主任|专员|工程师|值班|审批人|委员会|团队|老板|上级|领导|"
-    r"财务部?|法务部?|人事部?|人力资源部?|行政部?|客服|处长|科长|店长|合伙人|CEO|CFO|CTO|COO"
+    r"(?:财务|法务|人事|人力资源|行政|客服|销售|技术|研发|部门|直属|合同|项目|运维|安全)?"
+    r"(?:总经理|经理|主管|总监|负责人|副总裁|副总|总裁|董事|部长|组长|主任|专员|工程师|值班|审批人|委员会|团队|老板|上级|领导|"
+    r"处长|科长|店长|合伙人)|财务部|法务部|人事部|CEO|CFO|CTO|COO"
 )
 _NAME_EN = r"(?<![.!?]\s)(?<!^)\b[A-Z][a-z]+ (?:[A-Z]\. )?[A-Z][a-z]+\b(?!-)|@[A-Za-z][\w.-]+"
 _NAME_ZH = (
@@ -334,6 +340,11 @@ def bound_value(kind: str | None, question: str | None, passage: str | None) -> 
     subject = subject_terms(question)
     question_language = _language(question)
     other_language = question_language in ("zh", "en") and _language_of(passage) != question_language
+    # an identifier names one thing exactly, in any language: a value next to another
+    # contract's number is about that contract
+    named = [i.lower() for i in lexical.identifiers(question)]
+    if named and not all(i in passage.lower() for i in named):
+        return None
     if not subject or other_language:
         found = values(kind, passage)
         if not found:
@@ -341,9 +352,6 @@ def bound_value(kind: str | None, question: str | None, passage: str | None) -> 
         binding = "not checked (other language)" if other_language else "no subject terms"
         return {"value": found[0], "clause": None, "coverage": None, "binding": binding}
     wanted = _subject_marks(subject)
-    # an identifier names one thing exactly: a value next to another contract's number is
-    # about that contract
-    named = [i.lower() for i in lexical.identifiers(question)]
     best: dict | None = None
     for unit, context in units(passage):
         found = values(kind, unit)
