@@ -322,6 +322,26 @@ def _subject_marks(terms: list[str]) -> set[str]:
     return marks
 
 
+_LATIN_WORD_RE = re.compile(r"[A-Za-z][A-Za-z0-9_.+-]*")
+
+
+def _plain(text: str) -> str:
+    return text.lower().replace(",", "").replace("，", "")
+
+
+def anchors(question: str | None) -> list[str]:
+    """What reads the same in a Chinese and an English passage: the question's identifiers and,
+    for a Chinese question, its Latin words (product names, P1, Tier). An English question's
+    words are not anchors (the Chinese passage translates them), nor are numbers: a question's
+    number is often a condition (a refund of 60,000 yuan) that the passage states as a threshold
+    (above 50,000), or writes another way (20 万)."""
+    text = (question or "")[:2000]
+    found = [i.lower() for i in lexical.identifiers(text)]
+    if _language(text) in ("zh", "mixed"):
+        found += [w.lower() for w in _LATIN_WORD_RE.findall(text)]
+    return list(dict.fromkeys(found))
+
+
 def _language_of(text: str) -> str:
     return passage_language(han_share(text))
 
@@ -371,18 +391,23 @@ def check(kind: str | None, question: str | None, passages: list[str | None] | N
     ``{"answer_type", "subject_terms", "passages_read", "bound"}`` with ``bound`` the first bound
     value (its passage's place as ``passage``, 1-based) or ``None``.
 
-    A passage in the other language is read without binding (terms cannot bind across languages)
-    only in first place, where the fused ranking vouches for it; further down it is a neighbour
-    of the answer at best, and a value of the type there is exactly the decoy this check is for."""
+    A passage in the other language cannot be bound by terms. When the question carries anchors
+    that read the same in both languages (:func:`anchors`: identifiers, the Latin words of a Chinese
+    question) the passage must hold them all, at any place; without anchors it counts only
+    in first place, where the fused ranking vouches for it: further down it is a neighbour of the
+    answer at best, and a value of the type there is exactly the decoy this check is for."""
     subject = subject_terms(question)
+    marks = anchors(question)
     result: dict = {"answer_type": kind, "subject_terms": subject, "passages_read": 0, "bound": None}
     if kind not in TYPES:
         return result
     for place, passage in enumerate((passages or [])[:MAX_PASSAGES], start=1):
         result["passages_read"] = place
         found = bound_value(kind, question, passage or "")
-        if found and found["binding"] == "not checked (other language)" and place > 1:
-            continue
+        if found and found["binding"] == "not checked (other language)":
+            text = _plain(passage or "")
+            if (marks and not all(m in text for m in marks)) or (not marks and place > 1):
+                continue
         if found:
             result["bound"] = {"passage": place, **found}
             break

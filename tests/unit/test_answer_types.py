@@ -125,6 +125,13 @@ def test_another_language_counts_only_in_first_place():
     assert check("duration", en_question, ["Refund requests are handled by support.", zh])["bound"] is None
 
 
+def test_anchors_bind_across_languages_at_any_place():
+    en = "| P1 | Customer cannot log in | 30 min, 24x7 |"
+    question = "P1 级别的工单，首次响应时限是多少分钟？"
+    assert check("duration", question, ["值班交接在每周一上午。", en])["bound"]["passage"] == 2
+    assert check("duration", question, ["值班交接在每周一上午。", en.replace("P1", "P3")])["bound"] is None
+
+
 def test_no_type_reads_nothing():
     result = check(None, "refund policy", ["anything 14 days"])
     assert result["bound"] is None and result["passages_read"] == 0
