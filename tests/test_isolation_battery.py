@@ -70,6 +70,10 @@ REVIEWED_DEFINERS = {
     "kb.analyze_query(text,text[])": ("pure: analysis of its arguments", "kb.analyze_query('refund days', NULL)"),
     "kb.snippets(text[],text,integer)": ("pure: snippets of the passages given", "kb.snippets(ARRAY['a b'], 'a', 20)"),
     "kb.snippet(text,text,integer)": ("pure: snippet of the passage given", "kb.snippet('a b', 'a', 20)"),
+    "kb.answer_check(text,text,text[])": (
+        "pure: reads only the passages given, no table",
+        "kb.answer_check('price', 'How much does the refund cost?', ARRAY['A refund costs CNY 5.'])",
+    ),
     "kb.embed_query(text,text)": ("pure: the query's vector from the model named", "kb.embed_query('x', 'hash-64')"),
     "kb.tenant_isolation_on()": ("one global switch, no tenant data", "kb.tenant_isolation_on()"),
     "kb.take_supersedes_turn(text)": (
