@@ -22,7 +22,9 @@ PLANS = (
 @pytest.fixture
 def plans(rolled_back_db):
     insert_document(rolled_back_db, "plans.md", PLANS)
-    insert_document(rolled_back_db, "travel.md", "# Travel\n\nHotels in Shanghai are reimbursed up to 600 yuan a night.")
+    insert_document(
+        rolled_back_db, "travel.md", "# Travel\n\nHotels in Shanghai are reimbursed up to 600 yuan a night."
+    )
     return rolled_back_db
 
 

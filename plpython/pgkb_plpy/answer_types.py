@@ -50,14 +50,18 @@ MAX_CLAUSE_CHARS = 200
 
 # -- the question's answer type ---------------------------------------------------------------------
 
-_EN_LEAD = r"^(?:(?:and|so|but|also|then|ok|okay|please|tell me|do you know)[\s,]+)*(?:(?:after|before|for|within|in|by|at|on|to|until|from|about|roughly|approximately)\s+)?"
+_EN_LEAD = (
+    r"^(?:(?:and|so|but|also|then|ok|okay|please|tell me|do you know)[\s,]+)*"
+    r"(?:(?:after|before|for|within|in|by|at|on|to|until|from|about|roughly|approximately)\s+)?"
+)
 _EN_RULES: list[tuple[str, re.Pattern[str]]] = [
     (
         "price",
         re.compile(
             _EN_LEAD + r"(?:how much\b(?=.*\b(?:cost|costs|charge|charged|pay|paid|price|priced|fee|fees|spend|spent|"
-            r"money|budget|salary|stipend|allowance|reimburse\w*|worth|bill|billed)\b)|how much money\b|what (?:is|are|was|were) "
-            r"the (?:\w+[\s-]+){0,3}(?:price|cost|fee|fees|charge|salary|stipend|allowance|budget)s?\b|what do (?:we|i|you|they) pay\b|"
+            r"money|budget|salary|stipend|allowance|reimburse\w*|worth|bill|billed)\b)|how much money\b|"
+            r"what (?:is|are|was|were) the (?:\w+[\s-]+){0,3}"
+            r"(?:price|cost|fee|fees|charge|salary|stipend|allowance|budget)s?\b|what do (?:we|i|you|they) pay\b|"
             r"what does (?:it|\w+(?:\s+\w+){0,4}) cost\b)",
             re.I,
         ),
@@ -65,18 +69,30 @@ _EN_RULES: list[tuple[str, re.Pattern[str]]] = [
     (
         "duration",
         re.compile(
-            _EN_LEAD + r"(?:how long\b|how often\b|how many (?:\w+\s+)?(?:days|weeks|months|years|hours|minutes|seconds|"
+            _EN_LEAD
+            + r"(?:how long\b|how often\b|how many (?:\w+\s+)?(?:days|weeks|months|years|hours|minutes|seconds|"
             r"business days|working days)\b|what (?:is|are) the (?:\w+[\s-]+){0,3}(?:period|duration|deadline|window|"
             r"timeout|ttl|lifetime|notice period|retention period)s?\b)",
             re.I,
         ),
     ),
-    ("date", re.compile(_EN_LEAD + r"(?:when\b|what (?:date|day|time|year|month)\b|which (?:date|day|year|month)\b)", re.I)),
-    ("name", re.compile(_EN_LEAD + r"(?:what(?:'s| is| are) (?:the )?names? of\b|what is (?:his|her|their) name\b)", re.I)),
-    ("person", re.compile(_EN_LEAD + r"(?:who\b|whom\b|whose\b|which (?:person|people|team|role|manager|employee)s?\b)", re.I)),
+    (
+        "date",
+        re.compile(_EN_LEAD + r"(?:when\b|what (?:date|day|time|year|month)\b|which (?:date|day|year|month)\b)", re.I),
+    ),
+    (
+        "name",
+        re.compile(_EN_LEAD + r"(?:what(?:'s| is| are) (?:the )?names? of\b|what is (?:his|her|their) name\b)", re.I),
+    ),
+    (
+        "person",
+        re.compile(_EN_LEAD + r"(?:who\b|whom\b|whose\b|which (?:person|people|team|role|manager|employee)s?\b)", re.I),
+    ),
     (
         "phone",
-        re.compile(_EN_LEAD + r"(?:what|which) (?:\w+\s+){0,2}(?:phone|telephone|hotline|fax) (?:number|line)s?\b", re.I),
+        re.compile(
+            _EN_LEAD + r"(?:what|which) (?:\w+\s+){0,2}(?:phone|telephone|hotline|fax) (?:number|line)s?\b", re.I
+        ),
     ),
     (
         "place",
@@ -187,7 +203,8 @@ _EN_NUM = (
 _ANY_NUM = rf"(?:{_NUM}|{_CN_NUM}|{_EN_NUM})"
 _RANGE = rf"{_ANY_NUM}(?:\s*(?:-|–|~|～|至|到|to|or|或)\s*{_ANY_NUM})?"
 
-_CURRENCY_AFTER = r"(?:万|千|百|k|K|m|M)?\s*(?:元|块钱|块|美元|欧元|英镑|港币|人民币|yuan|RMB|CNY|USD|EUR|GBP|dollars?|euros?|pounds?)"
+_CURRENCIES = r"元|块钱|块|美元|欧元|英镑|港币|人民币|yuan|RMB|CNY|USD|EUR|GBP|dollars?|euros?|pounds?"
+_CURRENCY_AFTER = rf"(?:万|千|百|k|K|m|M)?\s*(?:{_CURRENCIES})"
 _PRICE = re.compile(
     rf"(?:[¥￥$€£]|RMB|CNY|USD|EUR|GBP)\s*{_NUM}(?:\s*(?:万|千|k|K|m|M)\b)?|{_RANGE}\s*{_CURRENCY_AFTER}|"
     r"免费|不收费|free of charge|at no (?:extra )?cost|no charge|\bfree\b",
@@ -197,14 +214,19 @@ _DURATION_UNIT = (
     r"(?:days?|weeks?|months?|years?|hours?|hrs?|minutes?|mins?|seconds?|secs?|h|d|min|s|ms)\b"
 )
 _DURATION = re.compile(
-    rf"{_RANGE}[\s-]*(?:{_DURATION_UNIT})|半(?:个)?(?:小时|天|年|个月)|\b(?:an? |one )?(?:hour|day|week|month|year)\b(?= (?:later|before|after|of|from))|"
+    rf"{_RANGE}[\s-]*(?:{_DURATION_UNIT})|半(?:个)?(?:小时|天|年|个月)|"
+    r"\b(?:an? |one )?(?:hour|day|week|month|year)\b(?= (?:later|before|after|of|from))|"
     r"\b(?:annually|yearly|monthly|weekly|daily|hourly|quarterly|every (?:day|week|month|quarter|year))\b|"
     r"每(?:天|日|周|星期|月|季度|年|小时)|immediately|立即|立刻|当天|当日|same day"
 )
-_MONTHS = r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
+_MONTHS = (
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
+    r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
+)
 _DATE = re.compile(
     r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{4}\s*年(?:\s*\d{1,2}\s*月(?:\s*\d{1,2}\s*[日号])?)?|\d{1,2}\s*月\s*\d{1,2}\s*[日号]|"
-    rf"\b{_MONTHS}\.? \d{{1,2}}(?:st|nd|rd|th)?(?:,? \d{{4}})?\b|\b\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTHS}\b|\b{_MONTHS} \d{{4}}\b|"
+    rf"\b{_MONTHS}\.? \d{{1,2}}(?:st|nd|rd|th)?(?:,? \d{{4}})?\b|"
+    rf"\b\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTHS}\b|\b{_MONTHS} \d{{4}}\b|"
     r"\b(?:Mon|Tues|Wednes|Thurs|Fri|Satur|Sun)day\b|(?:周|星期|礼拜)[一二三四五六日天]|\b\d{1,2}:\d{2}\b|"
     r"(?:上午|下午|晚上|凌晨|早上)?\s*\d{1,2}\s*(?:点|时)(?:半|\d{1,2}分)?|\bQ[1-4]\b|月底|月初|月末|年底|年初|季度末|"
     r"\bend of (?:the )?(?:day|week|month|quarter|year)\b|\b(?:19|20)\d{2}\b"
@@ -382,7 +404,12 @@ def bound_value(kind: str | None, question: str | None, passage: str | None) -> 
         held = wanted & _subject_marks(lexical.query_terms(f"{unit} {context}"))
         coverage = len(held) / len(wanted)
         if coverage >= MIN_SUBJECT_SHARE and (best is None or coverage > best["coverage"]):
-            best = {"value": found[0], "clause": unit[:MAX_CLAUSE_CHARS], "coverage": round(coverage, 3), "binding": "clause"}
+            best = {
+                "value": found[0],
+                "clause": unit[:MAX_CLAUSE_CHARS],
+                "coverage": round(coverage, 3),
+                "binding": "clause",
+            }
     return best
 
 
