@@ -172,7 +172,8 @@ CREATE TYPE kb_pipeline.retrieval_stage AS (
     language_moments kb.language_moment[],
     lexical_evidence double precision,
     dense_evidence double precision,
-    glossary jsonb
+    glossary jsonb,
+    answer_check jsonb
 );
 
 -- Tables
@@ -679,6 +680,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.analyze_query(text,text[])
 --     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
 --     Query analysis (SECURITY DEFINER wrapper for readers; the query and each context turn at most kb_pipeline.max_query_chars characters, at most kb_pipeline.max_context_turns turns).
+-- kb.answer_check(text,text,text[])
+--     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
+--     Whether passages hold a value of a question's answer type bound to its subject (kb.py_answer_check; SECURITY DEFINER wrapper for the shard coordinator, which runs as its caller: at most 10 passages holding at most kb.max_snippet_chars characters, a question of at most kb_pipeline.max_query_chars). Reads no table.
 -- kb.blank_class()
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The characters that show nothing by themselves (controls, format characters, spaces and separators), as the inside of a regular expression bracket; pgkb_plpy.vocabulary.BLANK is the same class, and tests compare them.
@@ -826,6 +830,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.py_analyze_query(text,text[])
 --     RETURNS jsonb LANGUAGE plpython3u IMMUTABLE PARALLEL SAFE
 --     Query analysis: language, short/long, identifiers, normalised question form, core terms, follow-up composition, stages.
+-- kb.py_answer_check(text,text,text[])
+--     RETURNS jsonb LANGUAGE plpython3u IMMUTABLE PARALLEL SAFE
+--     Whether the top passages hold a value of the question's answer type (price, duration, date, count, person, name, place, phone) bound to its subject: {"answer_type", "subject_terms", "passages_read", "bound", "min_subject_share"} (pgkb_plpy.answer_types.check). Readers reach it through kb.answer_check.
 -- kb.py_embed_query(text,text)
 --     RETURNS text LANGUAGE plpython3u STABLE PARALLEL UNSAFE
 --     Embeds a query with the provider of the named model (the model whose stored vectors it will be compared with).
@@ -1012,6 +1019,12 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_pipeline.abstains(double precision,kb_pipeline.retrieval_settings)
 --     RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Whether a call returns no rows: the cutoff is on and its answerability (kb_pipeline.answerability) is no evidence, i.e. the best stage's evidence is at or below min_evidence (0 by default: neither leg above its "no evidence" level).
+-- kb_pipeline.answer_check_depth()
+--     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     How many passages of the fused ranking the answer-type check reads (kb_pipeline.answer_checked): the places a reader of the result looks at first, and where the golden gate counts a pass.
+-- kb_pipeline.answer_checked(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage,kb.retrieval_row[])
+--     RETURNS kb_pipeline.retrieval_stage LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     The judge's answer-type check: for a question with an answer type (analysis answer_type), whether one of the top kb_pipeline.answer_check_depth passages holds a value of that type bound to the question's subject (kb.answer_check); when none does, the stage's evidence is capped at min_evidence. The stage with answer_check set (NULL: not checked). Pure.
 -- kb_pipeline.answerability(double precision,kb_pipeline.retrieval_settings)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The answerability decision of a call from the evidence of its best stage: no evidence (at or below min_evidence: kb_pipeline.abstains returns no rows while the cutoff is on), low confidence (below 1), answer (1: a leg at its strong level or an identifier found verbatim). Every kb_retrieve row carries it.
