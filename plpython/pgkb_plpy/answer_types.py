@@ -37,6 +37,8 @@ from .query_analysis import _language, core_terms, han_share, passage_language
 __all__ = ["MIN_SUBJECT_SHARE", "TYPES", "answer_type", "bound_value", "subject_terms", "values"]
 
 TYPES = ("price", "duration", "date", "count", "person", "name", "place", "phone")
+#: Types whose values are words, not digits: another language writes them otherwise.
+OPEN_TYPES = ("person", "name", "place")
 
 #: A unit is about the question's subject when it holds at least this share of its distinct terms.
 #: One half: a sentence naming the subject's head and one qualifier, not merely one shared word.
@@ -418,18 +420,33 @@ def check(kind: str | None, question: str | None, passages: list[str | None] | N
     ``{"answer_type", "subject_terms", "passages_read", "bound"}`` with ``bound`` the first bound
     value (its passage's place as ``passage``, 1-based) or ``None``.
 
-    A passage in the other language cannot be bound by terms. When the question carries anchors
-    that read the same in both languages (:func:`anchors`: identifiers, the Latin words of a Chinese
-    question) the passage must hold them all, at any place; without anchors it counts only
-    in first place, where the fused ranking vouches for it: further down it is a neighbour of the
+    A passage in the other language cannot be bound by terms. In first place, where the fused
+    ranking vouches for it, any value of the type in it counts; for a person, a name or a place
+    (:data:`OPEN_TYPES`, written with words another language translates or transliterates) it is
+    not checked at all. Further down it counts when it holds a value of the type and the
+    question's anchors that read the same in both languages (:func:`anchors`: identifiers, the
+    Latin words of a Chinese question); without anchors it does not: it is a neighbour of the
     answer at best, and a value of the type there is exactly the decoy this check is for."""
     subject = subject_terms(question)
     marks = anchors(question)
     result: dict = {"answer_type": kind, "subject_terms": subject, "passages_read": 0, "bound": None}
     if kind not in TYPES:
         return result
+    question_language = _language((question or "")[:2000])
     for place, passage in enumerate((passages or [])[:MAX_PASSAGES], start=1):
         result["passages_read"] = place
+        if place == 1 and kind in OPEN_TYPES and question_language in ("zh", "en"):
+            if _language_of(passage or "") != question_language:
+                # a cross-lingual answer in first place: names and places are transliterated or
+                # translated, which the value patterns cannot read; the scores' rule decides
+                result["bound"] = {
+                    "passage": 1,
+                    "value": None,
+                    "clause": None,
+                    "coverage": None,
+                    "binding": "not checked (a name or place in the other language)",
+                }
+                break
         found = bound_value(kind, question, passage or "")
         if found and found["binding"] == "not checked (other language)":
             text = _plain(passage or "")

@@ -122,6 +122,9 @@ def test_another_language_counts_only_in_first_place():
     en_question = "How many days do customers have to ask for a refund?"
     assert bound_value("duration", en_question, zh)["binding"] == "not checked (other language)"
     assert check("duration", en_question, [zh])["bound"]["passage"] == 1
+    # in first place a number reads the same in both languages; a name does not, and is not checked
+    assert check("duration", en_question, ["客户可以申请退款。"])["bound"] is None
+    assert check("person", "Who approves a refund?", ["退款由客服审批。"])["bound"]["binding"].startswith("not checked")
     assert check("duration", en_question, ["Refund requests are handled by support.", zh])["bound"] is None
 
 
