@@ -28,14 +28,16 @@ def plans(rolled_back_db):
     return rolled_back_db
 
 
-def test_a_typed_question_whose_top_passages_hold_no_bound_value_returns_no_rows(plans):
+def test_a_typed_question_whose_top_passages_hold_no_bound_value_is_low_confidence(plans):
     # the decoy: a price stands in the same passage, but it is another plan's
     query = "How much does the Premium Support add-on cost per year?"
     ex = explain(plans, query, mode="lexical")
-    assert retrieve(plans, query, mode="lexical") == []
+    rows = retrieve(plans, query, mode="lexical")
+    assert rows and {r["answerability"] for r in rows} == {"low confidence"}
+    assert all(r["evidence"] <= 0.5 for r in rows)
     answerability = ex["answerability"]
     assert answerability["answer_type"] == "price"
-    assert answerability["decision"] == "no evidence"
+    assert answerability["decision"] == "low confidence"
     check = answerability["answer_check"]
     assert check["capped"] is True and check["bound_value"] is None
     assert check["evidence_before"] > 0, "the scores alone would have answered"
@@ -70,14 +72,15 @@ def test_claims_and_keywords_keep_the_rule_of_the_scores(plans, query):
 
 
 def test_min_evidence_stays_the_one_knob(plans):
-    # with the cutoff off the capped call's rows come back and say so, as any "no evidence" call's do
-    query = "How much does the Premium Support add-on cost per year?"
-    plans.execute("SET pgkb.no_evidence_cutoff = false")
+    # at or above the cap, min_evidence turns the capped call into no rows; the bound one answers
+    plans.execute("SET pgkb.min_evidence = 0.5")
     try:
-        rows = retrieve(plans, query, mode="lexical")
+        capped = retrieve(plans, "How much does the Premium Support add-on cost per year?", mode="lexical")
+        bound = retrieve(plans, "How much does the Basic support plan cost per month?", mode="lexical")
     finally:
-        plans.execute("RESET pgkb.no_evidence_cutoff")
-    assert rows and {r["answerability"] for r in rows} == {"no evidence"}
+        plans.execute("RESET pgkb.min_evidence")
+    assert capped == []
+    assert sources(bound)[:1] == ["plans.md"]
 
 
 def test_a_chinese_question_binds_in_its_table_row(rolled_back_db):
@@ -90,7 +93,8 @@ def test_a_chinese_question_binds_in_its_table_row(rolled_back_db):
     assert answered["answer_check"]["bound_value"]["value"] == "90 天"
     assert answered["decision"] != "no evidence"
     # the same table says nothing about chat messages, though it is all durations
-    assert retrieve(rolled_back_db, "员工聊天记录要保留多久？", mode="lexical") == []
+    rows = retrieve(rolled_back_db, "员工聊天记录要保留多久？", mode="lexical")
+    assert {r["answerability"] for r in rows} <= {"low confidence"}
 
 
 def test_readers_reach_the_check_only_through_bounded_doors(plans):
