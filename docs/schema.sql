@@ -1019,12 +1019,15 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_pipeline.abstains(double precision,kb_pipeline.retrieval_settings)
 --     RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Whether a call returns no rows: the cutoff is on and its answerability (kb_pipeline.answerability) is no evidence, i.e. the best stage's evidence is at or below min_evidence (0 by default: neither leg above its "no evidence" level).
+-- kb_pipeline.answer_check_cap()
+--     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The evidence a typed question keeps at most when no top passage holds a bound value (kb_pipeline.answer_checked): the middle of the low-confidence band, so its rows come back flagged; min_evidence at or above it turns them into no rows.
 -- kb_pipeline.answer_check_depth()
 --     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     How many passages of the fused ranking the answer-type check reads (kb_pipeline.answer_checked): the places a reader of the result looks at first, and where the golden gate counts a pass.
 -- kb_pipeline.answer_checked(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage,kb.retrieval_row[])
 --     RETURNS kb_pipeline.retrieval_stage LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     The judge's answer-type check: for a question with an answer type (analysis answer_type), whether one of the top kb_pipeline.answer_check_depth passages holds a value of that type bound to the question's subject (kb.answer_check); when none does, the stage's evidence is capped at min_evidence. The stage with answer_check set (NULL: not checked). Pure.
+--     The judge's answer-type check: for a question with an answer type (analysis answer_type), whether one of the top kb_pipeline.answer_check_depth passages holds a value of that type bound to the question's subject (kb.answer_check); when none does, the stage's evidence is capped at kb_pipeline.answer_check_cap (low confidence). The stage with answer_check set (NULL: not checked). Pure.
 -- kb_pipeline.answerability(double precision,kb_pipeline.retrieval_settings)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The answerability decision of a call from the evidence of its best stage: no evidence (at or below min_evidence: kb_pipeline.abstains returns no rows while the cutoff is on), low confidence (below 1), answer (1: a leg at its strong level or an identifier found verbatim). Every kb_retrieve row carries it.
