@@ -243,17 +243,24 @@ AS $$
     -- a deterministic failure (corrupt, encrypted, type_mismatch ...) with the same
     -- conversion and limits fails the same way again
     SELECT CASE
-        WHEN NOT kb.parser_version_current(p_parser_version) AND (p_parse_error IS NOT NULL OR NOT p_failed_only)
+        WHEN p_parser_version IS NOT NULL AND NOT kb.parser_version_current(p_parser_version)
+            AND (p_parse_error IS NOT NULL OR NOT p_failed_only)
             THEN 'conversion changed'
         WHEN p_parse_error IS NULL THEN NULL
         WHEN p_parse_limits IS NULL THEN 'parsed before limits were recorded'
-        WHEN split_part(p_parse_error, ':', 1) IN ('too_large', 'too_many_pages', 'timeout', 'zip_bomb',
-            'out_of_memory', 'parser_crashed', 'no_text_layer')
-            AND p_parse_limits IS DISTINCT FROM kb.file_limits() THEN 'limits changed'
+        -- the limit each kind of failure can come from: retried once that limit has changed
+        WHEN (p_parse_limits -> l.key) IS DISTINCT FROM (kb.file_limits() -> l.key) THEN l.key || ' changed'
     END
+    FROM (SELECT CASE split_part(p_parse_error, ':', 1)
+        WHEN 'too_large' THEN 'file_max_bytes'
+        WHEN 'too_many_pages' THEN 'file_max_pages'
+        WHEN 'timeout' THEN 'file_parse_timeout_s'
+        WHEN 'zip_bomb' THEN 'file_max_expansion_ratio'
+        WHEN 'no_text_layer' THEN 'ocr_max_pages'
+        END AS key) AS l
 $$;
 COMMENT ON FUNCTION kb.parse_retry_reason(text, text, jsonb, boolean) IS
-'Why a stored file''s parse may turn out otherwise now (conversion changed, limits changed since a failure a limit can cause, parsed before limits were recorded), or NULL: kb.reparse_files retries only those.';
+'Why a stored file''s parse may turn out otherwise now, or NULL: its conversion changed, or it failed on a limit (too_large: file_max_bytes, too_many_pages: file_max_pages, timeout: file_parse_timeout_s, zip_bomb: file_max_expansion_ratio, no_text_layer: ocr_max_pages) that has changed since, or it was parsed before limits were recorded. kb.reparse_files retries only those; a deterministic failure (corrupt, encrypted, type_mismatch, a crash) with nothing changed fails alike again.';
 
 CREATE OR REPLACE FUNCTION kb.reparse_files(p_namespace text DEFAULT NULL, p_failed_only boolean DEFAULT false)
 RETURNS integer

@@ -557,7 +557,9 @@ def parse_bytes(
     if not parsed.text.strip() and not (parsed.ocr and parsed.ocr.get("pending_pages")):
         if fmt == "pdf":
             why = "OCR is off" if ocr == "off" else "OCR found no text either"
-            if parsed.ocr and parsed.ocr.get("unavailable"):
+            if parsed.ocr is None:
+                why = "no page holds an image to read by OCR (blank?)"
+            elif parsed.ocr.get("unavailable"):
                 why = f"OCR is not available here ({parsed.ocr['unavailable']})"
             raise ParseError("no_text_layer", f"PDF has no text layer (scanned?) and {why}")
         raise ParseError("empty", f"the {_FORMAT_NAMES[fmt]} contains no text")
