@@ -300,9 +300,10 @@ def test_pgkb_ingest_loads_a_folder_of_every_format_through_the_database(fresh_d
     shutil.copy(BAD / "scanned.pdf", tmp_path / "scanned.pdf")
     summary = loader.ingest(dsn, [str(tmp_path)], progress=False)
     assert sorted(summary.synced) == sorted(p.name for p in tmp_path.iterdir())
-    assert [f["error"] for f in summary.failed] == [
-        f"{tmp_path / 'scanned.pdf'}: stored, not indexed: no_text_layer: PDF has no text layer (scanned?): "
-        "OCR is not supported"
+    assert summary.failed == []
+    # the scan is stored and waits for OCR (pgkb worker), which the report says
+    assert [(w["file"], w["page"], w["kind"]) for w in summary.warnings] == [
+        (str(tmp_path / "scanned.pdf"), 1, "ocr_pending")
     ]
     rows = fresh_db.execute("SELECT source, content_type, ingest_status FROM kb.documents ORDER BY source").fetchall()
     assert {r["source"]: r["ingest_status"] for r in rows} == {
@@ -311,11 +312,11 @@ def test_pgkb_ingest_loads_a_folder_of_every_format_through_the_database(fresh_d
         "policy-en.docx": "indexed",
         "runbook-en.html": "indexed",
         "runbook-en.md": "indexed",
-        "scanned.pdf": "failed",
+        "scanned.pdf": "pending",
     }
     again = loader.ingest(dsn, [str(tmp_path)], progress=False)
-    # unchanged files are not parsed again; the failed one is tried again
-    assert again.synced == ["scanned.pdf"] and len(again.skipped) == 5
+    # unchanged files are not parsed again
+    assert again.synced == [] and len(again.skipped) == 6
     (tmp_path / "policy-en.docx").unlink()
     gone = loader.ingest(dsn, [str(tmp_path)], progress=False)
     assert gone.removed == ["default/policy-en.docx"]

@@ -45,6 +45,66 @@ def test_the_bytes_decide_the_format(data, name, expected):
     assert detect(data, name) == expected
 
 
+def _ooxml(main_part: str) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr("[Content_Types].xml", "<Types/>")
+        z.writestr(main_part, "<x/>")
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("content_type", [None, "", "application/octet-stream", "application/zip"])
+@pytest.mark.parametrize(
+    "data,expected",
+    [
+        (b"%PDF-1.7\n...", "pdf"),
+        (_ooxml("word/document.xml"), "docx"),
+        (_ooxml("xl/workbook.xml"), "xlsx"),
+        (_ooxml("ppt/presentation.xml"), "pptx"),
+    ],
+)
+def test_a_generic_or_missing_content_type_leaves_the_format_to_the_content(data, expected, content_type):
+    assert detect(data, "upload", content_type) == expected
+
+
+@pytest.mark.parametrize(
+    "name,content_type,ole_stream,message",
+    [
+        ("a.doc", None, "WordDocument", "a legacy Word .doc file (named 'a.doc')"),
+        ("a.xls", None, "Workbook", "a legacy Excel .xls workbook (named 'a.xls')"),
+        ("a", "application/vnd.ms-powerpoint", "", "a legacy PowerPoint .ppt presentation (content type"),
+        ("upload", "application/octet-stream", "PowerPoint Document", "a legacy PowerPoint .ppt presentation (OLE"),
+        ("upload", None, "Workbook", "a legacy Excel .xls workbook (OLE content)"),
+    ],
+)
+def test_legacy_office_files_are_refused_by_name_type_or_content(name, content_type, ole_stream, message):
+    data = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + ole_stream.encode("utf-16-le") + b"\x00" * 100
+    with pytest.raises(ParseError, match="^unsupported_format") as err:
+        detect(data, name, content_type)
+    assert str(err.value).startswith("unsupported_format: " + message), str(err.value)
+    assert "save it as ." in str(err.value)
+
+
+def test_ocr_output_loses_the_spaces_between_chinese_characters_only():
+    from pgkb_plpy.parsers.ocr import join_cjk
+
+    assert join_cjk("第 一 条 为 规范 公司 管理 , 见 Section 3 的 规定") == "第一条为规范公司管理 , 见 Section 3 的规定"
+
+
+def test_limits_name_their_setting_and_fall_back_to_the_defaults():
+    assert parsers.set_limits({"file_max_pages": 7, "unknown": 1, "ocr_max_pages": None}) == {
+        **parsers.DEFAULT_LIMITS,
+        "file_max_pages": 7,
+    }
+    assert parsers.limit_message("the PDF has 9 pages", "file_max_pages") == (
+        "the PDF has 9 pages; the limit file_max_pages is 7 (kb.settings)"
+    )
+    parsers.set_limits(None)
+    with pytest.raises(ParseError, match="the limit file_max_bytes is 3 "):
+        parse_bytes(b"abcd", "a.txt", limits={"file_max_bytes": 3})
+    parsers.set_limits(None)
+
+
 @pytest.mark.parametrize(
     "data,name,content_type,kind",
     [
@@ -131,7 +191,6 @@ def test_docx_styles_numbering_and_tables():
 @pytest.mark.parametrize(
     "name,kind",
     [
-        ("scanned.pdf", "no_text_layer"),
         ("encrypted.pdf", "encrypted"),
         ("truncated.pdf", "corrupt"),
         ("truncated.docx", "corrupt"),
@@ -141,6 +200,15 @@ def test_bad_files_fail_in_the_child_with_their_kind(name, kind):
     with pytest.raises(ParseError) as err:
         isolated(name)
     assert err.value.kind == kind
+
+
+@needs_server_venv
+def test_a_scan_is_listed_for_ocr_when_deferred_and_fails_as_no_text_layer_when_ocr_is_off():
+    deferred = isolated("scanned.pdf")
+    assert deferred.text == "" and deferred.ocr["pending_pages"] == [1]
+    assert [w["kind"] for w in deferred.warnings] == ["ocr_pending"]
+    with pytest.raises(ParseError, match="^no_text_layer: PDF has no text layer \\(scanned\\?\\) and OCR is off"):
+        isolated("scanned.pdf", ocr="off")
 
 
 @needs_server_venv
