@@ -6,6 +6,7 @@ each OCR takes about a second) on an image-only page."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import psycopg
@@ -70,6 +71,11 @@ def test_a_half_scanned_pdf_is_indexed_at_once_and_its_scanned_page_after_the_wo
     assert count_rows(db, "kb.ocr_queue") == 0
     hit = retrieve(db, "Travel and expense policy", k=1, mode="lexical", namespace="arriving")[0]
     assert hit["source"] == "half-scanned.pdf" and hit["provenance"]["page_end"] == 2
+    # the passage's provenance says its text was read by OCR, with what confidence
+    assert re.search(
+        rf"; OCR tesseract [\d.]+ \(chi_sim\+eng\): p\. 2 confidence {page['confidence']:.0f}$",
+        hit["provenance"]["parser"],
+    )
     # nothing left to read: another call claims nothing
     assert db.execute("SELECT kb.ocr_pending(5) AS n").fetchone()["n"] == 0
 

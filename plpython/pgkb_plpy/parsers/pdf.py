@@ -594,12 +594,18 @@ def parse_pdf(data: bytes, ocr: str = "defer") -> ParsedFile:
         page_starts.append(pos)
         pos += len(piece) + 2
     text = "\n\n".join(pieces)
+    parser = f"pypdfium2 {PYPDFIUM_INFO} (pdfium {PDFIUM_INFO})"
+    if ocr_record and ocr_record.get("pages"):
+        # every passage's provenance names its parser: text read by OCR says so, with its confidence
+        read = ", ".join(f"p. {p['page']} confidence {p['confidence']:.0f}" for p in ocr_record["pages"][:20])
+        more = f" and {len(ocr_record['pages']) - 20} more" if len(ocr_record["pages"]) > 20 else ""
+        parser += f"; OCR {ocr_record['engine']}: {read}{more}"
     return ParsedFile(
         "pdf",
         text,
         title,
         CONTENT_TYPES["pdf"],
-        f"pypdfium2 {PYPDFIUM_INFO} (pdfium {PDFIUM_INFO})",
+        parser,
         format_version("pdf"),
         page_starts,
         warnings,
