@@ -381,7 +381,10 @@ SELECT
     d.namespace,
     d.source,
     d.ingest_status,
-    ARRAY(SELECT jsonb_array_elements_text(d.ocr -> 'pending_pages')::integer) AS pages,
+    (
+        SELECT array_agg(p.page::integer ORDER BY p.page::integer)
+        FROM jsonb_array_elements_text(d.ocr -> 'pending_pages') AS p (page)
+    ) AS pages,
     d.parsed_at AS since
 FROM kb.documents AS d
 WHERE d.ocr_status = 'pending';

@@ -232,3 +232,18 @@ def test_pgkb_ingest_reports_every_file_it_does_not_load_and_why(tmp_path):
     assert summary.as_dict()["not_loaded"] == not_loaded
     table = "\n".join(loader.report_lines(summary))
     assert "minutes.doc" in table and "legacy_format" in table and "save it as .docx" in table
+
+
+def test_pgkb_worker_reads_the_waiting_scans_then_embeds_their_text(fresh_db, dsn):
+    from harness import worker
+
+    fresh_db.execute("""UPDATE kb.settings SET value = '"deferred"' WHERE key = 'embed_mode'""")
+    pdf = scanned_pdf([("scan", {"pdf": EN, "page": 0, "keep": 0.2})])
+    row = ingest(fresh_db, "scan.pdf", pdf)
+    assert row["ingest_status"] == "pending" and count_rows(fresh_db, "kb.chunks") == 0
+    outcome = worker.run(worker.Options(dsn=dsn, once=True))
+    assert outcome["stopped_by"] == "drained" and outcome["embedded"] >= 1 and outcome["remaining"] == 0
+    d = document(fresh_db, row["document_id"])
+    assert d["ingest_status"] == "indexed" and d["ocr_status"] == "done"
+    assert count_rows(fresh_db, "kb.embeddings") == count_rows(fresh_db, "kb.chunks") >= 1
+    assert "Travel and expense policy" in " ".join(c["content"] for c in chunk_rows(fresh_db, row["document_id"]))
