@@ -246,4 +246,4 @@ def test_pgkb_worker_reads_the_waiting_scans_then_embeds_their_text(fresh_db, ds
     d = document(fresh_db, row["document_id"])
     assert d["ingest_status"] == "indexed" and d["ocr_status"] == "done"
     assert count_rows(fresh_db, "kb.embeddings") == count_rows(fresh_db, "kb.chunks") >= 1
-    assert "Travel and expense policy" in " ".join(c["content"] for c in chunk_rows(fresh_db, row["document_id"]))
+    assert "Travel and Expense Policy" in " ".join(c["content"] for c in chunk_rows(fresh_db, row["document_id"]))
