@@ -27,8 +27,8 @@ FROM (VALUES
         'wall-clock seconds one file''s parse may take (its child process; OCR of its pages included)'),
     ('file_max_expansion_ratio', 'integer', '100', NULL, false,
         'largest expansion of one zip member over 1 MiB in a DOCX, XLSX or PPTX (zip bombs reach thousands); beyond it the file fails as zip_bomb'),
-    ('ocr_max_pages', 'integer', '50', NULL, false,
-        'most image-only pages of one PDF read by OCR (pgkb worker); later ones get an ocr_limit warning; 0: no OCR'),
+    ('ocr_max_pages', 'integer', '20', NULL, false,
+        'most image-only pages of one PDF read by OCR (pgkb worker); later ones get an ocr_limit warning; 0: no OCR. The OCR run is one parse, bounded by file_parse_timeout_s (about 4 s a dense page): raise both together'),
     -- where the in-database Python is: a session must not point PL/Python at other code
     ('python_path', 'text', 'null', NULL, false,
         'site-packages of the server-side venv that holds pgkb_plpy; written by pgkb migrate'),

@@ -115,6 +115,24 @@ BEGIN
     ELSE
         parsed := kb.py_parse_file(NEW.file, NEW.file_name, NEW.content_type, limits, ocr_mode);
     END IF;
+    IF ocr_mode = 'run' AND TG_OP = 'UPDATE' AND NOT (parsed ->> 'ok')::boolean AND OLD.parse_error IS NULL
+        AND OLD.page_starts IS NOT NULL AND NEW.file IS NOT DISTINCT FROM OLD.file THEN
+        -- the OCR run failed (time, memory, a crash): keep the text and chunks the document has,
+        -- say so on each page it was to read, and stop the worker from claiming it again
+        NEW.parse_warnings := nullif(coalesce((
+            SELECT jsonb_agg(w.value) FROM jsonb_array_elements(OLD.parse_warnings) AS w (value)
+            WHERE w.value ->> 'kind' <> 'ocr_pending'
+        ), '[]') || coalesce((
+            SELECT jsonb_agg(jsonb_build_object(
+                'page', p.page::integer, 'kind', 'ocr_failed',
+                'message', format('page %s: OCR failed: %s', p.page, parsed ->> 'error')
+            ))
+            FROM jsonb_array_elements_text(OLD.ocr -> 'pending_pages') AS p (page)
+        ), '[]'), '[]');
+        NEW.ocr := coalesce(OLD.ocr, '{}') || jsonb_build_object('status', 'failed', 'error', parsed ->> 'error');
+        NEW.ocr_status := NULL;
+        RETURN NEW;
+    END IF;
     NEW.parsed_at := now();
     NEW.parse_limits := limits;
     NEW.parser := parsed ->> 'parser';
@@ -373,7 +391,7 @@ FROM kb.documents AS d
 CROSS JOIN LATERAL jsonb_array_elements(d.parse_warnings) AS w (value)
 WHERE d.parse_warnings IS NOT NULL;
 COMMENT ON VIEW kb.file_warnings IS
-'What the parser could not do in a stored file, one row per page or sheet: no_text (a page without text), ocr_pending, ocr_unreadable (OCR read nothing or with low confidence), ocr_limit (past ocr_max_pages), ocr_off, ocr_unavailable, table_not_parsed, empty_sheet. Rows of the documents the caller may read (security_invoker).';
+'What the parser could not do in a stored file, one row per page or sheet: no_text (a page without text), ocr_pending, ocr_unreadable (OCR read nothing or with low confidence), ocr_limit (past ocr_max_pages), ocr_failed (the OCR run failed; the text kept), ocr_off, ocr_unavailable, table_not_parsed, empty_sheet. Rows of the documents the caller may read (security_invoker).';
 
 CREATE OR REPLACE VIEW kb.ocr_queue WITH (security_invoker = true) AS
 SELECT

@@ -211,6 +211,22 @@ def test_ocr_stops_at_ocr_max_pages_with_a_warning_per_page_left_unread(rolled_b
     assert "ocr_max_pages is 0" in message["message"]
 
 
+def test_an_ocr_run_over_its_time_limit_keeps_the_text_the_document_had_and_says_so(rolled_back_db):
+    db = rolled_back_db
+    pdf = scanned_pdf([("text", {"pdf": EN, "page": 0}), ("scan", {"pdf": ZH, "page": 0, "keep": 1.0})])
+    row = ingest(db, "slow-scan.pdf", pdf)
+    before = chunk_rows(db, row["document_id"])
+    db.execute("UPDATE kb.settings SET value = '1' WHERE key = 'file_parse_timeout_s'")
+    assert db.execute("SELECT kb.ocr_pending(1) AS n").fetchone()["n"] == 1
+    d = document(db, row["document_id"])
+    assert d["parse_error"] is None and d["ocr_status"] is None and d["ingest_status"] == "indexed"
+    assert d["ocr"]["status"] == "failed" and d["ocr"]["error"].startswith("timeout:")
+    assert warnings(db, row["document_id"]) == [(2, "ocr_failed")]
+    assert "file_parse_timeout_s" in db.execute("SELECT message FROM kb.file_warnings").fetchone()["message"]
+    assert chunk_rows(db, row["document_id"]) == before  # nothing lost
+    assert db.execute("SELECT kb.ocr_pending(1) AS n").fetchone()["n"] == 0  # not claimed again
+
+
 def test_pgkb_ingest_reports_every_file_it_does_not_load_and_why(tmp_path):
     (tmp_path / "policy.md").write_text("# Policy\n\ntext\n")
     (tmp_path / "minutes.doc").write_bytes(b"\xd0\xcf\x11\xe0")

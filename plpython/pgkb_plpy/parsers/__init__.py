@@ -63,8 +63,9 @@ MAX_COMPRESSION_RATIO = 100
 MAX_ZIP_MEMBERS = 10_000
 #: Wall-clock seconds one parse may take in its child process.
 PARSE_TIMEOUT_S = 120
-#: Most image-only pages of one PDF read by OCR.
-OCR_MAX_PAGES = 50
+#: Most image-only pages of one PDF read by OCR: about 4 s a dense page on one core, so 20 pages fit
+#: the default ``file_parse_timeout_s`` (the OCR run is one parse).
+OCR_MAX_PAGES = 20
 #: Address space of the child process (bytes).
 PARSE_MEMORY_BYTES = 2 * 1024 * 1024 * 1024
 
