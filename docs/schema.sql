@@ -248,13 +248,18 @@ CREATE TABLE kb.documents (
     parsed_at timestamp with time zone,
     chunker_version text,
     readers text[],
-    reader_ids oid[]
+    reader_ids oid[],
+    parse_warnings jsonb,
+    ocr jsonb,
+    ocr_status text,
+    parse_limits jsonb
 );
 ALTER TABLE kb.documents ADD CONSTRAINT documents_body_not_blank CHECK ((NOT kb.is_blank(body)));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_effective_window CHECK (((effective_to IS NULL) OR (effective_from IS NULL) OR (effective_to >= effective_from)));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_ingest_status_check CHECK ((ingest_status = ANY (ARRAY['pending'::text, 'indexed'::text, 'failed'::text, 'excluded'::text])));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_metadata_is_object CHECK ((jsonb_typeof(metadata) = 'object'::text));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_namespace_valid CHECK ((namespace ~ '^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$'::text));
+ALTER TABLE kb.documents ADD CONSTRAINT documents_ocr_status_known CHECK ((ocr_status = ANY (ARRAY['pending'::text, 'done'::text])));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_readers_listed CHECK (((readers IS NULL) OR ((cardinality(readers) >= 1) AND (cardinality(readers) <= 100))));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_source_not_blank CHECK ((btrim(source) <> ''::text));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_status_valid CHECK ((status = ANY (ARRAY['draft'::text, 'active'::text, 'deprecated'::text])));
@@ -262,6 +267,7 @@ ALTER TABLE kb.documents ADD CONSTRAINT documents_pkey PRIMARY KEY (id);
 ALTER TABLE kb.documents ADD CONSTRAINT documents_supersedes_acyclic TRIGGER DEFERRABLE INITIALLY DEFERRED;
 ALTER TABLE kb.documents ADD CONSTRAINT documents_source_unique UNIQUE (namespace, source);
 CREATE INDEX documents_metadata ON kb.documents USING gin (metadata jsonb_path_ops);
+CREATE INDEX documents_ocr_pending ON kb.documents USING btree (id) WHERE (ocr_status = 'pending'::text);
 CREATE INDEX documents_parse_failed ON kb.documents USING btree (namespace) WHERE (parse_error IS NOT NULL);
 CREATE INDEX documents_private ON kb.documents USING btree (id) WHERE (reader_ids IS NOT NULL);
 CREATE INDEX documents_source_trgm ON kb.documents USING gin (source gin_trgm_ops);
@@ -637,15 +643,17 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 
 -- The documents current now (docs/LIFECYCLE.md) that the caller may read, without their text: what `pgkb mcp` lists as resources, in (namespace, source) order.
 -- VIEW kb.current_documents
--- Documents added as files, without their bytes: name as given, detected content type, size, parser and version, pages, the parse error if any.
+-- Documents added as files, without their bytes: name as given, detected content type, size, parser and version, pages, the parse error if any, how many warnings (kb.file_warnings), OCR status and record (engine, confidence per page).
 -- VIEW kb.document_files
 -- Every numeric metric of every run, long format, for trend charts.
 -- VIEW kb.eval_metric_trend
 -- One row per evaluation run with its headline metrics.
 -- VIEW kb.eval_run_summary
+-- What the parser could not do in a stored file, one row per page or sheet: no_text (a page without text), ocr_pending, ocr_unreadable (OCR read nothing or with low confidence), ocr_limit (past ocr_max_pages), ocr_failed (the OCR run failed; the text kept), ocr_off, ocr_unavailable, table_not_parsed, empty_sheet. Rows of the documents the caller may read (security_invoker).
+-- VIEW kb.file_warnings
 -- Chunks whose embedding failed and files that could not be parsed, with the error; pgkb backfill retries both.
 -- VIEW kb.ingest_failures
--- Per namespace: documents by ingest status (excluded: rag_include false, stored but out of retrieval), chunks, last indexing time.
+-- Per namespace: documents by ingest status (excluded: rag_include false, stored but out of retrieval; ocr_pending: pending because scanned pages wait for OCR), chunks, last indexing time.
 -- VIEW kb.ingest_status
 -- The judgments of each question as a golden case in the format of examples/eval/cases.json (golden_case; `pgkb eval` reads a JSON list of them): expected = the sources judged relevant, forbidden = those judged forbidden, the newest judgment of a source deciding. A question judged only not relevant or forbidden has expected [] (the honest answer may be "no evidence": category judged-no-answer, to review). Rows the role may read only.
 -- VIEW kb.judged_cases
@@ -653,6 +661,8 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- VIEW kb.language_statistics_status
 -- Per model: vectors stored, chunks pending or failed, vectors not used for retrieval because the model is not active (stale).
 -- VIEW kb.model_readiness
+-- Documents whose image-only PDF pages wait for OCR (pgkb worker or kb.ocr_pending), with the pages; their ingest_status is pending. Rows of the documents the caller may read (security_invoker).
+-- VIEW kb.ocr_queue
 -- kb_retrieve latency percentiles per day and mode, from kb.retrieval_log.
 -- VIEW kb.retrieval_latency_daily
 -- Share of low-confidence and zero-result retrievals per day.
@@ -728,9 +738,12 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.escape_regex(text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Escapes regular expression metacharacters so user text matches literally in ~ and ~*.
+-- kb.file_limits()
+--     RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE
+--     The limits of kb.settings a file is parsed under (file_max_bytes, file_max_pages, file_parse_timeout_s, file_max_expansion_ratio, ocr_max_pages), as one jsonb object; stored with each parse (kb.documents.parse_limits).
 -- kb.file_max_bytes()
---     RETURNS bigint LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     Largest file (bytes) kb.documents.file is parsed from (pgkb_plpy.parsers.MAX_FILE_BYTES); a larger one is stored and marked failed.
+--     RETURNS bigint LANGUAGE sql STABLE PARALLEL SAFE
+--     Largest file (bytes) kb.documents.file is parsed from (the setting file_max_bytes); a larger one is stored and marked failed.
 -- kb.filters_restrict(jsonb)
 --     RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     True when filters (or include_history) decide visibility, so kb.visible_candidate uses kb.visible_documents instead of kb.document_is_current.
@@ -809,9 +822,15 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.model_hnsw_indexes(text)
 --     RETURNS TABLE(language text, index_name text) LANGUAGE sql STABLE PARALLEL SAFE
 --     The names of a model's partial HNSW indexes: its own (language NULL) and one per language group (kb.passage_languages).
+-- kb.ocr_pending(integer)
+--     RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     Reads by OCR the image-only pages of up to p_limit documents waiting for it (kb.ocr_queue) that the caller may update, skipping those another worker holds: parses their files again with OCR, which re-chunks and indexes them; returns how many documents. pgkb worker calls it between embedding batches. Runs with the caller's rights.
 -- kb.page_of(integer[],integer)
 --     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The 1-based page holding character p_offset of a body whose pages start at p_page_starts (NULL without pages).
+-- kb.parse_retry_reason(text,text,jsonb,boolean)
+--     RETURNS text LANGUAGE sql STABLE PARALLEL SAFE
+--     Why a stored file's parse may turn out otherwise now, or NULL: its conversion changed, or it failed on a limit (too_large: file_max_bytes, too_many_pages: file_max_pages, timeout: file_parse_timeout_s, zip_bomb: file_max_expansion_ratio, no_text_layer: ocr_max_pages) that has changed since, or it was parsed before limits were recorded. kb.reparse_files retries only those; a deterministic failure (corrupt, encrypted, type_mismatch, a crash) with nothing changed fails alike again.
 -- kb.parser_version_current(text)
 --     RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Whether a document's parser_version ("<format>/<version>") is the installed conversion of its format (kb.parser_versions).
@@ -845,9 +864,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.py_model_error(text,text,integer,jsonb)
 --     RETURNS text LANGUAGE plpython3u IMMUTABLE PARALLEL SAFE
 --     Why a model cannot be registered as given (unknown provider or bundled model, dimensions, unknown or mistyped options), or NULL; nothing is loaded or contacted.
--- kb.py_parse_file(bytea,text,text)
+-- kb.py_parse_file(bytea,text,text,jsonb,text)
 --     RETURNS jsonb LANGUAGE plpython3u VOLATILE PARALLEL UNSAFE
---     Parses a file's bytes (PDF, DOCX, HTML, Markdown, text) in a child process with memory and time limits; returns {"ok": true, "text", "title", "content_type", "parser", "parser_version", "page_starts"} or {"ok": false, "error": "<kind>: <message>", ...}, never raising for a bad file.
+--     Parses a file's bytes (PDF, DOCX, XLSX, PPTX, HTML, Markdown, text) in a child process under the limits p_limits (kb.file_limits()); p_ocr: defer (image-only PDF pages listed as pending), run (read by OCR now) or off. Returns {"ok": true, "text", "title", "content_type", "parser", "parser_version", "page_starts", "warnings", "ocr", "limits"} or {"ok": false, "error": "<kind>: <message>", ...}, never raising for a bad file.
 -- kb.py_query_terms(text)
 --     RETURNS text[] LANGUAGE plpython3u IMMUTABLE PARALLEL SAFE
 --     BM25 terms of a query: stemmed English words, whole identifiers, CJK bigrams (same rules as indexing).
@@ -903,8 +922,8 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Brings stale documents (kb.stale_documents) up to date: re-parses files parsed with an older conversion and re-chunks documents chunked with an older chunker; only chunks whose text changed are re-embedded. Returns the number of documents redone.
 -- kb.reparse_files(text,boolean)
---     RETURNS integer LANGUAGE sql VOLATILE PARALLEL UNSAFE
---     Parses again the stored files that failed and (unless p_failed_only) those parsed with an older conversion (kb.parser_versions), of one namespace or all; returns how many. Runs with the caller's rights.
+--     RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     Parses again the stored files whose outcome can differ now (kb.parse_retry_reason: parsed with an older conversion, or failed on a limit that has changed since; unless p_failed_only, also successful files of an older conversion), of one namespace or all, in batches of 10 with a progress NOTICE after each; returns how many. A deterministic failure with nothing changed is left alone. Runs with the caller's rights.
 -- kb.retrieval_log_state()
 --     RETURNS text LANGUAGE sql STABLE PARALLEL SAFE
 --     Whether a kb_retrieve call in this transaction is logged to kb.retrieval_log: logged, off (setting retrieval_log), skipped: hot standby (nothing can be written there), or refused: read-only transaction (on a primary with the log on: kb.log_retrieval raises).
@@ -961,7 +980,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     AFTER UPDATE OF namespace: carries the namespace to the chunks and postings (row-level security and filters use it); SECURITY DEFINER, since writers may not write either.
 -- kb.trg_documents_parse_file()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
---     BEFORE INSERT/UPDATE OF file on kb.documents: parses the file's bytes (in a child process, pgkb_plpy.parsers) into body, title, content_type, page_starts; a failure is kept in parse_error and the document stays stored. SECURITY DEFINER (the parser is not executable by writers).
+--     BEFORE INSERT/UPDATE OF file on kb.documents: parses the file's bytes (in a child process, pgkb_plpy.parsers) under kb.file_limits() into body, title, content_type, page_starts, parse_warnings; image-only PDF pages are left for OCR (ocr_status pending) unless kb.ocr_pending runs it; a failure is kept in parse_error and the document stays stored. SECURITY DEFINER (the parser is not executable by writers).
 -- kb.trg_documents_private()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     AFTER UPDATE on kb.documents when a document gains or loses its readers: recounts its namespace's BM25 and language statistics, which leave private documents out; SECURITY DEFINER, since writers may not write either.

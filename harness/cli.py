@@ -109,6 +109,9 @@ def cmd_ingest(args) -> int:
     summary = loader.ingest(
         load_settings().dsn, args.paths, namespace=args.namespace, progress=not args.quiet, workers=args.workers
     )
+    if not args.quiet:
+        for line in loader.report_lines(summary):
+            print(line, file=sys.stderr)
     _print_json(summary.as_dict())
     return 1 if any(not f.get("stored") for f in summary.failed) else 0
 

@@ -70,8 +70,10 @@ FRONT_MATTER_KEYS = {
 }
 TEXT_SUFFIXES = {".md", ".markdown", ".txt"}
 #: Files whose bytes kb.ingest_file parses in the database.
-BINARY_SUFFIXES = {".pdf", ".docx", ".html", ".htm"}
+BINARY_SUFFIXES = {".pdf", ".docx", ".xlsx", ".pptx", ".html", ".htm"}
 FILE_SUFFIXES = TEXT_SUFFIXES | BINARY_SUFFIXES
+#: Legacy binary Office files: not sent (the database refuses them too), reported as skipped.
+LEGACY_SUFFIXES = {".doc": ".docx", ".xls": ".xlsx", ".ppt": ".pptx"}
 MAX_FILE_BYTES = 20 * 1024 * 1024
 #: Largest PDF/DOCX/HTML file sent (the database parses at most kb.file_max_bytes() and stores
 #: a larger one as failed; beyond this one the loader does not read it at all).
@@ -108,6 +110,10 @@ class Summary:
     skipped: list[str] = field(default_factory=list)
     failed: list[dict] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    #: files found and not loaded: {"file", "reason": unknown_extension | legacy_format | too_large, "message"}
+    not_loaded: list[dict] = field(default_factory=list)
+    #: what the database's parser could not do in a loaded file: {"file", "page", "kind", "message"}
+    warnings: list[dict] = field(default_factory=list)
     #: the bulk path's embedding (--workers): model, concurrency, embedded, failed_batches, error, remaining
     embedding: dict | None = None
 
@@ -119,6 +125,8 @@ class Summary:
             "removed": len(self.removed),
             "errors": self.failed,
             "removed_sources": self.removed,
+            "not_loaded": self.not_loaded,
+            "warnings": self.warnings,
         }
         if self.embedding is not None:
             out["embedding"] = self.embedding
@@ -241,18 +249,46 @@ def read_document(path: Path, source: str, namespace_override: str | None) -> Lo
     )
 
 
-def discover(root: Path) -> list[tuple[Path, str]]:
+def discover(root: Path, not_loaded: list[dict] | None = None) -> list[tuple[Path, str]]:
+    """(path, source) of the files under ``root`` that are loaded; every other file (hidden files
+    and folders aside) is appended to ``not_loaded`` with the reason: ``unknown_extension``,
+    ``legacy_format`` (.doc, .xls, .ppt) or ``too_large`` (over what the loader reads)."""
+    if not_loaded is None:
+        not_loaded = []
     if root.is_file():
-        return [(root, root.name)]
-    if not root.is_dir():
+        candidates = [(root, root.name)]
+    elif root.is_dir():
+        candidates = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+            for name in sorted(filenames):
+                if not name.startswith("."):
+                    path = Path(dirpath) / name
+                    candidates.append((path, path.relative_to(root).as_posix()))
+    else:
         raise FileNotFoundError(f"{root}: no such file or folder")
     found = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        for name in sorted(filenames):
-            path = Path(dirpath) / name
-            if path.suffix.lower() in FILE_SUFFIXES and not name.startswith("."):
-                found.append((path, path.relative_to(root).as_posix()))
+    for path, source in candidates:
+        suffix = path.suffix.lower()
+        reason = message = None
+        if suffix in LEGACY_SUFFIXES:
+            reason, message = "legacy_format", f"legacy Office format {suffix}: save it as {LEGACY_SUFFIXES[suffix]}"
+        elif suffix not in FILE_SUFFIXES:
+            reason = "unknown_extension"
+            message = f"extension {suffix!r} is not loaded" if suffix else "no extension: not loaded"
+            message += f" (loaded: {', '.join(sorted(FILE_SUFFIXES))})"
+        else:
+            limit = MAX_BINARY_FILE_BYTES if suffix in BINARY_SUFFIXES else MAX_FILE_BYTES
+            try:
+                size = path.stat().st_size
+            except OSError:
+                size = 0  # reported when it is read
+            if size > limit:
+                reason, message = "too_large", f"file is {size} bytes; the loader reads at most {limit}"
+        if reason:
+            not_loaded.append({"file": str(path), "source": source, "reason": reason, "message": message})
+        else:
+            found.append((path, source))
     return found
 
 
@@ -310,7 +346,9 @@ def ingest(
     with connect(dsn) as conn:
         for root_arg in paths:
             root = Path(root_arg).resolve()
-            files = discover(root)
+            skipped_here: list[dict] = []
+            files = discover(root, skipped_here)
+            summary.not_loaded.extend(skipped_here)
             origin = str(root)
             origins.append(origin)
             bar = tqdm(files, desc=f"ingest {root_arg}", unit="file", disable=not progress, file=sys.stderr)
@@ -319,6 +357,7 @@ def ingest(
             else:
                 seen, unreadable = _load_files_in_parallel(dsn, summary, files, namespace, origin, bar, workers)
             bar.close()
+            unreadable |= {s["source"] for s in skipped_here}  # present, not loaded: not "removed"
             _mark_removed(conn, summary, origin, seen, unreadable)
         if workers is not None:
             summary.embedding = _embed_queue(dsn, conn, summary, origins, workers)
@@ -462,6 +501,7 @@ def _load_files_in_parallel(
         summary.synced.extend(part.synced)
         summary.skipped.extend(part.skipped)
         summary.failed.extend(part.failed)
+        summary.warnings.extend(part.warnings)
     for source, key in (k for keys in binary_keys for k in keys):
         if key is None:
             unreadable.add(source)
@@ -512,6 +552,21 @@ def _mark_removed(conn, summary: Summary, origin: str, seen: set, unreadable: se
             summary.removed.extend(f"{r['namespace']}/{r['source']}" for r in gone if r["id"] in gone_ids)
 
 
+def report_lines(summary: Summary) -> list[str]:
+    """The files not loaded and the parser's warnings as a table for people (the JSON has both)."""
+    lines = []
+    if summary.not_loaded:
+        lines.append(f"{'not loaded':<18} {'reason':<18} message")
+        lines += [f"{n['source']:<18} {n['reason']:<18} {n['message']}" for n in summary.not_loaded]
+    if summary.warnings:
+        lines.append(f"{'warning':<18} {'page':<5} {'kind':<18} message")
+        lines += [
+            f"{Path(w['file']).name:<18} {'' if w['page'] is None else w['page']:<5} {w['kind']:<18} {w['message']}"
+            for w in summary.warnings
+        ]
+    return lines
+
+
 def _ingest_binary(conn, summary: Summary, path: Path, source: str, namespace: str, origin: str) -> tuple | None:
     """Send one PDF/DOCX/HTML file's bytes to kb.ingest_file; its (namespace, source) as stored,
     or None when it could not be sent."""
@@ -527,12 +582,16 @@ def _ingest_binary(conn, summary: Summary, path: Path, source: str, namespace: s
     try:
         with conn.transaction():
             row = conn.execute(INGEST_FILE, params).fetchone()
-            stored = conn.execute("SELECT source FROM kb.documents WHERE id = %s", (row["document_id"],)).fetchone()
+            stored = conn.execute(
+                "SELECT source, parse_warnings FROM kb.documents WHERE id = %s", (row["document_id"],)
+            ).fetchone()
     except psycopg.Error as exc:
         detail = exc.diag.message_primary or str(exc)
         summary.failed.append({"file": str(path), "error": f"{path}: rejected by the database: {detail}"})
         return None
     (summary.synced if row["changed"] else summary.skipped).append(source)
+    for w in stored["parse_warnings"] or []:
+        summary.warnings.append({"file": str(path), "page": w.get("page"), "kind": w["kind"], "message": w["message"]})
     if row["ingest_status"] == "failed":
         summary.failed.append(
             {"file": str(path), "error": f"{path}: stored, not indexed: {row['ingest_error']}", "stored": True}

@@ -4,7 +4,9 @@ A worker is a *client*: each of its N connections calls `kb.embed_queue_batch(mo
 same primitive `kb.embed_pending` and `pgkb backfill` loop over — once per batch, in autocommit.
 That one statement claims up to n queue rows with `FOR UPDATE SKIP LOCKED` (so concurrent workers,
 here or on other machines, never take the same chunk), embeds them, stores the vectors and deletes
-the claims, all in one transaction. Hence:
+the claims, all in one transaction. Before each batch it calls `kb.ocr_pending(1)`: one document whose
+scanned PDF pages wait for OCR is read (tesseract, in the primary's backend, a child process),
+re-chunked and queued, so an INSERT never waits on OCR. Hence:
 
 * a worker killed mid-batch (SIGKILL, a lost network) loses nothing: its transaction either commits
   (the batch is done) or rolls back (the claims and their row locks vanish, another worker takes
@@ -88,9 +90,14 @@ def resolve_model(conn: psycopg.Connection, model: str | None) -> str:
 
 
 def _one_batch(conn: psycopg.Connection, opts: Options, model: str) -> dict:
-    return conn.execute(
+    # scanned pages first (OCR, one document a statement): their text then joins the queue
+    ocr = conn.execute("SELECT kb.ocr_pending(1) AS n").fetchone()["n"]
+    if ocr:
+        log.info("worker: OCR of %d document(s) done", ocr)
+    outcome = conn.execute(
         "SELECT kb.embed_queue_batch(%s, %s, %s) AS outcome", (model, opts.batch_size, opts.include_exhausted)
     ).fetchone()["outcome"]
+    return {**outcome, "ocr": ocr}
 
 
 def _connection_loop(n: int, opts: Options, model: str, stop: threading.Event, tally: Tally) -> None:
@@ -137,7 +144,7 @@ def _connection_loop(n: int, opts: Options, model: str, stop: threading.Event, t
                 backoff = min(backoff * 2, MAX_BACKOFF_S)
                 continue
             backoff = opts.poll_interval
-            if outcome["claimed"] == 0:
+            if outcome["claimed"] == 0 and not outcome["ocr"]:
                 if opts.once:
                     return
                 if n == 0:

@@ -21,8 +21,10 @@ esac
 PG_CONFIG="/usr/lib/postgresql/$PGV/bin/pg_config"
 
 # postgresql-$PGV-plproxy: PL/Proxy, which only a shard coordinator uses (pgkb shards init)
+# tesseract-ocr(-chi-sim, -eng): OCR of scanned PDF pages (pytesseract in the server venv; docs/INGEST.md)
 packages=(postgresql-$PGV postgresql-plpython3-$PGV postgresql-server-dev-$PGV postgresql-$PGV-plproxy
-          postgresql-contrib python3-venv python3-dev build-essential dpkg-dev pgxnclient)
+          postgresql-contrib python3-venv python3-dev build-essential dpkg-dev pgxnclient
+          tesseract-ocr tesseract-ocr-chi-sim tesseract-ocr-eng)
 # Debian 13: pgvector is a package; contrib (pg_trgm) is inside postgresql-17, and
 # postgresql-contrib is only a virtual package there, which dpkg-query never reports
 # installed (every re-run would call apt-get), so it is not asked for.

@@ -12,7 +12,7 @@ RETURNS text
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT '0.7.0'::text $$;
+AS $$ SELECT '0.8.0'::text $$;
 COMMENT ON FUNCTION kb.plpython_expected_version() IS
 'The pgkb_plpy.__version__ this schema expects; a backend running another version must reconnect.';
 
@@ -216,14 +216,16 @@ COMMENT ON FUNCTION kb.py_snippets(text[], text, integer) IS
 'Snippets of several passages for one query, in one call.';
 
 -- called by kb.trg_documents_parse_file (sql/022_files.sql), which runs as the owner
-CREATE OR REPLACE FUNCTION kb.py_parse_file(p_content bytea, p_file_name text, p_content_type text)
+CREATE OR REPLACE FUNCTION kb.py_parse_file(
+    p_content bytea, p_file_name text, p_content_type text, p_limits jsonb, p_ocr text
+)
 RETURNS jsonb
 LANGUAGE plpython3u
 VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 if "pgkb" not in GD: plpy.execute("SELECT kb.plpython_init()")
-return GD["pgkb"].parse_file(plpy, GD, SD, p_content, p_file_name, p_content_type)
+return GD["pgkb"].parse_file(plpy, GD, SD, p_content, p_file_name, p_content_type, p_limits, p_ocr)
 $$;
-COMMENT ON FUNCTION kb.py_parse_file(bytea, text, text) IS
-'Parses a file''s bytes (PDF, DOCX, HTML, Markdown, text) in a child process with memory and time limits; returns {"ok": true, "text", "title", "content_type", "parser", "parser_version", "page_starts"} or {"ok": false, "error": "<kind>: <message>", ...}, never raising for a bad file.';
+COMMENT ON FUNCTION kb.py_parse_file(bytea, text, text, jsonb, text) IS
+'Parses a file''s bytes (PDF, DOCX, XLSX, PPTX, HTML, Markdown, text) in a child process under the limits p_limits (kb.file_limits()); p_ocr: defer (image-only PDF pages listed as pending), run (read by OCR now) or off. Returns {"ok": true, "text", "title", "content_type", "parser", "parser_version", "page_starts", "warnings", "ocr", "limits"} or {"ok": false, "error": "<kind>: <message>", ...}, never raising for a bad file.';

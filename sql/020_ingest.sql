@@ -167,7 +167,8 @@ BEGIN
             WHEN s.parse_error IS NOT NULL OR s.failed > 0 THEN 'failed'
             -- rag_include false: the ingest trigger removed its chunks and said so
             WHEN d.ingest_status = 'excluded' AND s.chunks = 0 THEN 'excluded'
-            WHEN s.queued > 0 THEN 'pending'
+            -- scanned pages wait for OCR (kb.ocr_queue)
+            WHEN s.queued > 0 OR s.ocr_status = 'pending' THEN 'pending'
             ELSE 'indexed' END,
         ingest_error = coalesce(s.parse_error, s.error),
         chunk_count = s.chunks,
@@ -176,6 +177,7 @@ BEGIN
         SELECT
             d2.id,
             d2.parse_error,
+            d2.ocr_status,
             count(DISTINCT c.id) AS chunks,
             count(q.chunk_id) FILTER (WHERE q.last_error IS NOT NULL) AS failed,
             count(q.chunk_id) AS queued,
@@ -185,7 +187,7 @@ BEGIN
         LEFT JOIN kb.embed_queue AS q
             ON q.chunk_id = c.id AND q.model = (SELECT m.name FROM kb.models AS m WHERE m.active)
         WHERE d2.id = ANY(p_document_ids)
-        GROUP BY d2.id
+        GROUP BY d2.id, d2.parse_error, d2.ocr_status
     ) AS s
     WHERE d.id = s.id;
 END;

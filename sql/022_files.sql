@@ -6,17 +6,33 @@
 -- ingest_status 'failed' and parse_error naming the problem; it has no chunks
 -- and kb.reparse_files() tries again. docs/INGEST.md has the details.
 
--- The largest file parsed; larger ones are stored and marked failed without
--- reaching Python. The literal is pgkb_plpy.parsers.MAX_FILE_BYTES (a test
--- compares them).
+-- The largest file parsed (the setting file_max_bytes); larger ones are stored
+-- and marked failed without reaching Python. Its default is
+-- pgkb_plpy.parsers.MAX_FILE_BYTES (a test compares them).
 CREATE OR REPLACE FUNCTION kb.file_max_bytes()
 RETURNS bigint
 LANGUAGE sql
-IMMUTABLE PARALLEL SAFE
+STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT 67108864::bigint $$;
+AS $$ SELECT (kb.setting('file_max_bytes') #>> '{}')::bigint $$;
 COMMENT ON FUNCTION kb.file_max_bytes() IS
-'Largest file (bytes) kb.documents.file is parsed from (pgkb_plpy.parsers.MAX_FILE_BYTES); a larger one is stored and marked failed.';
+'Largest file (bytes) kb.documents.file is parsed from (the setting file_max_bytes); a larger one is stored and marked failed.';
+
+-- The limits a parse runs under, by their setting names (docs/INGEST.md); the
+-- parser names the setting in every error a limit causes.
+CREATE OR REPLACE FUNCTION kb.file_limits()
+RETURNS jsonb
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT jsonb_object_agg(k.key, kb.setting(k.key))
+    FROM unnest(ARRAY[
+        'file_max_bytes', 'file_max_pages', 'file_parse_timeout_s', 'file_max_expansion_ratio', 'ocr_max_pages'
+    ]) AS k (key)
+$$;
+COMMENT ON FUNCTION kb.file_limits() IS
+'The limits of kb.settings a file is parsed under (file_max_bytes, file_max_pages, file_parse_timeout_s, file_max_expansion_ratio, ocr_max_pages), as one jsonb object; stored with each parse (kb.documents.parse_limits).';
 
 -- The conversion version of each format (pgkb_plpy.parsers.FORMAT_VERSIONS)
 -- and of the chunker (pgkb_plpy.chunker.CHUNKER_VERSION): documents built with
@@ -26,7 +42,9 @@ RETURNS jsonb
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT '{"pdf": "3", "docx": "3", "html": "3", "markdown": "1", "text": "1"}'::jsonb $$;
+AS $$
+    SELECT '{"pdf": "4", "docx": "3", "xlsx": "1", "pptx": "1", "html": "3", "markdown": "1", "text": "1"}'::jsonb
+$$;
 COMMENT ON FUNCTION kb.parser_versions() IS
 'Current version of pgkb''s conversion of each file format (pgkb_plpy.parsers.FORMAT_VERSIONS); a document parsed with another is stale.';
 
@@ -77,29 +95,66 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
     parsed jsonb;
+    limits jsonb := kb.file_limits();
+    -- kb.ocr_pending sets pgkb.ocr_run for its own statement: read the scanned pages now;
+    -- any other parse (an INSERT) only lists them, so that it never waits on OCR
+    ocr_mode text := CASE WHEN current_setting('pgkb.ocr_run', true) = 'on' THEN 'run' ELSE 'defer' END;
 BEGIN
     -- runs as the owner: writers may not execute the PL/Python parser directly
     NEW.byte_size := octet_length(NEW.file);
     NEW.file_sha256 := encode(sha256(NEW.file), 'hex');
     NEW.file_name := coalesce(NEW.file_name, NEW.source);
-    IF NEW.byte_size > kb.file_max_bytes() THEN
+    IF NEW.byte_size > (limits ->> 'file_max_bytes')::bigint THEN
         parsed := jsonb_build_object(
             'ok', false,
-            'error', format('too_large: the file is %s bytes; the limit is %s', NEW.byte_size, kb.file_max_bytes())
+            'error', format(
+                'too_large: the file is %s bytes; the limit file_max_bytes is %s (kb.settings)',
+                NEW.byte_size, limits ->> 'file_max_bytes'
+            )
         );
     ELSE
-        parsed := kb.py_parse_file(NEW.file, NEW.file_name, NEW.content_type);
+        parsed := kb.py_parse_file(NEW.file, NEW.file_name, NEW.content_type, limits, ocr_mode);
+    END IF;
+    IF ocr_mode = 'run' AND TG_OP = 'UPDATE' AND NOT (parsed ->> 'ok')::boolean AND OLD.parse_error IS NULL
+        AND OLD.page_starts IS NOT NULL AND NEW.file IS NOT DISTINCT FROM OLD.file THEN
+        -- the OCR run failed (time, memory, a crash): keep the text and chunks the document has,
+        -- say so on each page it was to read, and stop the worker from claiming it again
+        NEW.parse_warnings := nullif(coalesce((
+            SELECT jsonb_agg(w.value) FROM jsonb_array_elements(OLD.parse_warnings) AS w (value)
+            WHERE w.value ->> 'kind' <> 'ocr_pending'
+        ), '[]') || coalesce((
+            SELECT jsonb_agg(jsonb_build_object(
+                'page', p.page::integer, 'kind', 'ocr_failed',
+                'message', format('page %s: OCR failed: %s', p.page, parsed ->> 'error')
+            ))
+            FROM jsonb_array_elements_text(OLD.ocr -> 'pending_pages') AS p (page)
+        ), '[]'), '[]');
+        NEW.ocr := coalesce(OLD.ocr, '{}') || jsonb_build_object('status', 'failed', 'error', parsed ->> 'error');
+        NEW.ocr_status := NULL;
+        RETURN NEW;
     END IF;
     NEW.parsed_at := now();
+    NEW.parse_limits := limits;
     NEW.parser := parsed ->> 'parser';
     NEW.parser_version := parsed ->> 'parser_version';
     NEW.content_type := coalesce(parsed ->> 'content_type', NEW.content_type);
+    NEW.parse_warnings := CASE WHEN jsonb_array_length(coalesce(parsed -> 'warnings', '[]')) > 0
+        THEN parsed -> 'warnings' END;
+    NEW.ocr := CASE WHEN jsonb_typeof(parsed -> 'ocr') = 'object' THEN parsed -> 'ocr' END;
+    NEW.ocr_status := CASE
+        WHEN jsonb_array_length(coalesce(NEW.ocr -> 'pending_pages', '[]')) > 0 THEN 'pending'
+        WHEN NEW.ocr ->> 'status' = 'done' THEN 'done' END;
     IF (parsed ->> 'ok')::boolean THEN
         NEW.body := parsed ->> 'text';
         NEW.title := coalesce(NEW.title, parsed ->> 'title');
         NEW.page_starts := NULL;
         IF jsonb_typeof(parsed -> 'page_starts') = 'array' THEN
             NEW.page_starts := ARRAY(SELECT jsonb_array_elements_text(parsed -> 'page_starts')::integer);
+        END IF;
+        IF kb.is_blank(NEW.body) THEN
+            -- every page is a scan waiting for OCR: a stand-in, never chunked (no page_starts)
+            NEW.body := format('[%s awaits OCR of %s pages]', NEW.file_name,
+                jsonb_array_length(NEW.ocr -> 'pending_pages'));
         END IF;
         NEW.parse_error := NULL;
     ELSE
@@ -112,7 +167,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb.trg_documents_parse_file() IS
-'BEFORE INSERT/UPDATE OF file on kb.documents: parses the file''s bytes (in a child process, pgkb_plpy.parsers) into body, title, content_type, page_starts; a failure is kept in parse_error and the document stays stored. SECURITY DEFINER (the parser is not executable by writers).';
+'BEFORE INSERT/UPDATE OF file on kb.documents: parses the file''s bytes (in a child process, pgkb_plpy.parsers) under kb.file_limits() into body, title, content_type, page_starts, parse_warnings; image-only PDF pages are left for OCR (ocr_status pending) unless kb.ocr_pending runs it; a failure is kept in parse_error and the document stays stored. SECURITY DEFINER (the parser is not executable by writers).';
 
 -- named to fire before documents_before, which hashes the body it sets
 DROP TRIGGER IF EXISTS documents_0_parse_file ON kb.documents;
@@ -194,24 +249,73 @@ COMMENT ON FUNCTION kb.ingest_file(
 ) IS
 'Adds or replaces the document (namespace, source) from a file''s bytes (PDF, DOCX, HTML, Markdown, text; the content decides the format, a contradicting name or content type is an error); source is NFC-normalised, the name as given kept in file_name. Unchanged bytes are not parsed again. A file that cannot be parsed is stored with ingest_status failed and the problem in ingest_error. Runs with the caller''s rights.';
 
+CREATE OR REPLACE FUNCTION kb.parse_retry_reason(
+    p_parse_error text, p_parser_version text, p_parse_limits jsonb, p_failed_only boolean
+)
+RETURNS text
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- why parsing a stored file again can give another outcome now, or NULL:
+    -- a deterministic failure (corrupt, encrypted, type_mismatch ...) with the same
+    -- conversion and limits fails the same way again
+    SELECT CASE
+        WHEN p_parser_version IS NOT NULL AND NOT kb.parser_version_current(p_parser_version)
+            AND (p_parse_error IS NOT NULL OR NOT p_failed_only)
+            THEN 'conversion changed'
+        WHEN p_parse_error IS NULL THEN NULL
+        WHEN p_parse_limits IS NULL THEN 'parsed before limits were recorded'
+        -- the limit each kind of failure can come from: retried once that limit has changed
+        WHEN (p_parse_limits -> l.key) IS DISTINCT FROM (kb.file_limits() -> l.key) THEN l.key || ' changed'
+    END
+    FROM (SELECT CASE split_part(p_parse_error, ':', 1)
+        WHEN 'too_large' THEN 'file_max_bytes'
+        WHEN 'too_many_pages' THEN 'file_max_pages'
+        WHEN 'timeout' THEN 'file_parse_timeout_s'
+        WHEN 'zip_bomb' THEN 'file_max_expansion_ratio'
+        WHEN 'no_text_layer' THEN 'ocr_max_pages'
+        END AS key) AS l
+$$;
+COMMENT ON FUNCTION kb.parse_retry_reason(text, text, jsonb, boolean) IS
+'Why a stored file''s parse may turn out otherwise now, or NULL: its conversion changed, or it failed on a limit (too_large: file_max_bytes, too_many_pages: file_max_pages, timeout: file_parse_timeout_s, zip_bomb: file_max_expansion_ratio, no_text_layer: ocr_max_pages) that has changed since, or it was parsed before limits were recorded. kb.reparse_files retries only those; a deterministic failure (corrupt, encrypted, type_mismatch, a crash) with nothing changed fails alike again.';
+
 CREATE OR REPLACE FUNCTION kb.reparse_files(p_namespace text DEFAULT NULL, p_failed_only boolean DEFAULT false)
 RETURNS integer
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    -- SET file = file fires the parse trigger; only chunks whose text changed are re-embedded
-    WITH redone AS (
-        UPDATE kb.documents AS d SET file = d.file
+DECLARE
+    ids bigint[];
+    batch bigint[];
+    batch_size constant integer := 10;
+    done integer := 0;
+    failed integer := 0;
+    started timestamptz := clock_timestamp();
+BEGIN
+    -- only files whose outcome can differ now (kb.parse_retry_reason); SET file = file fires the
+    -- parse trigger, and only chunks whose text changed are re-embedded
+    ids := ARRAY(
+        SELECT d.id FROM kb.documents AS d
         WHERE d.file IS NOT NULL
             AND (p_namespace IS NULL OR d.namespace = p_namespace)
-            AND (d.parse_error IS NOT NULL OR (NOT p_failed_only AND NOT kb.parser_version_current(d.parser_version)))
-        RETURNING 1
-    )
-    SELECT count(*)::integer FROM redone
+            AND kb.parse_retry_reason(d.parse_error, d.parser_version, d.parse_limits, p_failed_only) IS NOT NULL
+        ORDER BY d.id
+    );
+    FOR i IN 1 .. coalesce(array_length(ids, 1), 0) BY batch_size LOOP
+        batch := ids[i:i + batch_size - 1];
+        UPDATE kb.documents AS d SET file = d.file WHERE d.id = ANY(batch);
+        done := done + cardinality(batch);
+        failed := failed + (SELECT count(*) FROM kb.documents AS d WHERE d.id = ANY(batch) AND d.parse_error IS NOT NULL);
+        RAISE NOTICE 'kb.reparse_files: % of % files parsed again (% failed), % s',
+            done, cardinality(ids), failed, round(extract(EPOCH FROM clock_timestamp() - started)::numeric, 1);
+    END LOOP;
+    RETURN done;
+END;
 $$;
 COMMENT ON FUNCTION kb.reparse_files(text, boolean) IS
-'Parses again the stored files that failed and (unless p_failed_only) those parsed with an older conversion (kb.parser_versions), of one namespace or all; returns how many. Runs with the caller''s rights.';
+'Parses again the stored files whose outcome can differ now (kb.parse_retry_reason: parsed with an older conversion, or failed on a limit that has changed since; unless p_failed_only, also successful files of an older conversion), of one namespace or all, in batches of 10 with a progress NOTICE after each; returns how many. A deterministic failure with nothing changed is left alone. Runs with the caller''s rights.';
 
 CREATE OR REPLACE FUNCTION kb.reindex_documents(p_namespace text DEFAULT NULL)
 RETURNS integer
@@ -265,8 +369,78 @@ SELECT
     d.parse_error,
     cardinality(d.page_starts) AS pages,
     d.parsed_at,
-    d.ingest_status
+    d.ingest_status,
+    jsonb_array_length(coalesce(d.parse_warnings, '[]')) AS warnings,
+    d.ocr_status,
+    d.ocr
 FROM kb.documents AS d
 WHERE d.file IS NOT NULL;
 COMMENT ON VIEW kb.document_files IS
-'Documents added as files, without their bytes: name as given, detected content type, size, parser and version, pages, the parse error if any.';
+'Documents added as files, without their bytes: name as given, detected content type, size, parser and version, pages, the parse error if any, how many warnings (kb.file_warnings), OCR status and record (engine, confidence per page).';
+
+CREATE OR REPLACE VIEW kb.file_warnings WITH (security_invoker = true) AS
+SELECT
+    d.namespace,
+    d.source,
+    d.id AS document_id,
+    (w.value ->> 'page')::integer AS page,
+    w.value ->> 'kind' AS kind,
+    w.value ->> 'message' AS message,
+    d.parsed_at
+FROM kb.documents AS d
+CROSS JOIN LATERAL jsonb_array_elements(d.parse_warnings) AS w (value)
+WHERE d.parse_warnings IS NOT NULL;
+COMMENT ON VIEW kb.file_warnings IS
+'What the parser could not do in a stored file, one row per page or sheet: no_text (a page without text), ocr_pending, ocr_unreadable (OCR read nothing or with low confidence), ocr_limit (past ocr_max_pages), ocr_failed (the OCR run failed; the text kept), ocr_off, ocr_unavailable, table_not_parsed, empty_sheet. Rows of the documents the caller may read (security_invoker).';
+
+CREATE OR REPLACE VIEW kb.ocr_queue WITH (security_invoker = true) AS
+SELECT
+    d.id AS document_id,
+    d.namespace,
+    d.source,
+    d.ingest_status,
+    (
+        SELECT array_agg(p.page::integer ORDER BY p.page::integer)
+        FROM jsonb_array_elements_text(d.ocr -> 'pending_pages') AS p (page)
+    ) AS pages,
+    d.parsed_at AS since
+FROM kb.documents AS d
+WHERE d.ocr_status = 'pending';
+COMMENT ON VIEW kb.ocr_queue IS
+'Documents whose image-only PDF pages wait for OCR (pgkb worker or kb.ocr_pending), with the pages; their ingest_status is pending. Rows of the documents the caller may read (security_invoker).';
+
+CREATE OR REPLACE FUNCTION kb.ocr_pending(p_limit integer DEFAULT 1)
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    ids bigint[];
+BEGIN
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 100 THEN
+        RAISE EXCEPTION 'kb.ocr_pending: the limit must be between 1 and 100 (got %)', p_limit
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- claims like the embedding queue: concurrent workers never take the same document
+    ids := ARRAY(
+        SELECT d.id FROM kb.documents AS d
+        WHERE d.ocr_status = 'pending' AND d.file IS NOT NULL
+        ORDER BY d.id
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    );
+    IF cardinality(ids) = 0 THEN
+        RETURN 0;
+    END IF;
+    -- the parse trigger reads the scanned pages in this statement only
+    PERFORM set_config('pgkb.ocr_run', 'on', true);
+    UPDATE kb.documents AS d SET file = d.file WHERE d.id = ANY(ids);
+    PERFORM set_config('pgkb.ocr_run', '', true);
+    -- OCR that added no text leaves the body as it was (no re-chunk): the status still moves on
+    PERFORM kb.refresh_ingest_status(ids);
+    RETURN cardinality(ids);
+END;
+$$;
+COMMENT ON FUNCTION kb.ocr_pending(integer) IS
+'Reads by OCR the image-only pages of up to p_limit documents waiting for it (kb.ocr_queue) that the caller may update, skipping those another worker holds: parses their files again with OCR, which re-chunks and indexes them; returns how many documents. pgkb worker calls it between embedding batches. Runs with the caller''s rights.';

@@ -29,11 +29,13 @@ SELECT
     sum(d.chunk_count) AS chunks,
     max(d.indexed_at) AS last_indexed_at,
     -- rag_include false: stored, out of retrieval (docs/INGEST.md)
-    count(*) FILTER (WHERE d.ingest_status = 'excluded') AS excluded
+    count(*) FILTER (WHERE d.ingest_status = 'excluded') AS excluded,
+    -- pending because scanned pages wait for OCR (kb.ocr_queue)
+    count(*) FILTER (WHERE d.ocr_status = 'pending') AS ocr_pending
 FROM kb.documents AS d
 GROUP BY d.namespace;
 COMMENT ON VIEW kb.ingest_status IS
-'Per namespace: documents by ingest status (excluded: rag_include false, stored but out of retrieval), chunks, last indexing time.';
+'Per namespace: documents by ingest status (excluded: rag_include false, stored but out of retrieval; ocr_pending: pending because scanned pages wait for OCR), chunks, last indexing time.';
 
 CREATE OR REPLACE VIEW kb.ingest_failures WITH (security_invoker = true) AS
 SELECT

@@ -39,7 +39,8 @@ GRANT SELECT ON kb.pipeline_door TO public;
 GRANT USAGE ON SCHEMA kb TO pgkb_reader, pgkb_writer, pgkb_admin;
 GRANT SELECT ON kb.documents, kb.chunks, kb.embeddings, kb.lexical_postings, kb.lexical_stats, kb.lexical_terms,
 kb.statistics_documents, kb.language_statistics, kb.language_statistics_status, kb.document_files, kb.stale_documents, kb.models,
-kb.settings, kb.settings_catalogue, kb.embedding_providers, kb.embed_queue, kb.model_readiness, kb.ingest_status
+kb.settings, kb.settings_catalogue, kb.embedding_providers, kb.embed_queue, kb.model_readiness, kb.ingest_status,
+kb.file_warnings, kb.ocr_queue
 TO pgkb_reader, pgkb_writer, pgkb_admin;
 GRANT INSERT, UPDATE, DELETE ON kb.documents TO pgkb_writer, pgkb_admin;
 -- the record of tenant_isolation's changes: written by its trigger only (as the owner), read by admins
@@ -54,6 +55,9 @@ REVOKE INSERT, UPDATE, DELETE, TRUNCATE ON kb.chunks, kb.embeddings, kb.lexical_
 kb.lexical_stats, kb.statistics_documents, kb.statistics_schedule, kb.language_statistics, kb.embed_queue
 FROM public, pgkb_reader, pgkb_writer, pgkb_admin;
 GRANT EXECUTE ON FUNCTION kb.plpython_init() TO pgkb_writer, pgkb_admin;
+-- OCR runs a parser as the owner for every document it claims: the writers' job, not a reader's
+REVOKE EXECUTE ON FUNCTION kb.ocr_pending(integer) FROM public;
+GRANT EXECUTE ON FUNCTION kb.ocr_pending(integer) TO pgkb_writer, pgkb_admin;
 GRANT SELECT, INSERT, UPDATE, DELETE ON kb.settings, kb.models, kb.namespace_grants, kb.model_secrets TO pgkb_admin;
 -- what each provider's similarities mean is no secret, and every retrieval reads it
 GRANT SELECT ON kb.embedding_providers TO public;

@@ -241,3 +241,135 @@ def draw_pdf_here(pages: list[list[tuple]]) -> bytes:
     namespace: dict = {}
     exec(_DRAW_SOURCE, namespace)
     return namespace["draw"](pages)
+
+
+# ----------------------------------------------------------------------------- XLSX, PPTX
+
+_CT = (
+    '<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types">'
+)
+_PKG_RELS = "http://schemas.openxmlformats.org/package/2006/relationships"
+_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+_S = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
+
+
+def _package(parts: dict[str, str]) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, xml in parts.items():
+            z.writestr(name, xml)
+    return out.getvalue()
+
+
+def _rels(targets: list[tuple[str, str, str]]) -> str:
+    body = "".join(f'<Relationship Id="{i}" Type="{_REL}/{t}" Target="{target}"/>' for i, t, target in targets)
+    return f'<Relationships xmlns="{_PKG_RELS}">{body}</Relationships>'
+
+
+def make_xlsx(sheets: list[tuple[str, list[list]]], title: str = "") -> bytes:
+    """A workbook of ``(sheet name, rows)``; a cell is a str (inline string), a number or None."""
+    parts = {
+        "[Content_Types].xml": _CT + "</Types>",
+        "xl/workbook.xml": f'<workbook xmlns="{_S}" xmlns:r="{_REL}"><sheets>'
+        + "".join(f'<sheet name="{name}" sheetId="{i + 1}" r:id="rId{i + 1}"/>' for i, (name, _) in enumerate(sheets))
+        + "</sheets></workbook>",
+        "xl/_rels/workbook.xml.rels": _rels(
+            [(f"rId{i + 1}", "worksheet", f"worksheets/sheet{i + 1}.xml") for i in range(len(sheets))]
+        ),
+    }
+    if title:
+        parts["docProps/core.xml"] = (
+            '<cp:coreProperties xmlns:cp="http://schemas.openxmlformats.org/package/2006/metadata/core-properties" '
+            f'xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>{title}</dc:title></cp:coreProperties>'
+        )
+    for i, (_, rows) in enumerate(sheets):
+        xml_rows = []
+        for r, row in enumerate(rows, start=1):
+            cells = []
+            for c, value in enumerate(row):
+                ref = f"{chr(65 + c)}{r}"
+                if value is None:
+                    continue
+                if isinstance(value, str):
+                    cells.append(f'<c r="{ref}" t="inlineStr"><is><t>{value}</t></is></c>')
+                else:
+                    cells.append(f'<c r="{ref}"><v>{value}</v></c>')
+            xml_rows.append(f'<row r="{r}">{"".join(cells)}</row>')
+        parts[f"xl/worksheets/sheet{i + 1}.xml"] = (
+            f'<worksheet xmlns="{_S}"><sheetData>{"".join(xml_rows)}</sheetData></worksheet>'
+        )
+    return _package(parts)
+
+
+_P = "http://schemas.openxmlformats.org/presentationml/2006/main"
+_A = "http://schemas.openxmlformats.org/drawingml/2006/main"
+
+
+def _sp(text_paragraphs: list[str], placeholder: str | None) -> str:
+    ph = f'<p:ph type="{placeholder}"/>' if placeholder else ""
+    paras = "".join(f"<a:p><a:r><a:t>{t}</a:t></a:r></a:p>" for t in text_paragraphs)
+    return (
+        f'<p:sp><p:nvSpPr><p:cNvPr id="1" name="s"/><p:cNvSpPr/><p:nvPr>{ph}</p:nvPr></p:nvSpPr>'
+        f"<p:txBody><a:bodyPr/>{paras}</p:txBody></p:sp>"
+    )
+
+
+def make_pptx(slides: list[tuple[str, list[str], str]]) -> bytes:
+    """A presentation of ``(title, body paragraphs, speaker notes)`` slides."""
+    ns = f'xmlns:p="{_P}" xmlns:a="{_A}" xmlns:r="{_REL}"'
+    parts = {
+        "[Content_Types].xml": _CT + "</Types>",
+        "ppt/presentation.xml": f"<p:presentation {ns}><p:sldIdLst>"
+        + "".join(f'<p:sldId id="{256 + i}" r:id="rId{i + 1}"/>' for i in range(len(slides)))
+        + "</p:sldIdLst></p:presentation>",
+        "ppt/_rels/presentation.xml.rels": _rels(
+            [(f"rId{i + 1}", "slide", f"slides/slide{i + 1}.xml") for i in range(len(slides))]
+        ),
+    }
+    for i, (title, body, notes) in enumerate(slides, start=1):
+        shapes = _sp([title], "title") + _sp(body, None)
+        parts[f"ppt/slides/slide{i}.xml"] = f"<p:sld {ns}><p:cSld><p:spTree>{shapes}</p:spTree></p:cSld></p:sld>"
+        if notes:
+            parts[f"ppt/slides/_rels/slide{i}.xml.rels"] = _rels(
+                [("rId1", "notesSlide", f"../notesSlides/notesSlide{i}.xml")]
+            )
+            parts[f"ppt/notesSlides/notesSlide{i}.xml"] = (
+                f"<p:notes {ns}><p:cSld><p:spTree>{_sp([notes], 'body')}</p:spTree></p:cSld></p:notes>"
+            )
+    return _package(parts)
+
+
+_SCAN_SOURCE = r"""
+import io, json, sys
+import pypdfium2 as pdfium
+spec = json.load(sys.stdin)
+out = pdfium.PdfDocument.new()
+for kind, payload in spec["pages"]:
+    src = pdfium.PdfDocument(bytes.fromhex(payload["pdf"]))
+    if kind == "text":
+        out.import_pages(src, [payload["page"]])
+        continue
+    # a scan: the page rendered to an image (cropped to its top), placed on an image-only page
+    page = src[payload["page"]]
+    w, h = page.get_size()
+    crop_bottom = h * (1 - payload.get("keep", 1.0))
+    image = page.render(scale=payload.get("dpi", 200) / 72, crop=(0, crop_bottom, 0, 0)).to_pil().convert("RGB")
+    buf = io.BytesIO()
+    image.save(buf, format="PDF", resolution=payload.get("dpi", 200))
+    out.import_pages(pdfium.PdfDocument(buf.getvalue()))
+data = io.BytesIO()
+out.save(data)
+sys.stdout.buffer.write(data.getvalue())
+"""
+
+
+def scanned_pdf(pages: list[tuple[str, dict]]) -> bytes:
+    """A PDF of ``("text", {"pdf": bytes, "page": n})`` pages copied as they are and ``("scan", {"pdf":
+    bytes, "page": n, "keep": share of the page's height from its top, "dpi": ...})`` pages turned into
+    images without text (Pillow and pypdfium2 of the server venv, in a child process)."""
+    spec = {"pages": [(kind, {**p, "pdf": p["pdf"].hex()}) for kind, p in pages]}
+    done = subprocess.run(
+        [str(SERVER_PYTHON), "-c", _SCAN_SOURCE], input=json.dumps(spec).encode(), capture_output=True
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout

@@ -167,7 +167,6 @@ def test_code_and_mermaid_are_kept_in_the_passage_but_embedded_as_descriptions(r
 
 
 BAD_FILES = [
-    ("scanned.pdf", "no_text_layer: PDF has no text layer (scanned?): OCR is not supported"),
     ("encrypted.pdf", "encrypted: the PDF is encrypted"),
     ("truncated.pdf", "corrupt: not a readable PDF"),
     ("truncated.docx", "corrupt: not a readable DOCX"),
@@ -213,7 +212,9 @@ def test_a_200_megabyte_file_is_stored_failed_without_being_parsed(rolled_back_d
     big = b"%PDF-1.7\n" + b"0" * (200 * 1024 * 1024)
     row = ingest(rolled_back_db, "huge.pdf", big)
     assert row["ingest_status"] == "failed"
-    assert row["ingest_error"] == f"too_large: the file is {len(big)} bytes; the limit is 67108864"
+    assert row["ingest_error"] == (
+        f"too_large: the file is {len(big)} bytes; the limit file_max_bytes is 67108864 (kb.settings)"
+    )
     assert doc(rolled_back_db, row["document_id"])["byte_size"] == len(big)
 
 
@@ -228,8 +229,9 @@ def test_the_backend_survives_every_bad_file_and_then_ingests_a_good_one(rolled_
 def test_a_failed_file_is_reparsed_on_request_and_a_fixed_file_replaces_it(rolled_back_db):
     failed = ingest(rolled_back_db, "policy.pdf", (BAD / "truncated.pdf").read_bytes())
     assert failed["ingest_status"] == "failed"
-    assert rolled_back_db.execute("SELECT kb.reparse_files('files', true) AS n").fetchone()["n"] == 1
-    assert doc(rolled_back_db, failed["document_id"])["ingest_status"] == "failed"  # same bytes, same outcome
+    # the same bytes, conversion and limits fail the same way: not parsed again
+    assert rolled_back_db.execute("SELECT kb.reparse_files('files', true) AS n").fetchone()["n"] == 0
+    assert doc(rolled_back_db, failed["document_id"])["ingest_status"] == "failed"
     fixed = ingest(rolled_back_db, "policy.pdf", (FIXTURES / "policy-en.pdf").read_bytes())
     assert fixed["document_id"] == failed["document_id"] and fixed["ingest_status"] == "indexed"
     assert fixed["ingest_error"] is None
@@ -298,9 +300,10 @@ def test_pgkb_ingest_loads_a_folder_of_every_format_through_the_database(fresh_d
     shutil.copy(BAD / "scanned.pdf", tmp_path / "scanned.pdf")
     summary = loader.ingest(dsn, [str(tmp_path)], progress=False)
     assert sorted(summary.synced) == sorted(p.name for p in tmp_path.iterdir())
-    assert [f["error"] for f in summary.failed] == [
-        f"{tmp_path / 'scanned.pdf'}: stored, not indexed: no_text_layer: PDF has no text layer (scanned?): "
-        "OCR is not supported"
+    assert summary.failed == []
+    # the scan is stored and waits for OCR (pgkb worker), which the report says
+    assert [(w["file"], w["page"], w["kind"]) for w in summary.warnings] == [
+        (str(tmp_path / "scanned.pdf"), 1, "ocr_pending")
     ]
     rows = fresh_db.execute("SELECT source, content_type, ingest_status FROM kb.documents ORDER BY source").fetchall()
     assert {r["source"]: r["ingest_status"] for r in rows} == {
@@ -309,11 +312,11 @@ def test_pgkb_ingest_loads_a_folder_of_every_format_through_the_database(fresh_d
         "policy-en.docx": "indexed",
         "runbook-en.html": "indexed",
         "runbook-en.md": "indexed",
-        "scanned.pdf": "failed",
+        "scanned.pdf": "pending",
     }
     again = loader.ingest(dsn, [str(tmp_path)], progress=False)
-    # unchanged files are not parsed again; the failed one is tried again
-    assert again.synced == ["scanned.pdf"] and len(again.skipped) == 5
+    # unchanged files are not parsed again
+    assert again.synced == [] and len(again.skipped) == 6
     (tmp_path / "policy-en.docx").unlink()
     gone = loader.ingest(dsn, [str(tmp_path)], progress=False)
     assert gone.removed == ["default/policy-en.docx"]

@@ -252,8 +252,18 @@ def language_moments(
 
 
 @_entry_point
-def parse_file(plpy, GD, SD, content: bytes | None, file_name: str | None, content_type: str | None) -> str:
-    """``kb.py_parse_file(content, file_name, content_type)``: the file parsed, as JSON."""
+def parse_file(
+    plpy,
+    GD,
+    SD,
+    content: bytes | None,
+    file_name: str | None,
+    content_type: str | None,
+    limits: str | None = None,
+    ocr: str | None = None,
+) -> str:
+    """``kb.py_parse_file(content, file_name, content_type, limits, ocr)``: the file parsed, as JSON."""
     from . import ingest_db
 
-    return json.dumps(ingest_db.parse_file(content, file_name, content_type), ensure_ascii=False)
+    parsed = ingest_db.parse_file(content, file_name, content_type, json.loads(limits) if limits else None, ocr)
+    return json.dumps(parsed, ensure_ascii=False)

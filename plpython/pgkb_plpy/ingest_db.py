@@ -92,6 +92,12 @@ class _DocumentWork:
     new_ids: list[int] = field(default_factory=list)
 
 
+def awaits_ocr(row: dict) -> bool:
+    """Whether a document's body is the stand-in of a PDF whose every page waits for OCR (the parse
+    trigger leaves such a body without ``page_starts``)."""
+    return row.get("ocr_status") == "pending" and not row.get("page_starts")
+
+
 def sync_document(plpy, GD, SD, new: dict) -> None:
     """:func:`sync_documents` of the one row ``new`` (the row trigger after an UPDATE)."""
     sync_documents(plpy, GD, SD, [new])
@@ -101,7 +107,8 @@ def sync_inserted_documents(plpy, GD, SD) -> None:
     """:func:`sync_documents` of the rows of the statement's transition table
     ``inserted_documents`` (the statement trigger after an INSERT), in id order."""
     rows = plpy.execute(
-        """SELECT id, namespace, source, title, body, metadata::text AS metadata, parse_error, page_starts
+        """SELECT id, namespace, source, title, body, metadata::text AS metadata, parse_error, page_starts,
+                  ocr_status
            FROM inserted_documents ORDER BY id"""
     )
     sync_documents(plpy, GD, SD, list(rows))
@@ -138,8 +145,10 @@ def sync_documents(plpy, GD, SD, documents: list[dict]) -> None:
                 "(docs/INGEST.md)",
                 sqlstate="23514",
             )
-        if new.get("parse_error") or not options.rag_include:
-            chunks = []  # a file that could not be parsed (its body is a stand-in), or excluded from retrieval
+        if new.get("parse_error") or awaits_ocr(new) or not options.rag_include:
+            # a file that could not be parsed or is all scans awaiting OCR (its body is a stand-in),
+            # or excluded from retrieval
+            chunks = []
         else:
             chunks = chunker.chunk_document(new["body"], new["title"], max_tokens, overlap)
         docs.append(
@@ -420,7 +429,14 @@ def _refresh_document_status(plpy, SD, doc_ids: list[int]) -> None:
     plpy.execute(_plan(plpy, SD, "refresh_status", "SELECT kb.refresh_ingest_status($1)", ["bigint[]"]), [doc_ids])
 
 
-def parse_file(content: bytes | None, file_name: str | None, content_type: str | None) -> dict:
-    """``kb.py_parse_file``: a file's bytes parsed in a child process (:func:`parsers.parse_file`);
-    never raises for a bad file (the outcome says what went wrong)."""
-    return parsers.parse_file(bytes(content or b""), file_name or "", content_type or None)
+def parse_file(
+    content: bytes | None,
+    file_name: str | None,
+    content_type: str | None,
+    limits: dict | None = None,
+    ocr: str | None = None,
+) -> dict:
+    """``kb.py_parse_file``: a file's bytes parsed in a child process (:func:`parsers.parse_file`)
+    under ``limits`` (kb.file_limits()), with OCR ``defer``/``run``/``off``; never raises for a
+    bad file (the outcome says what went wrong)."""
+    return parsers.parse_file(bytes(content or b""), file_name or "", content_type or None, limits, ocr or "defer")

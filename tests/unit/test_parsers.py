@@ -45,6 +45,66 @@ def test_the_bytes_decide_the_format(data, name, expected):
     assert detect(data, name) == expected
 
 
+def _ooxml(main_part: str) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        z.writestr("[Content_Types].xml", "<Types/>")
+        z.writestr(main_part, "<x/>")
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("content_type", [None, "", "application/octet-stream", "application/zip"])
+@pytest.mark.parametrize(
+    "data,expected",
+    [
+        (b"%PDF-1.7\n...", "pdf"),
+        (_ooxml("word/document.xml"), "docx"),
+        (_ooxml("xl/workbook.xml"), "xlsx"),
+        (_ooxml("ppt/presentation.xml"), "pptx"),
+    ],
+)
+def test_a_generic_or_missing_content_type_leaves_the_format_to_the_content(data, expected, content_type):
+    assert detect(data, "upload", content_type) == expected
+
+
+@pytest.mark.parametrize(
+    "name,content_type,ole_stream,message",
+    [
+        ("a.doc", None, "WordDocument", "a legacy Word .doc file (named 'a.doc')"),
+        ("a.xls", None, "Workbook", "a legacy Excel .xls workbook (named 'a.xls')"),
+        ("a", "application/vnd.ms-powerpoint", "", "a legacy PowerPoint .ppt presentation (content type"),
+        ("upload", "application/octet-stream", "PowerPoint Document", "a legacy PowerPoint .ppt presentation (OLE"),
+        ("upload", None, "Workbook", "a legacy Excel .xls workbook (OLE content)"),
+    ],
+)
+def test_legacy_office_files_are_refused_by_name_type_or_content(name, content_type, ole_stream, message):
+    data = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + ole_stream.encode("utf-16-le") + b"\x00" * 100
+    with pytest.raises(ParseError, match="^unsupported_format") as err:
+        detect(data, name, content_type)
+    assert str(err.value).startswith("unsupported_format: " + message), str(err.value)
+    assert "save it as ." in str(err.value)
+
+
+def test_ocr_output_loses_the_spaces_between_chinese_characters_only():
+    from pgkb_plpy.parsers.ocr import join_cjk
+
+    assert join_cjk("第 一 条 为 规范 公司 管理 , 见 Section 3 的 规定") == "第一条为规范公司管理 , 见 Section 3 的规定"
+
+
+def test_limits_name_their_setting_and_fall_back_to_the_defaults():
+    assert parsers.set_limits({"file_max_pages": 7, "unknown": 1, "ocr_max_pages": None}) == {
+        **parsers.DEFAULT_LIMITS,
+        "file_max_pages": 7,
+    }
+    assert parsers.limit_message("the PDF has 9 pages", "file_max_pages") == (
+        "the PDF has 9 pages; the limit file_max_pages is 7 (kb.settings)"
+    )
+    parsers.set_limits(None)
+    with pytest.raises(ParseError, match="the limit file_max_bytes is 3 "):
+        parse_bytes(b"abcd", "a.txt", limits={"file_max_bytes": 3})
+    parsers.set_limits(None)
+
+
 @pytest.mark.parametrize(
     "data,name,content_type,kind",
     [
@@ -131,7 +191,6 @@ def test_docx_styles_numbering_and_tables():
 @pytest.mark.parametrize(
     "name,kind",
     [
-        ("scanned.pdf", "no_text_layer"),
         ("encrypted.pdf", "encrypted"),
         ("truncated.pdf", "corrupt"),
         ("truncated.docx", "corrupt"),
@@ -144,9 +203,127 @@ def test_bad_files_fail_in_the_child_with_their_kind(name, kind):
 
 
 @needs_server_venv
+def test_a_scan_is_listed_for_ocr_when_deferred_and_fails_as_no_text_layer_when_ocr_is_off():
+    deferred = isolated("scanned.pdf")
+    assert deferred.text == "" and deferred.ocr["pending_pages"] == [1]
+    assert [w["kind"] for w in deferred.warnings] == ["ocr_pending"]
+    with pytest.raises(ParseError, match="^no_text_layer: PDF has no text layer \\(scanned\\?\\) and OCR is off"):
+        isolated("scanned.pdf", ocr="off")
+
+
+@needs_server_venv
 def test_the_child_is_bounded_in_time_and_memory():
     with pytest.raises(ParseError, match="^timeout"):
         isolated("policy-en.pdf", timeout_s=0.001)
     with pytest.raises(ParseError) as err:
         isolated("policy-en.pdf", memory_bytes=20 * 1024 * 1024)
     assert err.value.kind in ("out_of_memory", "parser_crashed")
+
+
+# ------------------------------------------------------------------------------ XLSX, PPTX
+
+_SML = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
+_RELS = "http://schemas.openxmlformats.org/package/2006/relationships"
+_OFFICE_REL = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+
+
+def _zip(parts: dict[str, str]) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as z:
+        for name, xml in parts.items():
+            z.writestr(name, xml)
+    return out.getvalue()
+
+
+def _child(data: bytes, name: str) -> parsers.ParsedFile:
+    return parsers.parse_isolated(data, name, python=str(SERVER_PYTHON), package_path=PACKAGE)
+
+
+@needs_server_venv
+def test_xlsx_cells_are_written_as_excel_shows_them_and_hidden_and_chart_sheets_are_left_out():
+    rels = (
+        f'<Relationships xmlns="{_RELS}">'
+        f'<Relationship Id="r1" Type="{_OFFICE_REL}/worksheet" Target="worksheets/sheet1.xml"/>'
+        f'<Relationship Id="r2" Type="{_OFFICE_REL}/worksheet" Target="worksheets/sheet2.xml"/>'
+        f'<Relationship Id="r3" Type="{_OFFICE_REL}/chartsheet" Target="chartsheets/sheet1.xml"/></Relationships>'
+    )
+    sheet = (
+        f'<worksheet xmlns="{_SML}"><sheetData>'
+        '<row r="1"><c r="B1" t="s"><v>0</v></c><c r="C1" t="s"><v>1</v></c><c r="D1" t="s"><v>2</v></c></row>'
+        '<row r="3"><c r="B3" t="s"><v>3</v></c><c r="C3" s="1"><v>45658</v></c><c r="D3" t="b"><v>1</v></c></row>'
+        '<row r="4"><c r="B4" t="str"><f>A1</f><v>a|b</v></c><c r="C4"><v>12.0</v></c></row>'
+        "</sheetData></worksheet>"
+    )
+    data = _zip(
+        {
+            "[Content_Types].xml": "<Types/>",
+            "xl/workbook.xml": f'<workbook xmlns="{_SML}" xmlns:r="{_OFFICE_REL}"><sheets>'
+            '<sheet name="Q1" r:id="r1"/><sheet name="Secret" state="hidden" r:id="r2"/>'
+            '<sheet name="Chart" r:id="r3"/></sheets></workbook>',
+            "xl/_rels/workbook.xml.rels": rels,
+            "xl/sharedStrings.xml": f'<sst xmlns="{_SML}"><si><t>Item</t></si><si><t>Due</t></si>'
+            "<si><t>Paid</t></si><si><r><t>Rent </t></r><r><t>office</t></r></si></sst>",
+            "xl/styles.xml": f'<styleSheet xmlns="{_SML}"><cellXfs><xf numFmtId="0"/><xf numFmtId="14"/></cellXfs>'
+            "</styleSheet>",
+            "xl/worksheets/sheet1.xml": sheet,
+            "xl/worksheets/sheet2.xml": sheet.replace("Rent", "Hidden"),
+        }
+    )
+    parsed = _child(data, "q1.xlsx")
+    assert parsed.text == (
+        "# Q1\n\n| Item | Due | Paid |\n|---|---|---|\n| Rent office | 2025-01-01 | TRUE |\n| a\\|b | 12 |  |"
+    )
+    assert [(w["kind"], w["page"]) for w in parsed.warnings] == [("table_not_parsed", None)]
+    assert parsed.parser_version == "xlsx/1" and parsed.content_type.endswith("spreadsheetml.sheet")
+
+
+@needs_server_venv
+def test_pptx_slides_keep_their_order_lists_tables_and_notes_and_leave_out_slide_furniture():
+    p, a = (
+        "http://schemas.openxmlformats.org/presentationml/2006/main",
+        "http://schemas.openxmlformats.org/drawingml/2006/main",
+    )
+    ns = f'xmlns:p="{p}" xmlns:a="{a}" xmlns:r="{_OFFICE_REL}"'
+
+    def sp(ph: str, *paras: tuple[str, int]) -> str:
+        body = "".join(f'<a:p><a:pPr lvl="{lvl}"/><a:r><a:t>{t}</a:t></a:r></a:p>' for t, lvl in paras)
+        placeholder = f'<p:ph type="{ph}"/>' if ph else ""
+        return f"<p:sp><p:nvSpPr><p:nvPr>{placeholder}</p:nvPr></p:nvSpPr><p:txBody>{body}</p:txBody></p:sp>"
+
+    table = (
+        "<p:graphicFrame><a:graphic><a:graphicData><a:tbl>"
+        "<a:tr><a:tc><a:txBody><a:p><a:r><a:t>Tier</a:t></a:r></a:p></a:txBody></a:tc>"
+        "<a:tc><a:txBody><a:p><a:r><a:t>SLA</a:t></a:r></a:p></a:txBody></a:tc></a:tr>"
+        "<a:tr><a:tc><a:txBody><a:p><a:r><a:t>Gold</a:t></a:r></a:p></a:txBody></a:tc>"
+        "<a:tc><a:txBody><a:p><a:r><a:t>1 h</a:t></a:r></a:p></a:txBody></a:tc></a:tr>"
+        "</a:tbl></a:graphicData></a:graphic></p:graphicFrame>"
+    )
+    chart = f'<p:graphicFrame><a:graphic><a:graphicData uri="{"http://schemas.openxmlformats.org/drawingml/2006/chart"}"/></a:graphic></p:graphicFrame>'
+    slide1 = (
+        sp("title", ("Support tiers", 0))
+        + f"<p:grpSp>{sp('body', ('Gold', 0), ('24/7 phone', 1))}</p:grpSp>"
+        + table
+        + sp("sldNum", ("7", 0))
+    )
+    slide2 = sp("", ("# not a heading", 0)) + chart
+    parts = {
+        "[Content_Types].xml": "<Types/>",
+        "ppt/presentation.xml": f"<p:presentation {ns}><p:sldIdLst>"
+        '<p:sldId r:id="r2"/><p:sldId r:id="r1"/></p:sldIdLst></p:presentation>',
+        "ppt/_rels/presentation.xml.rels": f'<Relationships xmlns="{_RELS}">'
+        f'<Relationship Id="r1" Type="{_OFFICE_REL}/slide" Target="slides/slide1.xml"/>'
+        f'<Relationship Id="r2" Type="{_OFFICE_REL}/slide" Target="slides/slide2.xml"/></Relationships>',
+        "ppt/slides/slide1.xml": f"<p:sld {ns}><p:cSld><p:spTree>{slide2}</p:spTree></p:cSld></p:sld>",
+        "ppt/slides/slide2.xml": f"<p:sld {ns}><p:cSld><p:spTree>{slide1}</p:spTree></p:cSld></p:sld>",
+        "ppt/slides/_rels/slide2.xml.rels": f'<Relationships xmlns="{_RELS}">'
+        f'<Relationship Id="n" Type="{_OFFICE_REL}/notesSlide" Target="../notesSlides/n1.xml"/></Relationships>',
+        "ppt/notesSlides/n1.xml": f"<p:notes {ns}><p:cSld><p:spTree>"
+        f"{sp('body', ('Mention the pager.', 0))}</p:spTree></p:cSld></p:notes>",
+    }
+    parsed = _child(_zip(parts), "tiers.pptx")
+    assert parsed.text == (
+        "# Support tiers\n\n- Gold\n  - 24/7 phone\n\n| Tier | SLA |\n|---|---|\n| Gold | 1 h |"
+        "\n\nNotes: Mention the pager.\n\n# Slide 2\n\n\\# not a heading"
+    )
+    assert parsed.page_starts == [0, parsed.text.index("# Slide 2")]
+    assert [(w["kind"], w["page"]) for w in parsed.warnings] == [("table_not_parsed", 2)]

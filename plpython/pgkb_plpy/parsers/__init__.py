@@ -1,4 +1,4 @@
-"""Files to text: PDF, DOCX, HTML, Markdown and plain text become the Markdown-like body the
+"""Files to text: PDF, DOCX, XLSX, PPTX, HTML, Markdown and plain text become the Markdown-like body the
 chunker reads (headings as ``#`` lines, lists, tables as ``|`` rows), with page offsets for PDFs.
 
 * :func:`detect` decides the format from the bytes (magic numbers, an HTML sniff), and refuses a
@@ -12,8 +12,14 @@ chunker reads (headings as ``#`` lines, lists, tables as ``|`` rows), with page 
 Every failure is a :class:`ParseError` whose ``kind`` is one of :data:`ERROR_KINDS` and whose
 message names the problem ("PDF has no text layer (scanned?): OCR is not supported").
 
-The limits are named constants here (``MAX_FILE_BYTES`` is also ``kb.file_max_bytes()`` in
-sql/022_files.sql; a test compares them).
+The limits are settings of kb.settings (``file_max_bytes``, ``file_max_pages``,
+``file_parse_timeout_s``, ``file_max_expansion_ratio``, ``ocr_max_pages``); the database passes the
+values in force to :func:`parse_file`, and the constants here are their defaults (a test compares
+them with sql/005_settings.sql). An error caused by a limit names the setting.
+
+Warnings (a page without text, a page awaiting OCR or that OCR could not read, a sheet that is not
+a table) are ``{"page", "kind", "message"}`` dicts in :attr:`ParsedFile.warnings`; the database
+stores them (``kb.documents.parse_warnings``, view ``kb.file_warnings``).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ __all__ = [
     "parse_file",
     "parse_isolated",
     "sanitize_text",
+    "set_limits",
 ]
 
 # ------------------------------------------------------------------------------ limits
@@ -56,8 +63,39 @@ MAX_COMPRESSION_RATIO = 100
 MAX_ZIP_MEMBERS = 10_000
 #: Wall-clock seconds one parse may take in its child process.
 PARSE_TIMEOUT_S = 120
+#: Most image-only pages of one PDF read by OCR: about 4 s a dense page on one core, so 20 pages fit
+#: the default ``file_parse_timeout_s`` (the OCR run is one parse).
+OCR_MAX_PAGES = 20
 #: Address space of the child process (bytes).
 PARSE_MEMORY_BYTES = 2 * 1024 * 1024 * 1024
+
+#: The limits a parse runs under, by their names in kb.settings (the defaults; :func:`set_limits`).
+DEFAULT_LIMITS = {
+    "file_max_bytes": MAX_FILE_BYTES,
+    "file_max_pages": MAX_PAGES,
+    "file_parse_timeout_s": PARSE_TIMEOUT_S,
+    "file_max_expansion_ratio": MAX_COMPRESSION_RATIO,
+    "ocr_max_pages": OCR_MAX_PAGES,
+}
+#: The limits in force in this process (the child sets them from the database's values).
+LIMITS: dict[str, int] = dict(DEFAULT_LIMITS)
+
+
+def set_limits(limits: dict | None) -> dict[str, int]:
+    """Put ``limits`` (names of :data:`DEFAULT_LIMITS`; missing or null: the default) in force;
+    returns them."""
+    LIMITS.clear()
+    LIMITS.update(DEFAULT_LIMITS)
+    for key, value in (limits or {}).items():
+        if key in DEFAULT_LIMITS and value is not None:
+            LIMITS[key] = int(value)
+    return dict(LIMITS)
+
+
+def limit_message(what: str, key: str) -> str:
+    """``"<what>; the limit file_max_pages is 3000 (kb.settings)"``: an error naming its setting."""
+    return f"{what}; the limit {key} is {LIMITS[key]} (kb.settings)"
+
 
 #: The version of pgkb's conversion of each format (bump when the text a format yields changes:
 #: documents parsed with another version are stale, and kb.reparse_files re-parses them).
@@ -67,7 +105,16 @@ PARSE_MEMORY_BYTES = 2 * 1024 * 1024 * 1024
 #: first line set apart (centred, bold, larger) is the title. 3 (pdf): an outline title heads one line
 #: of its page, the best match; table cells placed in columns found over the table's lines. All three:
 #: headings numbered 第X章/第X条/一、/（一） nest by their numbers when untagged lines carry the numbering.
-FORMAT_VERSIONS = {"pdf": "3", "docx": "3", "html": "3", "markdown": "1", "text": "1"}
+#: 4 (pdf): image-only pages read by OCR (tesseract, chi_sim+eng), per-page warnings. 1 (xlsx, pptx): new.
+FORMAT_VERSIONS = {
+    "pdf": "4",
+    "docx": "3",
+    "xlsx": "1",
+    "pptx": "1",
+    "html": "3",
+    "markdown": "1",
+    "text": "1",
+}
 
 #: What a ParseError's kind can be.
 ERROR_KINDS = (
@@ -89,6 +136,11 @@ ERROR_KINDS = (
 _FORMAT_NAMES = {
     "pdf": "a PDF",
     "docx": "a DOCX (Word) file",
+    "xlsx": "an XLSX (Excel) workbook",
+    "pptx": "a PPTX (PowerPoint) presentation",
+    "doc": "a legacy Word .doc file",
+    "xls": "a legacy Excel .xls workbook",
+    "ppt": "a legacy PowerPoint .ppt presentation",
     "zip": "a zip archive",
     "ole": "a legacy Office (OLE) file",
     "html": "an HTML page",
@@ -99,6 +151,11 @@ _FORMAT_NAMES = {
 _SUFFIX_FORMATS = {
     ".pdf": "pdf",
     ".docx": "docx",
+    ".xlsx": "xlsx",
+    ".pptx": "pptx",
+    ".doc": "doc",
+    ".xls": "xls",
+    ".ppt": "ppt",
     ".html": "html",
     ".htm": "html",
     ".xhtml": "html",
@@ -110,16 +167,41 @@ _SUFFIX_FORMATS = {
 _CONTENT_TYPE_FORMATS = {
     "application/pdf": "pdf",
     "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
+    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
+    "application/vnd.openxmlformats-officedocument.presentationml.presentation": "pptx",
+    "application/msword": "doc",
+    "application/vnd.ms-excel": "xls",
+    "application/vnd.ms-powerpoint": "ppt",
     "text/html": "html",
     "application/xhtml+xml": "html",
     "text/markdown": "markdown",
     "text/x-markdown": "markdown",
     "text/plain": "text",
 }
+#: Declared content types that say nothing of the format (S3, web forms, most HTTP clients send
+#: application/octet-stream): the content decides, as for no type at all.
+GENERIC_CONTENT_TYPES = frozenset(
+    {
+        "application/octet-stream",
+        "binary/octet-stream",
+        "application/binary",
+        "application/unknown",
+        "application/download",
+        "application/x-download",
+        "application/force-download",
+        "application/zip",
+        "application/x-zip-compressed",
+        "*/*",
+    }
+)
+#: Legacy binary Office formats: refused by name (save as the OOXML format).
+LEGACY_FORMATS = {"doc": "docx", "xls": "xlsx", "ppt": "pptx"}
 #: The content type stored for each format.
 CONTENT_TYPES = {
     "pdf": "application/pdf",
     "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
     "html": "text/html",
     "markdown": "text/markdown",
     "text": "text/plain",
@@ -150,8 +232,11 @@ class ParsedFile:
     content_type: str = ""
     parser: str = ""  # library and version, e.g. "pypdfium2 5.15.2"
     parser_version: str = ""  # "<format>/<FORMAT_VERSIONS[format]>"
-    page_starts: list[int] | None = None  # PDF: offset in text where page n+1 starts
-    warnings: list[str] = field(default_factory=list)
+    page_starts: list[int] | None = None  # PDF (pages), PPTX (slides): offset in text where page n+1 starts
+    warnings: list[dict] = field(default_factory=list)  # {"page": n or None, "kind", "message"}
+    #: OCR of a PDF: {"status": "pending"|"done", "engine", "languages", "pages": [{"page", "confidence",
+    #: "chars"}], "pending_pages": [n, ...]}; None when no page needed it
+    ocr: dict | None = None
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -170,7 +255,7 @@ def _sniff(data: bytes) -> str:
     if head.startswith(b"%PDF-") or b"%PDF-" in head[:1024]:
         return "pdf"
     if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
-        return "docx" if b"word/" in data[:65536] or b"[Content_Types].xml" in data[:65536] else "zip"
+        return _sniff_zip(data)
     if head.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
         return "ole"
     lowered = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
@@ -181,29 +266,80 @@ def _sniff(data: bytes) -> str:
     return "text"
 
 
+#: The part of an OOXML package that says which kind it is.
+_OOXML_MAIN_PARTS = (("word/document.xml", "docx"), ("xl/workbook.xml", "xlsx"), ("ppt/presentation.xml", "pptx"))
+
+
+def _sniff_zip(data: bytes) -> str:
+    """docx, xlsx or pptx by the package's main part (read from the zip's directory, nothing
+    expanded); a damaged zip by the names in its first bytes; else ``zip``."""
+    import io
+    import zipfile
+
+    try:
+        names = set(zipfile.ZipFile(io.BytesIO(data)).namelist())
+    except (zipfile.BadZipFile, OSError, ValueError):
+        names = None
+    for part, fmt in _OOXML_MAIN_PARTS:
+        if names is not None and part in names:
+            return fmt
+    if names is None:
+        head = data[:65536]
+        for prefix, fmt in ((b"word/", "docx"), (b"xl/", "xlsx"), (b"ppt/", "pptx")):
+            if prefix in head:
+                return fmt
+    if b"[Content_Types].xml" in data[:65536] or (names is not None and "[Content_Types].xml" in names):
+        return "docx"  # an OOXML package without a known main part: the DOCX parser names what is missing
+    return "zip"
+
+
+def _ole_kind(data: bytes) -> str:
+    """Which legacy Office file an OLE container is, by its streams' (UTF-16) names."""
+    if "PowerPoint Document".encode("utf-16-le") in data:
+        return "ppt"
+    if "Workbook".encode("utf-16-le") in data or "Book".encode("utf-16-le") + b"\x00\x00" in data:
+        return "xls"
+    return "doc"
+
+
+def _legacy_error(kind: str, how: str) -> ParseError:
+    return ParseError(
+        "unsupported_format",
+        f"{_FORMAT_NAMES[kind]} ({how}) is not supported: save it as .{LEGACY_FORMATS[kind]}",
+    )
+
+
 def _declared(filename: str, content_type: str | None) -> tuple[str | None, str | None]:
     suffix = Path(filename or "").suffix.lower()
     by_name = _SUFFIX_FORMATS.get(suffix)
     by_type = None
     if content_type:
-        by_type = _CONTENT_TYPE_FORMATS.get(content_type.split(";")[0].strip().lower())
-        if by_type is None:
-            raise ParseError("unsupported_format", f"content type {content_type!r} is not supported")
+        media = content_type.split(";")[0].strip().lower()
+        if media and media not in GENERIC_CONTENT_TYPES:
+            by_type = _CONTENT_TYPE_FORMATS.get(media)
+            if by_type is None:
+                raise ParseError("unsupported_format", f"content type {content_type!r} is not supported")
+    if by_type in LEGACY_FORMATS:
+        raise _legacy_error(by_type, f"content type {content_type!r}")
+    if by_name in LEGACY_FORMATS:
+        raise _legacy_error(by_name, f"named {filename!r}")
     return by_name, by_type
 
 
 def detect(data: bytes, filename: str = "", content_type: str | None = None) -> str:
-    """The format of ``data``: pdf, docx, html, markdown or text. The bytes decide; a name or
-    declared content type that says another binary format is an error (``type_mismatch``)."""
+    """The format of ``data``: pdf, docx, xlsx, pptx, html, markdown or text. The bytes decide; a
+    name or declared content type that says another binary format is an error (``type_mismatch``).
+    A generic declared type (application/octet-stream ...) or none says nothing: the content is
+    sniffed. Legacy .doc/.xls/.ppt are refused by name, declared type or content."""
     by_name, by_type = _declared(filename, content_type)
     sniffed = _sniff(data)
     if sniffed == "ole":
         if "E\x00n\x00c\x00r\x00y\x00p\x00t\x00e\x00d\x00P\x00a\x00c\x00k\x00a\x00g\x00e".encode("latin-1") in data:
             raise ParseError("encrypted", "the Office file is encrypted (password-protected); remove the password")
-        raise ParseError("unsupported_format", "legacy Word .doc (OLE) files are not supported; save it as .docx")
+        raise _legacy_error(_ole_kind(data), "OLE content")
     if sniffed in ("zip", "binary"):
         claimed = by_type or by_name
-        if claimed and claimed != "docx":
+        if claimed and claimed not in ("docx", "xlsx", "pptx"):
             raise ParseError(
                 "type_mismatch",
                 f"{filename or 'the file'} is declared {_FORMAT_NAMES[claimed]} but its content is "
@@ -220,7 +356,7 @@ def detect(data: bytes, filename: str = "", content_type: str | None = None) -> 
             "type_mismatch",
             f"{what} says {_FORMAT_NAMES[claimed]} but the content is {_FORMAT_NAMES[sniffed]}",
         )
-    if sniffed in ("pdf", "docx"):
+    if sniffed in ("pdf", "docx", "xlsx", "pptx"):
         return sniffed
     declared = by_type or by_name
     if declared in _TEXT_FAMILY:
@@ -375,21 +511,40 @@ def _parse_text(data: bytes, fmt: str) -> ParsedFile:
 # ----------------------------------------------------------------------------- parsing
 
 
-def parse_bytes(data: bytes, filename: str = "", content_type: str | None = None) -> ParsedFile:
-    """Parse ``data`` in this process (no isolation); raises :class:`ParseError`."""
-    if len(data) > MAX_FILE_BYTES:
-        raise ParseError("too_large", f"the file is {len(data)} bytes; the limit is {MAX_FILE_BYTES}")
+def parse_bytes(
+    data: bytes,
+    filename: str = "",
+    content_type: str | None = None,
+    *,
+    limits: dict | None = None,
+    ocr: str = "defer",
+) -> ParsedFile:
+    """Parse ``data`` in this process (no isolation); raises :class:`ParseError`. ``limits``: the
+    values of kb.settings' limits (:func:`set_limits`); ``ocr``: what to do with a PDF's image-only
+    pages: ``defer`` (list them as pending: the worker reads them later), ``run`` (read them now)
+    or ``off``."""
+    set_limits(limits)
+    if len(data) > LIMITS["file_max_bytes"]:
+        raise ParseError("too_large", limit_message(f"the file is {len(data)} bytes", "file_max_bytes"))
     if not data:
         raise ParseError("empty", "the file is empty (0 bytes)")
     fmt = detect(data, filename, content_type)
     if fmt == "pdf":
         from .pdf import parse_pdf
 
-        parsed = parse_pdf(data)
+        parsed = parse_pdf(data, ocr=ocr)
     elif fmt == "docx":
         from .docx import parse_docx
 
         parsed = parse_docx(data)
+    elif fmt == "xlsx":
+        from .xlsx import parse_xlsx
+
+        parsed = parse_xlsx(data)
+    elif fmt == "pptx":
+        from .pptx import parse_pptx
+
+        parsed = parse_pptx(data)
     elif fmt == "html":
         from .html import parse_html
 
@@ -400,9 +555,14 @@ def parse_bytes(data: bytes, filename: str = "", content_type: str | None = None
         raise ParseError(
             "too_large", f"the file yields {len(parsed.text)} characters of text; the limit is {MAX_TEXT_CHARS}"
         )
-    if not parsed.text.strip():
+    if not parsed.text.strip() and not (parsed.ocr and parsed.ocr.get("pending_pages")):
         if fmt == "pdf":
-            raise ParseError("no_text_layer", "PDF has no text layer (scanned?): OCR is not supported")
+            why = "OCR is off" if ocr == "off" else "OCR found no text either"
+            if parsed.ocr is None:
+                why = "no page holds an image to read by OCR (blank?)"
+            elif parsed.ocr.get("unavailable"):
+                why = f"OCR is not available here ({parsed.ocr['unavailable']})"
+            raise ParseError("no_text_layer", f"PDF has no text layer (scanned?) and {why}")
         raise ParseError("empty", f"the {_FORMAT_NAMES[fmt]} contains no text")
     return parsed
 
@@ -438,17 +598,28 @@ def parse_isolated(
     *,
     python: str | None = None,
     package_path: str | None = None,
-    timeout_s: float = PARSE_TIMEOUT_S,
+    timeout_s: float | None = None,
     memory_bytes: int = PARSE_MEMORY_BYTES,
+    limits: dict | None = None,
+    ocr: str = "defer",
 ) -> ParsedFile:
     """:func:`parse_bytes` in a child process (see the module docstring). ``python`` and
-    ``package_path`` choose the interpreter and where it imports pgkb_plpy from (tests)."""
-    if len(data) > MAX_FILE_BYTES:
-        raise ParseError("too_large", f"the file is {len(data)} bytes; the limit is {MAX_FILE_BYTES}")
+    ``package_path`` choose the interpreter and where it imports pgkb_plpy from (tests); the
+    wall-clock limit is ``timeout_s``, else the limit ``file_parse_timeout_s``."""
+    limits = set_limits(limits)
+    if timeout_s is None:
+        timeout_s = float(limits["file_parse_timeout_s"])
+    if len(data) > limits["file_max_bytes"]:
+        raise ParseError("too_large", limit_message(f"the file is {len(data)} bytes", "file_max_bytes"))
     fmt = detect(data, filename, content_type)
     if fmt in ("markdown", "text"):
-        return parse_bytes(data, filename, content_type)
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "OMP_NUM_THREADS": "1"}
+        return parse_bytes(data, filename, content_type, limits=limits)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C.UTF-8",
+        "OMP_NUM_THREADS": "1",
+        "OMP_THREAD_LIMIT": "1",  # tesseract: one core per parse
+    }
     # the child imports the same pgkb_plpy as this process (a private site is not the venv's)
     env["PYTHONPATH"] = package_path or str(_site_dir())
     args = [
@@ -459,18 +630,28 @@ def parse_isolated(
         content_type or "",
         str(memory_bytes),
         str(int(timeout_s) + 1),
+        json.dumps(limits),
+        ocr,
     ]
     try:
         done = subprocess.run(args, input=data, capture_output=True, timeout=timeout_s, env=env, check=False)
     except subprocess.TimeoutExpired:
-        raise ParseError("timeout", f"parsing took longer than {timeout_s:g} s; the file was not parsed") from None
+        raise ParseError(
+            "timeout",
+            f"parsing took longer than {timeout_s:g} s (the limit file_parse_timeout_s, kb.settings); "
+            "the file was not parsed",
+        ) from None
     try:
         result = json.loads(done.stdout.decode("utf-8")) if done.stdout else None
     except ValueError:
         result = None
     if result is None:
         if done.returncode < 0 and -done.returncode in (9, 24):  # SIGKILL, SIGXCPU: the CPU limit
-            raise ParseError("timeout", f"parsing used more than {timeout_s:g} s of CPU; the file was not parsed")
+            raise ParseError(
+                "timeout",
+                f"parsing used more than {timeout_s:g} s of CPU (the limit file_parse_timeout_s, kb.settings); "
+                "the file was not parsed",
+            )
         if b"MemoryError" in done.stderr:
             raise ParseError("out_of_memory", f"parsing needed more than {memory_bytes} bytes of memory")
         tail = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
@@ -480,11 +661,19 @@ def parse_isolated(
     return ParsedFile(**result["parsed"])
 
 
-def parse_file(data: bytes, filename: str = "", content_type: str | None = None) -> dict:
-    """What the database stores of a file: ``{"ok": true, "format", "text", "title", ...}`` or
-    ``{"ok": false, "format", "error_kind", "error"}``; never raises for a bad file."""
+def parse_file(
+    data: bytes,
+    filename: str = "",
+    content_type: str | None = None,
+    limits: dict | None = None,
+    ocr: str = "defer",
+) -> dict:
+    """What the database stores of a file: ``{"ok": true, "format", "text", "title", "warnings",
+    "ocr", ...}`` or ``{"ok": false, "format", "error_kind", "error"}``; never raises for a bad
+    file. Both carry ``limits``, the limits the parse ran under (kb.reparse_files compares them)."""
+    limits = set_limits(limits)
     try:
-        parsed = parse_isolated(data, filename, content_type)
+        parsed = parse_isolated(data, filename, content_type, limits=limits, ocr=ocr)
     except ParseError as exc:
         try:
             fmt = detect(data, filename, content_type)
@@ -497,5 +686,6 @@ def parse_file(data: bytes, filename: str = "", content_type: str | None = None)
             "parser_version": format_version(fmt) if fmt else None,
             "error_kind": exc.kind,
             "error": str(exc),
+            "limits": limits,
         }
-    return {"ok": True, **parsed.as_json()}
+    return {"ok": True, **parsed.as_json(), "limits": limits}

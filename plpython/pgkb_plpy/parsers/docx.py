@@ -42,9 +42,6 @@ import zipfile
 
 from . import (
     CONTENT_TYPES,
-    MAX_COMPRESSION_RATIO,
-    MAX_UNCOMPRESSED_BYTES,
-    MAX_ZIP_MEMBERS,
     ParsedFile,
     ParseError,
     clean_title,
@@ -52,6 +49,7 @@ from . import (
     format_version,
     nest_by_numbers,
     numbered_lines_divide,
+    ooxml,
     sanitize_text,
 )
 
@@ -75,30 +73,7 @@ _ZH_DIGITS = "零一二三四五六七八九"
 
 def check_zip(data: bytes) -> None:
     """Refuse a zip that is not a readable DOCX or that would expand beyond the limits."""
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-        members = archive.infolist()
-    except (zipfile.BadZipFile, OSError, ValueError) as exc:
-        raise ParseError("corrupt", f"not a readable DOCX (damaged or truncated zip?): {exc}") from None
-    if len(members) > MAX_ZIP_MEMBERS:
-        raise ParseError("zip_bomb", f"the DOCX holds {len(members)} files; the limit is {MAX_ZIP_MEMBERS}")
-    total = 0
-    for info in members:
-        if info.flag_bits & 0x1:
-            raise ParseError("encrypted", f"the DOCX member {info.filename} is encrypted")
-        total += info.file_size
-        if info.file_size > 1024 * 1024 and info.file_size > MAX_COMPRESSION_RATIO * max(1, info.compress_size):
-            raise ParseError(
-                "zip_bomb",
-                f"{info.filename} would expand {info.file_size // max(1, info.compress_size)}-fold to "
-                f"{info.file_size} bytes (zip bomb?); the limit is {MAX_COMPRESSION_RATIO}-fold",
-            )
-    if total > MAX_UNCOMPRESSED_BYTES:
-        raise ParseError(
-            "zip_bomb", f"the DOCX would expand to {total} bytes (zip bomb?); the limit is {MAX_UNCOMPRESSED_BYTES}"
-        )
-    if "word/document.xml" not in {m.filename for m in members}:
-        raise ParseError("corrupt", "the zip has no word/document.xml: not a Word document")
+    ooxml.check_zip(data, "DOCX", "word/document.xml", "a Word document")
 
 
 def zh_numeral(n: int) -> str:

@@ -30,7 +30,12 @@ measurement in docs/INGEST.md: the fastest by far, and the best Chinese text).
   ``3``/``3.1``/``3.1.2`` takes the level of its number's depth, so headings nest as printed
   whatever their font sizes.
 * A junk metadata title ("untitled", "Microsoft Word - x.docx") is dropped (:func:`clean_title`).
-* No text on any page: ``no_text_layer`` (a scan; OCR is not supported). Encrypted: ``encrypted``.
+* A page without text that holds an image is a scan: ``ocr="defer"`` lists it as pending
+  (``ocr["pending_pages"]``, a warning ``ocr_pending``; the database's worker parses again with
+  ``ocr="run"``), ``ocr="run"`` reads it with tesseract (:mod:`.ocr`) up to ``ocr_max_pages`` pages,
+  recording each page's confidence in ``ocr["pages"]`` (``ocr_unreadable`` when it read nothing
+  or under ``MIN_CONFIDENCE``, ``ocr_limit`` past the limit). A page with neither text nor image:
+  ``no_text``. No text at all and no OCR: ``no_text_layer``. Encrypted: ``encrypted``.
 """
 
 from __future__ import annotations
@@ -40,12 +45,13 @@ from collections import Counter
 
 from . import (
     CONTENT_TYPES,
-    MAX_PAGES,
+    LIMITS,
     ParsedFile,
     ParseError,
     clean_title,
     escape_line,
     format_version,
+    limit_message,
     nest_by_numbers,
     numbered_lines_divide,
     sanitize_text,
@@ -379,7 +385,82 @@ def _number_depth(text: str) -> int | None:
     return m.group(1).count(".") + 1 if m else None
 
 
-def parse_pdf(data: bytes) -> ParsedFile:
+def _warning(page: int, kind: str, message: str) -> dict:
+    return {"page": page, "kind": kind, "message": message}
+
+
+def _has_image(page, raw) -> bool:
+    return any(True for _ in page.get_objects(filter=[raw.FPDF_PAGEOBJ_IMAGE], max_depth=3))
+
+
+def _ocr_pages(pdf, scanned: list[int], ocr: str, warnings: list[dict]) -> tuple[dict | None, dict[int, list[str]]]:
+    """OCR of the image-only pages ``scanned`` (0-based) as ``ocr`` says: (provenance, lines by page)."""
+    from . import ocr as ocr_engine
+
+    if not scanned:
+        return None, {}
+    if ocr == "off":
+        for index in scanned:
+            warnings.append(
+                {"page": index + 1, "kind": "ocr_off", "message": f"page {index + 1} is an image; OCR is off"}
+            )
+        return {"status": "off", "pending_pages": []}, {}
+    try:
+        name = ocr_engine.engine()
+    except ocr_engine.OcrUnavailable as exc:
+        for index in scanned:
+            warnings.append(
+                {
+                    "page": index + 1,
+                    "kind": "ocr_unavailable",
+                    "message": f"page {index + 1} is an image; OCR is not available: {exc}",
+                }
+            )
+        return {"status": "unavailable", "unavailable": str(exc), "pending_pages": []}, {}
+    limit = LIMITS["ocr_max_pages"]
+    allowed, beyond = scanned[:limit], scanned[limit:]
+    for index in beyond:
+        warnings.append(
+            {
+                "page": index + 1,
+                "kind": "ocr_limit",
+                "message": limit_message(f"page {index + 1} is an image not read by OCR", "ocr_max_pages"),
+            }
+        )
+    if ocr == "defer":
+        for index in allowed:
+            warnings.append(
+                {
+                    "page": index + 1,
+                    "kind": "ocr_pending",
+                    "message": f"page {index + 1} is an image: OCR pending (pgkb worker)",
+                }
+            )
+        return {"status": "pending", "engine": name, "pending_pages": [i + 1 for i in allowed]}, {}
+    lines_by_page: dict[int, list[str]] = {}
+    pages = []
+    for index in allowed:
+        page = pdf[index]
+        try:
+            lines, confidence = ocr_engine.read_page(page)
+        finally:
+            page.close()
+        chars = sum(len(line) for line in lines)
+        pages.append({"page": index + 1, "confidence": round(confidence, 1), "chars": chars})
+        if not any(ch.isalnum() for line in lines for ch in line) or confidence < ocr_engine.MIN_CONFIDENCE:
+            warnings.append(
+                {
+                    "page": index + 1,
+                    "kind": "ocr_unreadable",
+                    "message": f"page {index + 1}: OCR could not read it "
+                    f"(confidence {confidence:.0f}, {chars} characters)",
+                }
+            )
+        lines_by_page[index] = lines
+    return {"status": "done", "engine": name, "pages": pages, "pending_pages": []}, lines_by_page
+
+
+def parse_pdf(data: bytes, ocr: str = "defer") -> ParsedFile:
     import pypdfium2 as pdfium
     import pypdfium2.raw as raw
     from pypdfium2.version import PDFIUM_INFO, PYPDFIUM_INFO
@@ -393,8 +474,8 @@ def parse_pdf(data: bytes) -> ParsedFile:
         raise ParseError("corrupt", f"not a readable PDF (damaged or truncated?): {message}") from None
     try:
         pages = len(pdf)
-        if pages > MAX_PAGES:
-            raise ParseError("too_many_pages", f"the PDF has {pages} pages; the limit is {MAX_PAGES}")
+        if pages > LIMITS["file_max_pages"]:
+            raise ParseError("too_many_pages", limit_message(f"the PDF has {pages} pages", "file_max_pages"))
         outline: dict[int, dict[str, int]] = {}
         for bookmark in pdf.get_toc(max_depth=6):
             title = " ".join((bookmark.get_title() or "").split())
@@ -403,20 +484,41 @@ def parse_pdf(data: bytes) -> ParsedFile:
             if title and index is not None and 0 <= index < pages:
                 outline.setdefault(index, {}).setdefault(_key(title), bookmark.level + 1)
         page_lines: list[list[tuple[str, float, list[Segment]]]] = []
+        warnings: list[dict] = []
+        scanned: list[int] = []
         for index in range(pages):
             page = pdf[index]
             textpage = page.get_textpage()
             try:
                 page_lines.append(_page_lines(textpage, raw))
+                if not page_lines[-1]:
+                    if _has_image(page, raw):
+                        scanned.append(index)
+                    else:
+                        warnings.append(
+                            {"page": index + 1, "kind": "no_text", "message": f"page {index + 1} has no text"}
+                        )
             finally:
                 textpage.close()
                 page.close()
         title = clean_title(pdf.get_metadata_value("Title"))
+        ocr_record, ocr_lines = _ocr_pages(pdf, scanned, ocr, warnings)
     finally:
         pdf.close()
 
-    if not any(page_lines):
-        raise ParseError("no_text_layer", "PDF has no text layer (scanned?): OCR is not supported")
+    if not any(page_lines) and not ocr_lines:
+        # a scan awaiting OCR (defer), or nothing to read: parse_bytes decides which
+        return ParsedFile(
+            "pdf",
+            "",
+            title,
+            CONTENT_TYPES["pdf"],
+            f"pypdfium2 {PYPDFIUM_INFO} (pdfium {PDFIUM_INFO})",
+            format_version("pdf"),
+            None,
+            warnings,
+            ocr_record,
+        )
 
     # outline headings of each page (never furniture), then the furniture itself
     levels: list[dict[int, int]] = []
@@ -481,6 +583,8 @@ def parse_pdf(data: bytes) -> ParsedFile:
             else:
                 paragraph.append((text, size, segs))
         blocks += _paragraph_blocks(paragraph)
+        if index in ocr_lines:
+            blocks.append("\n".join(escape_line(line) for line in ocr_lines[index]))
         pieces.append(sanitize_text("\n\n".join(blocks)))
     if numbered_lines_divide("\n".join(pieces)):
         pieces = [nest_by_numbers(piece) for piece in pieces]
@@ -490,12 +594,20 @@ def parse_pdf(data: bytes) -> ParsedFile:
         page_starts.append(pos)
         pos += len(piece) + 2
     text = "\n\n".join(pieces)
+    parser = f"pypdfium2 {PYPDFIUM_INFO} (pdfium {PDFIUM_INFO})"
+    if ocr_record and ocr_record.get("pages"):
+        # every passage's provenance names its parser: text read by OCR says so, with its confidence
+        read = ", ".join(f"p. {p['page']} confidence {p['confidence']:.0f}" for p in ocr_record["pages"][:20])
+        more = f" and {len(ocr_record['pages']) - 20} more" if len(ocr_record["pages"]) > 20 else ""
+        parser += f"; OCR {ocr_record['engine']}: {read}{more}"
     return ParsedFile(
         "pdf",
         text,
         title,
         CONTENT_TYPES["pdf"],
-        f"pypdfium2 {PYPDFIUM_INFO} (pdfium {PDFIUM_INFO})",
+        parser,
         format_version("pdf"),
         page_starts,
+        warnings,
+        ocr_record,
     )

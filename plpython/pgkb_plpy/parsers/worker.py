@@ -2,7 +2,7 @@
 bytes on stdin, prints one JSON object on stdout (``{"parsed": ...}`` or ``{"error": ...}``).
 
 Arguments: file name, declared content type ("" for none), address-space limit in bytes,
-CPU-seconds limit."""
+CPU-seconds limit, the limits of kb.settings as JSON (optional), the OCR mode (optional)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import sys
 
 def main() -> int:
     filename, content_type, memory, cpu = sys.argv[1], sys.argv[2] or None, int(sys.argv[3]), int(sys.argv[4])
+    limits = json.loads(sys.argv[5]) if len(sys.argv) > 5 else None
+    ocr = sys.argv[6] if len(sys.argv) > 6 else "defer"
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -20,7 +22,7 @@ def main() -> int:
 
     data = sys.stdin.buffer.read()
     try:
-        parsed = parse_bytes(data, filename, content_type)
+        parsed = parse_bytes(data, filename, content_type, limits=limits, ocr=ocr)
         out = {"parsed": parsed.as_json()}
     except ParseError as exc:
         out = {"error": {"kind": exc.kind, "message": exc.args[0]}}

@@ -1,0 +1,150 @@
+"""XLSX (Excel) workbooks to the chunker's Markdown: each visible worksheet a ``#`` heading (its
+name, so the sheet is in every chunk's section path) over one Markdown table of its rows.
+
+* Rows: the sheet's non-empty rows in order; the first one is the header (the chunker repeats it at
+  the start of every chunk a long table is split into: a chunk is a block of rows with its header).
+* Columns: from the first to the last column that holds a value anywhere in the sheet.
+* Cells: shared and inline strings, numbers as stored, booleans ``TRUE``/``FALSE``, formulas by
+  their cached value, dates (a number in a date format) as ``YYYY-MM-DD`` (``YYYY-MM-DD HH:MM``
+  with a time); a ``|`` is escaped, line breaks become spaces.
+* Left out, with a warning each: chart sheets (``table_not_parsed``), sheets without a value
+  (``empty_sheet``). Hidden sheets are left out silently (the workbook hides them from readers).
+
+Read with lxml from the package's XML (:mod:`.ooxml`: zip-bomb checks, no entities, no network).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+from . import CONTENT_TYPES, ParsedFile, clean_title, escape_line, format_version, ooxml, sanitize_text
+
+S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+_WHAT = "XLSX"
+#: Built-in number formats that are dates or times (ECMA-376 18.8.30).
+_DATE_FORMAT_IDS = frozenset({14, 15, 16, 17, 18, 19, 20, 21, 22, 45, 46, 47})
+_DATE_CODE_RE = re.compile(r"[dmyhs]", re.IGNORECASE)
+_CELL_REF_RE = re.compile(r"^([A-Z]+)(\d+)$")
+
+
+def _column(ref: str) -> int:
+    letters = _CELL_REF_RE.match(ref or "")
+    if not letters:
+        return -1
+    n = 0
+    for ch in letters.group(1):
+        n = n * 26 + ord(ch) - 64
+    return n - 1
+
+
+def _text_of(el) -> str:
+    """The text of a string item (``si`` or ``is``): its ``t`` runs, phonetic runs left out."""
+    return "".join(t.text or "" for t in el.iter(S + "t") if t.getparent().tag != S + "rPh")
+
+
+def _date_styles(archive) -> set[int]:
+    """Indexes of the cell formats (``s`` of a cell) that show a date or time."""
+    root = ooxml.read_xml(archive, "xl/styles.xml", _WHAT)
+    if root is None:
+        return set()
+    custom = {}
+    for fmt in root.iter(S + "numFmt"):
+        code = re.sub(r'"[^"]*"|\[[^\]]*\]|\\.', "", fmt.get("formatCode") or "")
+        custom[int(fmt.get("numFmtId") or -1)] = bool(_DATE_CODE_RE.search(code))
+    xfs = root.find(S + "cellXfs")
+    out = set()
+    for i, xf in enumerate(xfs if xfs is not None else []):
+        fid = int(xf.get("numFmtId") or 0)
+        if fid in _DATE_FORMAT_IDS or custom.get(fid):
+            out.add(i)
+    return out
+
+
+def _date(value: str) -> str:
+    try:
+        serial = float(value)
+    except ValueError:
+        return value
+    moment = dt.datetime(1899, 12, 30) + dt.timedelta(days=serial)
+    return moment.strftime("%Y-%m-%d %H:%M" if serial % 1 else "%Y-%m-%d")
+
+
+def _cell_value(c, shared: list[str], date_styles: set[int]) -> str:
+    kind = c.get("t", "n")
+    v = c.find(S + "v")
+    if kind == "inlineStr":
+        inline = c.find(S + "is")
+        return _text_of(inline) if inline is not None else ""
+    if v is None or v.text is None:
+        return ""
+    if kind == "s":
+        try:
+            return shared[int(v.text)]
+        except (ValueError, IndexError):
+            return ""
+    if kind == "b":
+        return "TRUE" if v.text.strip() == "1" else "FALSE"
+    if kind == "n" and int(c.get("s") or 0) in date_styles:
+        return _date(v.text)
+    text = v.text
+    if kind == "n" and re.fullmatch(r"-?\d+\.0+", text):
+        text = text.split(".")[0]
+    return text
+
+
+def parse_xlsx(data: bytes) -> ParsedFile:
+    archive = ooxml.check_zip(data, _WHAT, "xl/workbook.xml", "an Excel workbook")
+    workbook = ooxml.read_xml(archive, "xl/workbook.xml", _WHAT)
+    rels = ooxml.relationships(archive, "xl/workbook.xml", _WHAT)
+    strings_root = ooxml.read_xml(archive, "xl/sharedStrings.xml", _WHAT)
+    shared = [_text_of(si) for si in strings_root.iter(S + "si")] if strings_root is not None else []
+    date_styles = _date_styles(archive)
+    warnings: list[dict] = []
+    blocks: list[str] = []
+    sheets = workbook.find(S + "sheets")
+    for sheet in sheets if sheets is not None else []:
+        name = " ".join((sheet.get("name") or "").split()) or "Sheet"
+        if sheet.get("state") in ("hidden", "veryHidden"):
+            continue
+        target, rel_type = rels.get(sheet.get(ooxml.R + "id") or "", ("", ""))
+        if rel_type != "worksheet":
+            warnings.append(
+                {
+                    "page": None,
+                    "kind": "table_not_parsed",
+                    "message": f"sheet {name!r} is a {rel_type or 'missing part'}, not a table of cells: not indexed",
+                }
+            )
+            continue
+        root = ooxml.read_xml(archive, target, _WHAT)
+        rows: list[dict[int, str]] = []
+        for row in root.iter(S + "row") if root is not None else []:
+            cells: dict[int, str] = {}
+            position = -1
+            for c in row.iter(S + "c"):
+                column = _column(c.get("r") or "")
+                position = column if column >= 0 else position + 1
+                value = ooxml.cell_text(_cell_value(c, shared, date_styles))
+                if value:
+                    cells[position] = value
+            if cells:
+                rows.append(cells)
+        if not rows:
+            warnings.append({"page": None, "kind": "empty_sheet", "message": f"sheet {name!r} has no values"})
+            continue
+        first = min(min(r) for r in rows)
+        last = max(max(r) for r in rows)
+        table = [[r.get(col, "") for col in range(first, last + 1)] for r in rows]
+        blocks.append(f"# {escape_line(name)}")
+        blocks.append(ooxml.markdown_table(table))
+    title = clean_title(ooxml.core_title(archive, _WHAT))
+    return ParsedFile(
+        "xlsx",
+        sanitize_text("\n\n".join(blocks)),
+        title,
+        CONTENT_TYPES["xlsx"],
+        "pgkb ooxml (lxml)",
+        format_version("xlsx"),
+        warnings=warnings,
+    )
