@@ -353,8 +353,8 @@ $$;
 COMMENT ON FUNCTION kb.active_model() IS 'The active embedding model row (NULL when none is active).';
 
 -- No SET search_path: a SET clause stops PostgreSQL from inlining a SQL
--- function, and this one must become part of the counting queries (an
--- anti-join, not a call per chunk). Every name is schema-qualified.
+-- function, and this one must become part of the counting queries (a
+-- semi-join, not a call per chunk). Every name is schema-qualified.
 CREATE OR REPLACE FUNCTION kb.counts_in_statistics(p_document_id bigint)
 RETURNS boolean
 LANGUAGE sql
