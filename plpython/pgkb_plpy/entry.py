@@ -63,6 +63,7 @@ from .snippets import make_snippet
 
 __all__ = [
     "analyze_query",
+    "answer_check",
     "check_version",
     "embed_queue_batch",
     "embed_query",
