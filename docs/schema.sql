@@ -1112,7 +1112,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     Chunks that hold an identifier of the query verbatim (none in dense mode), most identifiers matched first: strong evidence, and boosted.
 -- kb_pipeline.language_correction_explain(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage)
 --     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     The explain entry of the language correction: whether it is on for this model (the setting and the provider's language_correction), whether it applied, and the query's offset and scale per language group.
+--     The explain entry of the language correction: whether it is on for this model (the setting and the provider's language_correction), whether it applied, the query's offset and scale per language group, and the passage kb_pipeline.own_language_first_kept moved up (its chunk, the dense rank the correction gave it and the rank it kept; NULL when none).
 -- kb_pipeline.lexical_candidates(text[],timestamp with time zone,text[],jsonb,integer,jsonb,jsonb)
 --     RETURNS TABLE(chunk_id bigint, score double precision, coverage double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage (kb_pipeline.lexical_scores), a second pass over every posting when hidden versions crowded the first; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents' terms, a concept counting once per chunk; p_corpus (kb_pipeline.lexical_corpus of a whole sharded corpus) replaces this database's statistics.
@@ -1167,6 +1167,12 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_pipeline.noise_z(bigint)
 --     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     sqrt(2 ln n): about the best z-score n unrelated passages reach by chance; the dense leg's evidence thresholds are offsets from it. Inlined into its callers.
+-- kb_pipeline.own_language_first_kept(kb_pipeline.leg_hit[],text)
+--     RETURNS kb_pipeline.leg_hit[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     The dense leg's hits with the one raw cosine ranks first among those in the question's language (zh or en) kept at rank kb_pipeline.own_language_first_rank() at worst: its score and evidence raised to those of the hit at that rank, the hits between moved down one. Unchanged when the hits carry no language (no correction), the question is mixed or that hit already ranks there. Pure; ranking only, after the stage's evidence was judged.
+-- kb_pipeline.own_language_first_rank()
+--     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The lowest dense rank the passage nearest to the question in its own language can take when the language correction applies (kb_pipeline.own_language_first_kept): the places a reader of the result looks at first.
 -- kb_pipeline.passage_provenance(kb.documents,kb.chunks)
 --     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The provenance of one chunk as a passage carries it (docs/RETRIEVAL.md): the document's file, parser and chunker versions and when it was indexed, the chunk's heading path, pages, offsets, content hash and ingest time, and the list of its chunks (one here; kb_pipeline.merged_passages joins several).

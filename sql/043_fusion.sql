@@ -23,6 +23,70 @@ $$;
 COMMENT ON FUNCTION kb_pipeline.calibrate(double precision, double precision, double precision) IS
 'Maps a leg''s top score to evidence in [0, 1]: 0 at or below the "no evidence" level, 1 at or above the "strong" level. Inlined into its callers.';
 
+CREATE OR REPLACE FUNCTION kb_pipeline.own_language_first_rank()
+RETURNS integer
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT 3 $$;
+COMMENT ON FUNCTION kb_pipeline.own_language_first_rank() IS
+'The lowest dense rank the passage nearest to the question in its own language can take when the language correction applies (kb_pipeline.own_language_first_kept): the places a reader of the result looks at first.';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.own_language_first_kept(p_dense kb_pipeline.leg_hit[], p_language text)
+RETURNS kb_pipeline.leg_hit[]
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    guard_rank integer := kb_pipeline.own_language_first_rank();
+    nearest kb_pipeline.leg_hit;
+    bar kb_pipeline.leg_hit;
+BEGIN
+    -- The language correction ranks passages by how far each stands above its
+    -- own language group. With few vectors in a group, or a bilingual document
+    -- pulling a group's moments, that estimate is noisy, and it can bury the
+    -- passage that raw cosine ranks first among those written in the question's
+    -- own language, the one an uncorrected search would have returned first.
+    -- That passage is kept at dense rank guard_rank at worst: its score and
+    -- evidence are raised to those of the hit at that rank, so fusion weighs it
+    -- as that hit. Only ranking sees the raised values; the stage's evidence is
+    -- judged before (kb_pipeline.stage_evidence), so abstention is unchanged.
+    -- Hits carry their language only when the correction applied.
+    IF p_language NOT IN ('zh', 'en') OR coalesce(cardinality(p_dense), 0) <= guard_rank THEN
+        RETURN p_dense;
+    END IF;
+    SELECT h.* INTO nearest FROM unnest(p_dense) AS h
+    WHERE h.language = p_language ORDER BY h.similarity DESC NULLS LAST, h.rank LIMIT 1;
+    IF nearest.chunk_id IS NULL OR nearest.rank <= guard_rank THEN
+        RETURN p_dense;
+    END IF;
+    SELECT h.* INTO bar FROM unnest(p_dense) AS h WHERE h.rank = guard_rank;
+    nearest.score := greatest(nearest.score, bar.score);
+    nearest.evidence := greatest(nearest.evidence, bar.evidence);
+    -- it takes the place of the hit at guard_rank; that hit and those below
+    -- it (down to its old place) move down one
+    RETURN ARRAY(
+        SELECT ROW(m.chunk_id, m.rank, m.score, m.coverage, m.trigram, m.similarity, m.evidence,
+            m.other_language, m.language)::kb_pipeline.leg_hit
+        FROM (
+            SELECT h.chunk_id,
+                CASE WHEN h.chunk_id = nearest.chunk_id THEN guard_rank
+                    WHEN h.rank >= guard_rank AND h.rank < nearest.rank THEN h.rank + 1
+                    ELSE h.rank END AS rank,
+                CASE WHEN h.chunk_id = nearest.chunk_id THEN nearest.score ELSE h.score END AS score,
+                h.coverage, h.trigram, h.similarity,
+                CASE WHEN h.chunk_id = nearest.chunk_id THEN nearest.evidence ELSE h.evidence END AS evidence,
+                h.other_language, h.language
+            FROM unnest(p_dense) AS h
+        ) AS m
+        ORDER BY m.rank
+    );
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.own_language_first_kept(kb_pipeline.leg_hit[], text) IS
+'The dense leg''s hits with the one raw cosine ranks first among those in the question''s language (zh or en) kept at rank kb_pipeline.own_language_first_rank() at worst: its score and evidence raised to those of the hit at that rank, the hits between moved down one. Unchanged when the hits carry no language (no correction), the question is mixed or that hit already ranks there. Pure; ranking only, after the stage''s evidence was judged.';
+
 CREATE OR REPLACE FUNCTION kb_pipeline.fuse(
     p_lexical kb_pipeline.leg_hit[],
     p_dense kb_pipeline.leg_hit[],

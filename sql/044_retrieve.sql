@@ -498,13 +498,20 @@ BEGIN
                 ORDER BY m.language)
             FROM unnest(p_stage.language_moments) AS m
         ), '[]'),
-        'min_vectors', p_settings.language_min_vectors
+        'min_vectors', p_settings.language_min_vectors,
+        -- the passage nearest in the question's language, when the guard moved it up
+        'own_language_first_kept', (
+            SELECT jsonb_build_object('chunk_id', k.chunk_id, 'corrected_rank', h.rank, 'kept_rank', k.rank)
+            FROM unnest(kb_pipeline.own_language_first_kept(p_stage.dense, p_plan.analysis ->> 'language')) AS k
+            INNER JOIN unnest(p_stage.dense) AS h ON h.chunk_id = k.chunk_id
+            WHERE k.rank < h.rank
+        )
     )
     );
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.language_correction_explain(kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, kb_pipeline.retrieval_stage) IS
-'The explain entry of the language correction: whether it is on for this model (the setting and the provider''s language_correction), whether it applied, and the query''s offset and scale per language group.';
+'The explain entry of the language correction: whether it is on for this model (the setting and the provider''s language_correction), whether it applied, the query''s offset and scale per language group, and the passage kb_pipeline.own_language_first_kept moved up (its chunk, the dense rank the correction gave it and the rank it kept; NULL when none).';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.explain_object(
     p_request kb_pipeline.retrieval_request,
@@ -683,7 +690,9 @@ BEGIN
     END IF;
     RETURN ARRAY(
         SELECT r FROM kb_pipeline.rank(
-            ARRAY(SELECT kb_pipeline.fuse(p_best.lexical, p_best.dense, p_identifier_chunks, p_settings.fusion,
+            ARRAY(SELECT kb_pipeline.fuse(p_best.lexical,
+                kb_pipeline.own_language_first_kept(p_best.dense, p_plan.analysis ->> 'language'),
+                p_identifier_chunks, p_settings.fusion,
                 p_plan.weight_lexical, p_plan.weight_dense, p_settings.rrf_k)),
             p_facts, p_plan.analysis ->> 'core_terms', p_settings, p_request.k,
             kb_pipeline.assembly_max_per_document(p_request, p_settings)) AS r
@@ -862,8 +871,8 @@ AS $$
         'max_namespace_chars', 'namespace_pattern', 'max_context_turns', 'assembly_max_per_document',
         'assembly_merge_adjacent', 'plan_retrieval', 'lexical_inputs', 'dense_inputs', 'ms_since', 'calibrate',
         'noise_z', 'new_stage', 'stage_evidence', 'best_stage', 'answerability', 'abstains', 'answer_checked',
-        'answer_check_depth', 'answer_check_cap', 'fuse', 'rank', 'ranked',
-        'result_of', 'rows_with', 'with_snippets', 'with_answer', 'explain_object', 'explain_assembly',
+        'answer_check_depth', 'answer_check_cap', 'own_language_first_rank', 'own_language_first_kept', 'fuse',
+        'rank', 'ranked', 'result_of', 'rows_with', 'with_snippets', 'with_answer', 'explain_object', 'explain_assembly',
         'language_correction_explain',
         -- 046_shard_coordinator_steps.sql
         'retrieve_over_shards', 'stage_inputs_over_shards', 'merged_stage', 'merged_leg', 'shard_facts',

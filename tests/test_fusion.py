@@ -136,6 +136,55 @@ def test_no_candidates_fuse_to_nothing(module_db):
     )
 
 
+
+KEPT = """SELECT k.chunk_id, k.rank, k.score, k.evidence
+FROM unnest(kb_pipeline.own_language_first_kept(%(dense)s::kb_pipeline.leg_hit[], %(language)s)) AS k"""
+
+
+def corrected(*rows: tuple) -> str:
+    """A corrected dense leg's kb_pipeline.leg_hit[] literal from (chunk_id, z, cosine, evidence, language)
+    tuples, ranked in the given order (the order of the z-scores)."""
+    items = [
+        f'"({chunk_id},{rank},{z},,f,{cosine},{evidence},,{language})"'
+        for rank, (chunk_id, z, cosine, evidence, language) in enumerate(rows, start=1)
+    ]
+    return "{" + ",".join(items) + "}"
+
+
+def kept(conn, dense: str, language: str) -> list[tuple]:
+    rows = conn.execute(KEPT, {"dense": dense, "language": language}).fetchall()
+    return [(r["chunk_id"], r["rank"], r["score"], r["evidence"]) for r in rows]
+
+
+# chunk 6 is the Chinese passage raw cosine puts first among the Chinese ones (0.91), which the
+# correction ranked last behind five English passages
+BURIED = corrected(
+    (1, 4.0, 0.81, 1.0, "en"),
+    (2, 3.5, 0.80, 0.9, "en"),
+    (3, 3.0, 0.79, 0.7, "en"),
+    (4, 2.5, 0.78, 0.5, "en"),
+    (5, 2.0, 0.77, 0.3, "zh"),
+    (6, 1.0, 0.91, 0.0, "zh"),
+)
+
+
+def test_the_passage_raw_cosine_puts_first_in_the_questions_language_keeps_dense_rank_three(module_db):
+    got = kept(module_db, BURIED, "zh")
+    assert [r[0] for r in got] == [1, 2, 6, 3, 4, 5]
+    assert [r[1] for r in got] == [1, 2, 3, 4, 5, 6]
+    assert got[2][2:] == (3.0, 0.7), "it weighs as the hit whose place it took"
+    assert got[3] == (3, 4, 3.0, 0.7), "that hit keeps its own score and evidence, one place down"
+
+
+def test_the_own_language_guard_leaves_the_leg_alone_when_it_need_not_act(module_db):
+    assert [r[0] for r in kept(module_db, BURIED, "mixed")] == [1, 2, 3, 4, 5, 6], "a mixed question"
+    assert [r[0] for r in kept(module_db, BURIED, "en")] == [1, 2, 3, 4, 5, 6], "the nearest English one is first"
+    uncorrected = hits((1, 0.81), (2, 0.80), (3, 0.79), (4, 0.91))
+    assert [r[0] for r in kept(module_db, uncorrected, "zh")] == [1, 2, 3, 4], "hits without a language"
+    short = corrected((1, 4.0, 0.81, 1.0, "en"), (2, 1.0, 0.91, 0.0, "zh"))
+    assert [r[1] for r in kept(module_db, short, "zh")] == [1, 2]
+
+
 # fused hits ranked (kb_pipeline.rank, with their facts) and shaped into rows (kb_pipeline.passage_rows)
 PASSAGES = """WITH
 fused AS (
