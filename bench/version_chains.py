@@ -17,12 +17,23 @@ one namespace, asks one question per section in dense mode, k = 3, and records p
   when the group has fewer than language_min_vectors vectors: raw cosine, no z-score);
 * `found_hybrid`: the current version is among the hybrid results (the lexical leg beside it).
 
+`--past` adds, per chain length of at least 2, the question asked at a date in the past: the chain
+is stored with dates (version i in force from day i), and every question is asked `as_of` the
+day the middle version was current. The statistics count the versions current now, so that
+retrieval ranks with the latest version's statistics (an approximation); the baseline, in the same
+run, is the chain stored only up to the middle version in another namespace, whose statistics are
+those of that day exactly. `--past-background NS[,NS]` first copies the documents those namespaces
+count now into both (the sample corpus: `engineering,policies,support`), so that the chain is
+asked inside a corpus whose language groups are z-scored. Per question: the version in force found
+(dense, hybrid) and the dense evidence z in both, and their difference: the measured error of the approximation.
+
 `--background N` first stores N SciFact abstracts in the namespace (kept between runs: only
 the missing ones are inserted; about 9 minutes per 1,000 with the default model on these
 machines), so that the chain is a small part of a real corpus. The chain is deleted at the end.
 
     /opt/pgkb/venv/bin/python bench/version_chains.py [--dsn DSN] [--namespace bench-chains]
-        [--versions 1,3,10,40,100] [--background 1000] [--datasets ../shared/datasets]
+        [--versions 1,3,10,40,100] [--background 1000] [--past [--past-background NS,..]]
+        [--datasets ../shared/datasets]
 
 The JSON report goes to stdout (and --out), a table to stderr."""
 
@@ -95,17 +106,75 @@ def delete_chain(conn, namespace: str) -> None:
     conn.execute("DELETE FROM kb.documents WHERE namespace = %s AND source LIKE %s", (namespace, CHAIN_PREFIX + "%"))
 
 
-def store_chain(conn, namespace: str, versions: int) -> str:
-    """Stores a chain of `versions` versions; returns the current one's source."""
+def store_chain(conn, namespace: str, versions: int, stored: int | None = None, dated: bool = False) -> str:
+    """Stores the first `stored` (default all) versions of a chain of `versions`; with `dated`,
+    version i is in force from day i after PAST_START. Returns the last stored one's source."""
     previous = None
-    for i, body in enumerate(chain_bodies(versions)):
+    for i, body in enumerate(chain_bodies(versions)[:stored]):
         source = f"{CHAIN_PREFIX}{i:03d}.md"
         conn.execute(
-            "INSERT INTO kb.documents (namespace, source, body, supersedes) VALUES (%s, %s, %s, %s)",
-            (namespace, source, body, previous),
+            """INSERT INTO kb.documents (namespace, source, body, supersedes, effective_from)
+               VALUES (%s, %s, %s, %s, %s::date + %s::integer)""",
+            (namespace, source, body, previous, PAST_START if dated else None, i if dated else None),
         )
         previous = source
     return previous
+
+
+PAST_START = "2024-01-01"
+
+
+def asked_in_the_past(conn, namespace: str, source: str, as_of: str) -> list[dict]:
+    """Per question asked as_of: the version in force found (dense, hybrid, k = 3), the dense evidence z."""
+    out = []
+    for question in QUESTIONS:
+        stage = explain(conn, question, k=3, namespace=namespace, mode="dense", as_of=as_of)["stages"][0]
+        found = {}
+        for mode in ("dense", "hybrid"):
+            rows = retrieve(conn, question, k=3, namespace=namespace, mode=mode, as_of=as_of)
+            found[mode] = source in [r["source"] for r in rows]
+        z = stage.get("dense_evidence_z")
+        out.append({"found_dense": found["dense"], "found_hybrid": found["hybrid"], "evidence_z": z})
+    return out
+
+
+def copy_background(conn, namespace: str, sources: list[str]) -> None:
+    """The documents the namespaces `sources` count in their statistics now, copied into `namespace`."""
+    conn.execute("DELETE FROM kb.documents WHERE namespace = %s", (namespace,))
+    conn.execute(
+        """INSERT INTO kb.documents (namespace, source, title, body)
+           SELECT %s, d.source || '#' || d.id, d.title, d.body FROM kb.documents AS d
+           WHERE d.namespace = ANY(%s) AND kb.counts_in_statistics(d.id) AND d.body IS NOT NULL""",
+        (namespace, sources),
+    )
+
+
+def measure_past(conn, namespace: str, versions: int, background: list[str]) -> dict:
+    """The chain dated, asked as of the middle version's day: ranked with today's statistics (the
+    latest version counted) against a namespace holding the chain only up to that version."""
+    today, exact = f"{namespace}-past", f"{namespace}-past-exact"
+    middle = versions // 2
+    as_of = conn.execute(
+        "SELECT ((%s::date + %s::integer) + time '12:00')::text AS d", (PAST_START, middle)
+    ).fetchone()["d"]
+    for ns in (today, exact):
+        delete_chain(conn, ns)
+        if background:
+            copy_background(conn, ns, background)
+    store_chain(conn, today, versions, dated=True)
+    source = store_chain(conn, exact, versions, stored=middle + 1, dated=True)
+    # the documents counted first (the versions in force now), then the moments of what they hold
+    conn.execute("SELECT kb.recount_lexical_stats()").fetchall()
+    conn.execute("SELECT kb.refresh_language_statistics()").fetchall()
+    questions = []
+    with_today = asked_in_the_past(conn, today, source, as_of)
+    with_exact = asked_in_the_past(conn, exact, source, as_of)
+    for q, t, e in zip(QUESTIONS, with_today, with_exact, strict=True):
+        z_error = None if t["evidence_z"] is None or e["evidence_z"] is None else t["evidence_z"] - e["evidence_z"]
+        questions.append({"question": q, "todays_statistics": t, "exact_statistics": e, "z_error": z_error})
+    for ns in (today, exact):
+        conn.execute("DELETE FROM kb.documents WHERE namespace = %s", (ns,))
+    return {"versions": versions, "as_of": as_of, "version_in_force": source, "questions": questions}
 
 
 def found_sources(conn, question: str, namespace: str, mode: str, exact: bool = False) -> list[str]:
@@ -157,6 +226,20 @@ def table(report: dict) -> str:
             f"  {sum(q['found_hnsw'] for q in qs):>8}/{len(qs)}  {sum(q['found_exact'] for q in qs):>9}/{len(qs)}"
             f"  {evident:>8}/{len(scored)}  {sum(q['found_hybrid'] for q in qs):>10}/{len(qs)}"
         )
+    for run in report.get("past", []):
+        qs = run["questions"]
+        errors = [abs(q["z_error"]) for q in qs if q["z_error"] is not None]
+        found = {
+            f"{mode} {stats}": sum(q[f"{stats}_statistics"][f"found_{mode}"] for q in qs)
+            for mode in ("dense", "hybrid")
+            for stats in ("todays", "exact")
+        }
+        lines.append(
+            f"as of the middle of {run['versions']} versions, found (today's statistics / exact):"
+            f" dense {found['dense todays']}/{found['dense exact']} of {len(qs)},"
+            f" hybrid {found['hybrid todays']}/{found['hybrid exact']} of {len(qs)},"
+            + (f" max |z error| {max(errors):.3f}" if errors else " no z-scores (too few vectors)")
+        )
     return "\n".join(lines)
 
 
@@ -166,6 +249,8 @@ def main() -> int:
     parser.add_argument("--namespace", default="bench-chains")
     parser.add_argument("--versions", default="1,3,10,40,100")
     parser.add_argument("--background", type=int, default=0, help="SciFact abstracts stored in the namespace first")
+    parser.add_argument("--past", action="store_true", help="also ask as of a past date (see above)")
+    parser.add_argument("--past-background", default="", help="namespaces copied under the past chains")
     parser.add_argument("--datasets", type=Path, default=REPO.parent / "shared" / "datasets")
     parser.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "version_chains.json")
     args = parser.parse_args()
@@ -179,6 +264,10 @@ def main() -> int:
             "background_documents": background,
             "runs": [measure(conn, args.namespace, int(n)) for n in args.versions.split(",")],
         }
+        if args.past:
+            lengths = [int(n) for n in args.versions.split(",") if int(n) >= 2]
+            background = [ns for ns in args.past_background.split(",") if ns]
+            report["past"] = [measure_past(conn, args.namespace, n, background) for n in lengths]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n")
     print(json.dumps(report, ensure_ascii=False, indent=2))
