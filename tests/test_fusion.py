@@ -136,7 +136,6 @@ def test_no_candidates_fuse_to_nothing(module_db):
     )
 
 
-
 KEPT = """SELECT k.chunk_id, k.rank, k.score, k.evidence
 FROM unnest(kb_pipeline.own_language_first_kept(%(dense)s::kb_pipeline.leg_hit[], %(language)s)) AS k"""
 
