@@ -1188,6 +1188,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_pipeline.ranked(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage,bigint[],kb_pipeline.candidate[])
 --     RETURNS kb_pipeline.ranked_hit[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The best stage's hits fused (kb_pipeline.fuse) and ranked (kb_pipeline.rank: the top k, then the chunks the cap displaced), or none when the call abstains. Pure: the candidates' facts are given.
+-- kb_pipeline.raw_cosine_decided(kb_pipeline.retrieval_stage)
+--     RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     Whether a stage's dense evidence is the floor kb_pipeline.stage_evidence gives a corrected leg whose z-scores stand below the noise level while a raw cosine passes min_similarity: explain then names the raw cosine as the signal. Pure.
 -- kb_pipeline.read_retrieval_settings()
 --     RETURNS kb_pipeline.retrieval_settings LANGUAGE sql STABLE PARALLEL SAFE
 --     The retrieval settings in force for this session, typed, in one composite (read once per kb_retrieve call).
@@ -1226,13 +1229,16 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     Every chunk a stage's legs or the identifier hits named, once: the candidates whose facts ranking needs. Pure.
 -- kb_pipeline.stage_evidence(kb_pipeline.retrieval_stage,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,boolean)
 --     RETURNS kb_pipeline.retrieval_stage LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     The evidence of a stage's legs: lexical from the top hit's idf coverage, dense from the z-score of the best hit of each language (the hits carry it) against its group's noise level (with language moments) or from the top cosine similarity; the better leg decides, an identifier found verbatim is 1 (kb_pipeline.calibrate against the thresholds). Pure: a coordinator judges the legs it merged from several shards by the rule one node uses.
+--     The evidence of a stage's legs: lexical from the top hit's idf coverage, dense from the z-score of the best hit of each language (the hits carry it) against its group's noise level (with language moments; kb_pipeline.uncorrected_evidence_floor when none stands above it but a raw cosine passes min_similarity) or from the top cosine similarity; the better leg decides, an identifier found verbatim is 1 (kb_pipeline.calibrate against the thresholds). Pure: a coordinator judges the legs it merged from several shards by the rule one node uses.
 -- kb_pipeline.stage_inputs_over_shards(kb_pipeline.retrieval_request,kb_pipeline.retrieval_settings)
 --     RETURNS record LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     The plan of a retrieval over all namespaces (the query analysed once) and what every shard is given for a retrieval over all namespaces: model_ready (any shard has vectors), lexical_corpus (the BM25 statistics summed over the shards: round 1), and each stage's lexical and dense inputs (kb_pipeline.lexical_inputs, kb_pipeline.dense_inputs over the copy of all shards' statistics).
 -- kb_pipeline.trigram_candidates(text,timestamp with time zone,text[],jsonb,integer)
 --     RETURNS TABLE(chunk_id bigint, score double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     pg_trgm leg for short queries: word_similarity over chunk text via the GIN index (pg_trgm.word_similarity_threshold).
+-- kb_pipeline.uncorrected_evidence_floor()
+--     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The evidence a language-corrected dense leg keeps when no hit stands above its group's noise level but the raw cosine of one passes the provider's min_similarity (the uncorrected rule): just above the "no evidence" level of min_evidence 0, so the call's rows come back flagged low confidence; min_evidence at or above it makes such calls abstain.
 -- kb_pipeline.validated_request(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)
 --     RETURNS kb_pipeline.retrieval_request LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     Checks kb_retrieve's arguments before any work (each error names the argument, its hint the fix): a query not blank by kb.is_blank, k in 1..1000, a namespace that can exist, a known mode, as_of, filters of bounded size and depth with typed values, at most kb_pipeline.max_context_turns() turns, max_per_document in 0..1000 (0: no cap, as the setting) or NULL. Normalises them: query trimmed of blanks and cut to kb_pipeline.max_query_chars() (so is each turn, with a note), lower-case mode.

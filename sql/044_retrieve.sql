@@ -119,6 +119,15 @@ COMMENT ON FUNCTION kb_pipeline.dense_inputs(
 ) IS
 'What the dense leg of a stage is given, as jsonb: query_vector (kb.embed_query), language_moments (kb.language_moments over the request''s scope, when the correction applies), a note when the embedding failed (outside dense mode), embed_ms. Empty outside dense and hybrid mode.';
 
+CREATE OR REPLACE FUNCTION kb_pipeline.uncorrected_evidence_floor()
+RETURNS double precision
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT 0.01::double precision $$;
+COMMENT ON FUNCTION kb_pipeline.uncorrected_evidence_floor() IS
+'The evidence a language-corrected dense leg keeps when no hit stands above its group''s noise level but the raw cosine of one passes the provider''s min_similarity (the uncorrected rule): just above the "no evidence" level of min_evidence 0, so the call''s rows come back flagged low confidence; min_evidence at or above it makes such calls abstain.';
+
 CREATE OR REPLACE FUNCTION kb_pipeline.stage_evidence(
     p_stage kb_pipeline.retrieval_stage,
     p_plan kb_pipeline.retrieval_plan,
@@ -175,6 +184,16 @@ BEGIN
         ORDER BY h.evidence DESC, h.z DESC
         LIMIT 1;
         result.dense_evidence := coalesce(result.dense_evidence, 0);
+        -- The correction degrades to "low confidence", never to "no evidence",
+        -- where the uncorrected rule sees some: a hit whose raw cosine passes
+        -- the provider's min_similarity keeps the least evidence
+        -- (kb_pipeline.uncorrected_evidence_floor), so the call returns its rows
+        -- flagged. On a corpus of one language the z-score orders like the cosine,
+        -- and abstaining where the cosine does not only lost answerable questions.
+        IF result.dense_evidence = 0 AND (SELECT max(h.similarity) FROM unnest(result.dense) AS h)
+            >= p_plan.min_similarity THEN
+            result.dense_evidence := kb_pipeline.uncorrected_evidence_floor();
+        END IF;
     ELSE
         result.dense_evidence := kb_pipeline.calibrate(result.dense_top_similarity, p_plan.min_similarity,
             p_plan.strong_similarity);
@@ -188,7 +207,7 @@ $$;
 COMMENT ON FUNCTION kb_pipeline.stage_evidence(
     kb_pipeline.retrieval_stage, kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, boolean
 ) IS
-'The evidence of a stage''s legs: lexical from the top hit''s idf coverage, dense from the z-score of the best hit of each language (the hits carry it) against its group''s noise level (with language moments) or from the top cosine similarity; the better leg decides, an identifier found verbatim is 1 (kb_pipeline.calibrate against the thresholds). Pure: a coordinator judges the legs it merged from several shards by the rule one node uses.';
+'The evidence of a stage''s legs: lexical from the top hit''s idf coverage, dense from the z-score of the best hit of each language (the hits carry it) against its group''s noise level (with language moments; kb_pipeline.uncorrected_evidence_floor when none stands above it but a raw cosine passes min_similarity) or from the top cosine similarity; the better leg decides, an identifier found verbatim is 1 (kb_pipeline.calibrate against the thresholds). Pure: a coordinator judges the legs it merged from several shards by the rule one node uses.';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.new_stage(
     p_plan kb_pipeline.retrieval_plan, p_stage_no integer, p_lexical jsonb, p_dense jsonb
@@ -513,6 +532,19 @@ $$;
 COMMENT ON FUNCTION kb_pipeline.language_correction_explain(kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, kb_pipeline.retrieval_stage) IS
 'The explain entry of the language correction: whether it is on for this model (the setting and the provider''s language_correction), whether it applied, the query''s offset and scale per language group, and the passage kb_pipeline.own_language_first_kept moved up (its chunk, the dense rank the correction gave it and the rank it kept; NULL when none).';
 
+CREATE OR REPLACE FUNCTION kb_pipeline.raw_cosine_decided(p_stage kb_pipeline.retrieval_stage)
+RETURNS boolean
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT cardinality(p_stage.language_moments) > 0
+        AND p_stage.dense_evidence = kb_pipeline.uncorrected_evidence_floor()
+        AND coalesce(p_stage.dense_evidence_z < p_stage.dense_min_z, true)
+$$;
+COMMENT ON FUNCTION kb_pipeline.raw_cosine_decided(kb_pipeline.retrieval_stage) IS
+'Whether a stage''s dense evidence is the floor kb_pipeline.stage_evidence gives a corrected leg whose z-scores stand below the noise level while a raw cosine passes min_similarity: explain then names the raw cosine as the signal. Pure.';
+
 CREATE OR REPLACE FUNCTION kb_pipeline.explain_object(
     p_request kb_pipeline.retrieval_request,
     p_settings kb_pipeline.retrieval_settings,
@@ -586,6 +618,8 @@ BEGIN
                 WHEN p_identifier_chunks <> '{}' THEN 'identifier found verbatim'
                 WHEN coalesce(p_best.lexical_evidence, 0) >= coalesce(p_best.dense_evidence, 0)
                     THEN 'lexical: top idf coverage'
+                WHEN kb_pipeline.raw_cosine_decided(p_best)
+                    THEN 'dense: raw cosine similarity (no z-score above its noise level; rows flagged)'
                 WHEN cardinality(p_best.language_moments) > 0
                     THEN 'dense: z-score within its language of the best hit in ' || p_best.dense_evidence_language
                 ELSE 'dense: top cosine similarity' END,
@@ -593,6 +627,8 @@ BEGIN
                 WHEN p_identifier_chunks <> '{}' THEN NULL
                 WHEN coalesce(p_best.lexical_evidence, 0) >= coalesce(p_best.dense_evidence, 0)
                     THEN p_best.lexical_top_coverage
+                WHEN kb_pipeline.raw_cosine_decided(p_best)
+                    THEN round((SELECT max(h.similarity) FROM unnest(p_best.dense) AS h)::numeric, 4)
                 WHEN cardinality(p_best.language_moments) > 0 THEN round(p_best.dense_evidence_z::numeric, 4)
                 ELSE round(p_best.dense_top_similarity::numeric, 4) END,
             'evidence', round(greatest(coalesce(p_best.evidence, 0), 0)::numeric, 3),
@@ -601,7 +637,8 @@ BEGIN
                 WHEN p_identifier_chunks <> '{}' THEN NULL
                 WHEN coalesce(p_best.lexical_evidence, 0) >= coalesce(p_best.dense_evidence, 0)
                     THEN p_settings.min_lexical_coverage
-                WHEN p_best.dense_min_z IS NOT NULL THEN p_best.dense_min_z
+                WHEN p_best.dense_min_z IS NOT NULL AND NOT kb_pipeline.raw_cosine_decided(p_best)
+                    THEN p_best.dense_min_z
                 ELSE p_plan.min_similarity END,
             'min_evidence', p_settings.min_evidence,
             'cutoff', p_settings.no_evidence_cutoff),
@@ -870,10 +907,10 @@ AS $$
         'max_filters_depth', 'filter_value_error', 'check_filters', 'retrieval_modes', 'max_query_chars',
         'max_namespace_chars', 'namespace_pattern', 'max_context_turns', 'assembly_max_per_document',
         'assembly_merge_adjacent', 'plan_retrieval', 'lexical_inputs', 'dense_inputs', 'ms_since', 'calibrate',
-        'noise_z', 'new_stage', 'stage_evidence', 'best_stage', 'answerability', 'abstains', 'answer_checked',
-        'answer_check_depth', 'answer_check_cap', 'own_language_first_rank', 'own_language_first_kept', 'fuse',
-        'rank', 'ranked', 'result_of', 'rows_with', 'with_snippets', 'with_answer', 'explain_object', 'explain_assembly',
-        'language_correction_explain',
+        'noise_z', 'uncorrected_evidence_floor', 'raw_cosine_decided', 'new_stage', 'stage_evidence',
+        'best_stage', 'answerability', 'abstains', 'answer_checked', 'answer_check_depth', 'answer_check_cap',
+        'own_language_first_rank', 'own_language_first_kept', 'fuse', 'rank', 'ranked', 'result_of', 'rows_with',
+        'with_snippets', 'with_answer', 'explain_object', 'explain_assembly', 'language_correction_explain',
         -- 046_shard_coordinator_steps.sql
         'retrieve_over_shards', 'stage_inputs_over_shards', 'merged_stage', 'merged_leg', 'shard_facts',
         'global_id', 'rows_over_shards'

@@ -101,6 +101,35 @@ def test_one_language_corpus_ranks_exactly_as_raw_similarity(fresh_db):
     assert explain(fresh_db, query, k=10, mode="dense")["language_correction"]["applied"] is False
 
 
+
+def test_the_correction_flags_rather_than_drops_what_the_raw_cosine_passes(fresh_db):
+    correct_the_hash_provider(fresh_db)
+    for i, text in enumerate(ENGLISH * 4):
+        insert_document(fresh_db, f"en{i}.md", f"{text} Note {i}.")
+    fresh_db.execute("SET pgkb.language_min_vectors = 5")
+    # no hit stands above the noise level by the z-score
+    fresh_db.execute("SET pgkb.min_dense_z = 9")
+    fresh_db.execute("SET pgkb.strong_dense_z = 10")
+    query = "cafeteria lunch"  # no answer type: the scores' rule alone
+
+    def call() -> tuple[list, dict]:
+        rows = fresh_db.execute("SELECT answerability FROM kb_retrieve(%s, 5, NULL, 'dense')", (query,)).fetchall()
+        return rows, explain(fresh_db, query, k=5, mode="dense")["answerability"]
+
+    fresh_db.execute("UPDATE kb.embedding_providers SET min_similarity = -1 WHERE provider = 'hash'")
+    rows, answerability = call()
+    assert rows and answerability["decision"] == "low confidence"
+    assert {r["answerability"] for r in rows} == {"low confidence"}
+    assert answerability["evidence"] == pytest.approx(0.01)
+    assert answerability["signal"].startswith("dense: raw cosine similarity")
+    assert answerability["threshold"] == -1
+    fresh_db.execute("SET pgkb.min_evidence = 0.01")  # the one knob still turns it into no rows
+    assert call()[0] == []
+    fresh_db.execute("RESET pgkb.min_evidence")
+    fresh_db.execute("UPDATE kb.embedding_providers SET min_similarity = 0.999, strong_similarity = 1 WHERE provider = 'hash'")
+    rows, answerability = call()
+    assert rows == [] and answerability["decision"] == "no evidence", "neither rule sees evidence"
+
 def test_too_few_vectors_means_no_correction_and_the_similarity_thresholds(fresh_db):
     correct_the_hash_provider(fresh_db)
     insert_document(fresh_db, "en.md", ENGLISH[0])
