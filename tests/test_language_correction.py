@@ -101,7 +101,6 @@ def test_one_language_corpus_ranks_exactly_as_raw_similarity(fresh_db):
     assert explain(fresh_db, query, k=10, mode="dense")["language_correction"]["applied"] is False
 
 
-
 def test_the_correction_flags_rather_than_drops_what_the_raw_cosine_passes(fresh_db):
     correct_the_hash_provider(fresh_db)
     for i, text in enumerate(ENGLISH * 4):
@@ -126,9 +125,12 @@ def test_the_correction_flags_rather_than_drops_what_the_raw_cosine_passes(fresh
     fresh_db.execute("SET pgkb.min_evidence = 0.01")  # the one knob still turns it into no rows
     assert call()[0] == []
     fresh_db.execute("RESET pgkb.min_evidence")
-    fresh_db.execute("UPDATE kb.embedding_providers SET min_similarity = 0.999, strong_similarity = 1 WHERE provider = 'hash'")
+    fresh_db.execute(
+        "UPDATE kb.embedding_providers SET min_similarity = 0.999, strong_similarity = 1 WHERE provider = 'hash'"
+    )
     rows, answerability = call()
     assert rows == [] and answerability["decision"] == "no evidence", "neither rule sees evidence"
+
 
 def test_too_few_vectors_means_no_correction_and_the_similarity_thresholds(fresh_db):
     correct_the_hash_provider(fresh_db)
