@@ -53,7 +53,7 @@ BEGIN
     -- as that hit. Only ranking sees the raised values; the stage's evidence is
     -- judged before (kb_pipeline.stage_evidence), so abstention is unchanged.
     -- Hits carry their language only when the correction applied.
-    IF p_language NOT IN ('zh', 'en') OR coalesce(cardinality(p_dense), 0) <= guard_rank THEN
+    IF coalesce(p_language, '') NOT IN ('zh', 'en') OR coalesce(cardinality(p_dense), 0) <= guard_rank THEN
         RETURN p_dense;
     END IF;
     SELECT h.* INTO nearest FROM unnest(p_dense) AS h

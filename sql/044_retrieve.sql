@@ -190,6 +190,9 @@ BEGIN
         -- (kb_pipeline.uncorrected_evidence_floor), so the call returns its rows
         -- flagged. On a corpus of one language the z-score orders like the cosine,
         -- and abstaining where the cosine does not only lost answerable questions.
+        -- (A hit of another language's group carries its cosine with the centred
+        -- query, which stays far below min_similarity: in effect the question's
+        -- own language decides.)
         IF result.dense_evidence = 0 AND (SELECT max(h.similarity) FROM unnest(result.dense) AS h)
             >= p_plan.min_similarity THEN
             result.dense_evidence := kb_pipeline.uncorrected_evidence_floor();
