@@ -124,15 +124,24 @@ def store_chain(conn, namespace: str, versions: int, stored: int | None = None, 
 PAST_START = "2024-01-01"
 
 
+def found_sources(
+    conn, question: str, namespace: str, mode: str, exact: bool = False, as_of: str | None = None
+) -> list[str]:
+    with conn.transaction():
+        if exact:
+            conn.execute("SET LOCAL enable_indexscan = off")
+        rows = retrieve(conn, question, k=3, namespace=namespace, mode=mode, as_of=as_of)
+    return [r["source"] for r in rows]
+
+
 def asked_in_the_past(conn, namespace: str, source: str, as_of: str) -> list[dict]:
     """Per question asked as_of: the version in force found (dense, hybrid, k = 3), the dense evidence z."""
     out = []
     for question in QUESTIONS:
         stage = explain(conn, question, k=3, namespace=namespace, mode="dense", as_of=as_of)["stages"][0]
-        found = {}
-        for mode in ("dense", "hybrid"):
-            rows = retrieve(conn, question, k=3, namespace=namespace, mode=mode, as_of=as_of)
-            found[mode] = source in [r["source"] for r in rows]
+        found = {
+            mode: source in found_sources(conn, question, namespace, mode, as_of=as_of) for mode in ("dense", "hybrid")
+        }
         z = stage.get("dense_evidence_z")
         out.append({"found_dense": found["dense"], "found_hybrid": found["hybrid"], "evidence_z": z})
     return out
@@ -140,7 +149,6 @@ def asked_in_the_past(conn, namespace: str, source: str, as_of: str) -> list[dic
 
 def copy_background(conn, namespace: str, sources: list[str]) -> None:
     """The documents the namespaces `sources` count in their statistics now, copied into `namespace`."""
-    conn.execute("DELETE FROM kb.documents WHERE namespace = %s", (namespace,))
     conn.execute(
         """INSERT INTO kb.documents (namespace, source, title, body)
            SELECT %s, d.source || '#' || d.id, d.title, d.body FROM kb.documents AS d
@@ -157,10 +165,10 @@ def measure_past(conn, namespace: str, versions: int, background: list[str]) -> 
     as_of = conn.execute(
         "SELECT ((%s::date + %s::integer) + time '12:00')::text AS d", (PAST_START, middle)
     ).fetchone()["d"]
+    # both namespaces are the benchmark's own: emptied before and after
     for ns in (today, exact):
-        delete_chain(conn, ns)
-        if background:
-            copy_background(conn, ns, background)
+        conn.execute("DELETE FROM kb.documents WHERE namespace = %s", (ns,))
+        copy_background(conn, ns, background)
     store_chain(conn, today, versions, dated=True)
     source = store_chain(conn, exact, versions, stored=middle + 1, dated=True)
     # the documents counted first (the versions in force now), then the moments of what they hold
@@ -175,14 +183,6 @@ def measure_past(conn, namespace: str, versions: int, background: list[str]) -> 
     for ns in (today, exact):
         conn.execute("DELETE FROM kb.documents WHERE namespace = %s", (ns,))
     return {"versions": versions, "as_of": as_of, "version_in_force": source, "questions": questions}
-
-
-def found_sources(conn, question: str, namespace: str, mode: str, exact: bool = False) -> list[str]:
-    with conn.transaction():
-        if exact:
-            conn.execute("SET LOCAL enable_indexscan = off")
-        rows = retrieve(conn, question, k=3, namespace=namespace, mode=mode)
-    return [r["source"] for r in rows]
 
 
 def measure(conn, namespace: str, versions: int) -> dict:
