@@ -1242,6 +1242,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_pipeline.validated_request(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)
 --     RETURNS kb_pipeline.retrieval_request LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     Checks kb_retrieve's arguments before any work (each error names the argument, its hint the fix): a query not blank by kb.is_blank, k in 1..1000, a namespace that can exist, a known mode, as_of, filters of bounded size and depth with typed values, at most kb_pipeline.max_context_turns() turns, max_per_document in 0..1000 (0: no cap, as the setting) or NULL. Normalises them: query trimmed of blanks and cut to kb_pipeline.max_query_chars() (so is each turn, with a note), lower-case mode.
+-- kb_pipeline.weighs_hits_by_evidence(kb.language_moment[])
+--     RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     Whether fusion weighs each hit by its own evidence (kb_pipeline.fuse): only when the dense leg is language-corrected over a scope that holds passages in both Chinese and English (language moments of both groups). Otherwise the legs are fused by their plain weighted scores. Pure.
 -- kb_pipeline.with_answer(kb.retrieval_row[],text,double precision)
 --     RETURNS kb.retrieval_row[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The rows with the call's answerability decision (kb_pipeline.answerability) and evidence (rounded to 3 places) in every row. Pure.

@@ -87,6 +87,25 @@ $$;
 COMMENT ON FUNCTION kb_pipeline.own_language_first_kept(kb_pipeline.leg_hit[], text) IS
 'The dense leg''s hits with the one raw cosine ranks first among those in the question''s language (zh or en) kept at rank kb_pipeline.own_language_first_rank() at worst: its score and evidence raised to those of the hit at that rank, the hits between moved down one. Unchanged when the hits carry no language (no correction), the question is mixed or that hit already ranks there. Pure; ranking only, after the stage''s evidence was judged.';
 
+CREATE OR REPLACE FUNCTION kb_pipeline.weighs_hits_by_evidence(p_moments kb.language_moment[])
+RETURNS boolean
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- Per-hit evidence lets fusion tell a same-language passage that shares a
+    -- few names with a cross-lingual question from the other leg's convincing
+    -- answer in the other language. A scope of one language has no such
+    -- passage to tell apart, and there the weighting only squashes the dense
+    -- leg's lower hits: on the whole SciFact corpus it cost hybrid nDCG@10
+    -- (docs/RETRIEVAL.md, "Fusion").
+    SELECT count(DISTINCT m.language) = 2
+    FROM unnest(p_moments) AS m
+    WHERE m.language IN ('zh', 'en')
+$$;
+COMMENT ON FUNCTION kb_pipeline.weighs_hits_by_evidence(kb.language_moment[]) IS
+'Whether fusion weighs each hit by its own evidence (kb_pipeline.fuse): only when the dense leg is language-corrected over a scope that holds passages in both Chinese and English (language moments of both groups). Otherwise the legs are fused by their plain weighted scores. Pure.';
+
 CREATE OR REPLACE FUNCTION kb_pipeline.fuse(
     p_lexical kb_pipeline.leg_hit[],
     p_dense kb_pipeline.leg_hit[],

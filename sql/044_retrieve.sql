@@ -309,11 +309,15 @@ BEGIN
         stage.dense_ms := kb_pipeline.ms_since(t);
     END IF;
     -- Fusion weighs each hit by its own evidence only when both legs' evidence
-    -- is calibrated on this corpus (the dense leg's z-scores); with raw cosine
-    -- and a provider's fixed thresholds it keeps the plain weighted scores.
-    IF cardinality(stage.language_moments) = 0 THEN
+    -- is calibrated on this corpus (the dense leg's z-scores) and the scope
+    -- holds both languages (kb_pipeline.weighs_hits_by_evidence); otherwise it
+    -- keeps the plain weighted scores. The stage's evidence is judged from the
+    -- scores (kb_pipeline.stage_evidence), not from the hits' evidence.
+    IF NOT kb_pipeline.weighs_hits_by_evidence(stage.language_moments) THEN
         stage.lexical := ARRAY(SELECT ROW(h.chunk_id, h.rank, h.score, h.coverage, h.trigram, h.similarity,
             NULL, NULL, NULL)::kb_pipeline.leg_hit FROM unnest(stage.lexical) AS h ORDER BY h.rank);
+        stage.dense := ARRAY(SELECT ROW(h.chunk_id, h.rank, h.score, h.coverage, h.trigram, h.similarity,
+            NULL, h.other_language, h.language)::kb_pipeline.leg_hit FROM unnest(stage.dense) AS h ORDER BY h.rank);
     END IF;
     RETURN stage;
 END;
@@ -575,11 +579,15 @@ BEGIN
             'name', (p_plan.model).name, 'provider', (p_plan.model).provider, 'model', (p_plan.model).model,
             'dimensions', (p_plan.model).dimensions, 'ready', p_plan.model_ready) END,
         'fusion', jsonb_build_object('method', p_settings.fusion,
-            'rule', CASE p_settings.fusion WHEN 'linear'
+            'rule', CASE
+                WHEN p_settings.fusion <> 'linear' THEN 'weight / (rrf_k + rank), summed over the legs'
+                WHEN kb_pipeline.weighs_hits_by_evidence(p_best.language_moments)
                 THEN 'weight x min-max normalised score x the hit''s own evidence, summed over the legs; '
                     'for a dense hit in another language than the question''s the lexical part is the larger of its own '
                     'and its dense part x (1 - the lexical leg''s best evidence)'
-                ELSE 'weight / (rrf_k + rank), summed over the legs' END,
+                ELSE 'weight x min-max normalised score, summed over the legs' END,
+            'weighs_hits_by_evidence', p_settings.fusion = 'linear'
+                AND kb_pipeline.weighs_hits_by_evidence(p_best.language_moments),
             'weight_dense', p_plan.weight_dense, 'weight_lexical', p_plan.weight_lexical, 'rrf_k', p_settings.rrf_k,
             'freshness_margin', p_settings.freshness_margin),
         'stages', coalesce((
@@ -912,8 +920,9 @@ AS $$
         'assembly_merge_adjacent', 'plan_retrieval', 'lexical_inputs', 'dense_inputs', 'ms_since', 'calibrate',
         'noise_z', 'uncorrected_evidence_floor', 'raw_cosine_decided', 'new_stage', 'stage_evidence',
         'best_stage', 'answerability', 'abstains', 'answer_checked', 'answer_check_depth', 'answer_check_cap',
-        'own_language_first_rank', 'own_language_first_kept', 'fuse', 'rank', 'ranked', 'result_of', 'rows_with',
-        'with_snippets', 'with_answer', 'explain_object', 'explain_assembly', 'language_correction_explain',
+        'own_language_first_rank', 'own_language_first_kept', 'weighs_hits_by_evidence', 'fuse', 'rank', 'ranked',
+        'result_of', 'rows_with', 'with_snippets', 'with_answer', 'explain_object', 'explain_assembly',
+        'language_correction_explain',
         -- 046_shard_coordinator_steps.sql
         'retrieve_over_shards', 'stage_inputs_over_shards', 'merged_stage', 'merged_leg', 'shard_facts',
         'global_id', 'rows_over_shards'

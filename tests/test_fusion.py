@@ -136,6 +136,26 @@ def test_no_candidates_fuse_to_nothing(module_db):
     )
 
 
+WEIGHS = """SELECT kb_pipeline.weighs_hits_by_evidence(ARRAY(
+    SELECT jsonb_populate_record(NULL::kb.language_moment, jsonb_build_object('language', g, 'vectors', 40))
+    FROM unnest(%(groups)s::text[]) AS g)) AS weighs"""
+
+
+@pytest.mark.parametrize(
+    ("groups", "weighs"),
+    [
+        (["en", "zh"], True),
+        (["en", "other", "zh"], True),
+        (["en"], False),
+        (["en", "other"], False),
+        (["zh"], False),
+        ([], False),
+    ],
+)
+def test_fusion_weighs_hits_by_evidence_only_over_a_scope_of_both_languages(module_db, groups, weighs):
+    assert module_db.execute(WEIGHS, {"groups": groups}).fetchone()["weighs"] is weighs
+
+
 KEPT = """SELECT k.chunk_id, k.rank, k.score, k.evidence
 FROM unnest(kb_pipeline.own_language_first_kept(%(dense)s::kb_pipeline.leg_hit[], %(language)s)) AS k"""
 

@@ -101,6 +101,31 @@ def test_one_language_corpus_ranks_exactly_as_raw_similarity(fresh_db):
     assert explain(fresh_db, query, k=10, mode="dense")["language_correction"]["applied"] is False
 
 
+def test_one_language_corpus_fuses_exactly_as_without_the_correction(fresh_db):
+    correct_the_hash_provider(fresh_db)
+    for i, text in enumerate(ENGLISH * 4):
+        insert_document(fresh_db, f"en{i}.md", f"{text} Note {i}.")
+    fresh_db.execute("SET pgkb.language_min_vectors = 5")
+    fresh_db.execute("SET pgkb.no_evidence_cutoff = false")
+    fresh_db.execute("SET pgkb.freshness_margin = 0")
+    query = "visitors wear a badge at the front desk on weekends"
+    sql = "SELECT chunk_id, round(score::numeric, 9) AS score FROM kb_retrieve(%s, 10, NULL, 'hybrid')"
+    on = fresh_db.execute(sql, (query,)).fetchall()
+    ex = explain(fresh_db, query, k=10, mode="hybrid")
+    assert ex["language_correction"]["applied"] is True
+    assert ex["fusion"]["weighs_hits_by_evidence"] is False
+    assert "evidence" not in ex["fusion"]["rule"]
+    fresh_db.execute("SET pgkb.language_correction = false")
+    off = fresh_db.execute(sql, (query,)).fetchall()
+    assert on == off, "no per-hit evidence weighting without a second language in the scope"
+    fresh_db.execute("RESET pgkb.language_correction")
+    for i, text in enumerate(CHINESE * 2):
+        insert_document(fresh_db, f"zh{i}.md", f"{text} 备注 {i}。")
+    ex = explain(fresh_db, query, k=10, mode="hybrid")
+    assert ex["fusion"]["weighs_hits_by_evidence"] is True, "a scope of both languages"
+    assert "own evidence" in ex["fusion"]["rule"]
+
+
 def test_the_correction_flags_rather_than_drops_what_the_raw_cosine_passes(fresh_db):
     correct_the_hash_provider(fresh_db)
     for i, text in enumerate(ENGLISH * 4):
