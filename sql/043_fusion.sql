@@ -98,7 +98,7 @@ AS $$
     -- answer in the other language. A scope of one language has no such
     -- passage to tell apart, and there the weighting only squashes the dense
     -- leg's lower hits: on the whole SciFact corpus it cost hybrid nDCG@10
-    -- (docs/RETRIEVAL.md, "Fusion").
+    -- (docs/EVALUATION.md, "Whole corpora").
     SELECT count(DISTINCT m.language) = 2
     FROM unnest(p_moments) AS m
     WHERE m.language IN ('zh', 'en')
