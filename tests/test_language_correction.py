@@ -43,6 +43,14 @@ def correct_the_hash_provider(conn) -> None:
     conn.execute("UPDATE kb.embedding_providers SET language_correction = true WHERE provider = 'hash'")
 
 
+def an_english_corpus_corrected(conn) -> None:
+    """24 English passages, one language group, with the correction on for the hash provider."""
+    correct_the_hash_provider(conn)
+    for i, text in enumerate(ENGLISH * 4):
+        insert_document(conn, f"en{i}.md", f"{text} Note {i}.")
+    conn.execute("SET pgkb.language_min_vectors = 5")
+
+
 def moments_of(conn, namespace=None) -> list[dict]:
     ex = explain(conn, "deploy checklist", k=5, namespace=namespace, mode="dense")
     return ex["language_correction"]["groups"]
@@ -85,10 +93,7 @@ def test_recount_classifies_chunks_stored_without_a_language(fresh_db):
 
 
 def test_one_language_corpus_ranks_exactly_as_raw_similarity(fresh_db):
-    correct_the_hash_provider(fresh_db)
-    for i, text in enumerate(ENGLISH * 4):
-        insert_document(fresh_db, f"en{i}.md", f"{text} Note {i}.")
-    fresh_db.execute("SET pgkb.language_min_vectors = 5")
+    an_english_corpus_corrected(fresh_db)
     fresh_db.execute("SET pgkb.no_evidence_cutoff = false")  # the order is the rule here, not answerability
     fresh_db.execute("SET pgkb.freshness_margin = 0")  # nor the newer-of-near-equals preference
     query = "when can I eat lunch"
@@ -102,10 +107,7 @@ def test_one_language_corpus_ranks_exactly_as_raw_similarity(fresh_db):
 
 
 def test_one_language_corpus_fuses_exactly_as_without_the_correction(fresh_db):
-    correct_the_hash_provider(fresh_db)
-    for i, text in enumerate(ENGLISH * 4):
-        insert_document(fresh_db, f"en{i}.md", f"{text} Note {i}.")
-    fresh_db.execute("SET pgkb.language_min_vectors = 5")
+    an_english_corpus_corrected(fresh_db)
     fresh_db.execute("SET pgkb.no_evidence_cutoff = false")
     fresh_db.execute("SET pgkb.freshness_margin = 0")
     query = "visitors wear a badge at the front desk on weekends"
@@ -127,10 +129,7 @@ def test_one_language_corpus_fuses_exactly_as_without_the_correction(fresh_db):
 
 
 def test_the_correction_flags_rather_than_drops_what_the_raw_cosine_passes(fresh_db):
-    correct_the_hash_provider(fresh_db)
-    for i, text in enumerate(ENGLISH * 4):
-        insert_document(fresh_db, f"en{i}.md", f"{text} Note {i}.")
-    fresh_db.execute("SET pgkb.language_min_vectors = 5")
+    an_english_corpus_corrected(fresh_db)
     # no hit stands above the noise level by the z-score
     fresh_db.execute("SET pgkb.min_dense_z = 9")
     fresh_db.execute("SET pgkb.strong_dense_z = 10")
