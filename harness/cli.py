@@ -211,6 +211,33 @@ def cmd_eval(args) -> int:
     return evaluate.main(args)
 
 
+def cmd_fit_answerability(args) -> int:
+    from . import answerability
+
+    dsn = load_settings().dsn
+    if args.undo:
+        print(answerability.undo(dsn))
+        return 0
+    modes = [m.strip() for m in args.mode.split(",")]
+    unknown = [m for m in modes if m not in answerability.MODES]
+    if unknown:
+        raise RuntimeError(f"unknown mode {unknown[0]!r}; modes: {', '.join(answerability.MODES)}")
+    result = answerability.fit_answerability(
+        dsn, cases_files=args.cases, judged=args.judged, modes=modes, k=args.k, write=not args.dry_run
+    )
+    if args.json:
+        _print_json(result)
+    else:
+        print(answerability.format_validation(result))
+        print(
+            f"written as model {result['written']} (replaced: {result['replaced']}; "
+            "undo: pgkb fit-answerability --undo)"
+            if result["written"]
+            else "not written (--dry-run)"
+        )
+    return 0
+
+
 def cmd_mcp(args) -> int:
     from . import mcp_server
 
@@ -334,6 +361,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.add_argument("--plot")
     p.set_defaults(func=cmd_eval)
+    p = sub.add_parser(
+        "fit-answerability",
+        help="fit the answerability model to this knowledge base's golden cases and judgments; "
+        "shows before/after on cross-validation folds; --undo goes back",
+    )
+    p.add_argument("cases", nargs="*", help="golden case files (JSON, the format of pgkb eval)")
+    p.add_argument("--judged", action="store_true", help="also the golden cases the judgments make (kb.judged_cases)")
+    p.add_argument("--mode", default="lexical,dense,hybrid", help="modes to fit (default all three)")
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--dry-run", action="store_true", help="fit and validate, write nothing")
+    p.add_argument("--undo", action="store_true", help="deactivate the model in force and go back to the one before")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_fit_answerability)
     p = sub.add_parser(
         "mcp", help="serve kb_retrieve, kb_explain, kb_status and the documents to AI assistants (MCP over stdio)"
     )

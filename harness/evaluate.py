@@ -202,7 +202,10 @@ def run_mode(
             continue
         latency = (time.perf_counter() - started) * 1000
         ranked = metrics.distinct_in_order([r["source"] for r in explain["results"]])
-        outcome = metrics.case_outcome(ranked, case.expected, case.forbidden, bool(explain["low_confidence"]))
+        answerability = explain["answerability"]
+        outcome = metrics.case_outcome(
+            ranked, case.expected, case.forbidden, answerability["decision"], answerability.get("probability")
+        )
         results.append(
             {
                 "case": case,
@@ -210,6 +213,12 @@ def run_mode(
                 "outcome": outcome,
                 "latency": latency,
                 "low_confidence": explain["low_confidence"],
+                "answerability": {
+                    "decision": answerability["decision"],
+                    "probability": answerability.get("probability"),
+                    "mode": explain["mode"],
+                    "signals": {k: v["value"] for k, v in (answerability.get("signals") or {}).items()},
+                },
                 "error": None,
             }
         )
@@ -259,8 +268,8 @@ def store_run(
             cur.executemany(
                 """INSERT INTO kb.eval_results (run_id, case_id, category, query, expected, returned,
                        first_relevant_rank, ndcg_10, forbidden_hit, low_confidence, latency_ms, error,
-                       namespace, context, as_of, k, forbidden)
-                   VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
+                       namespace, context, as_of, k, forbidden, answerability)
+                   VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)""",
                 [
                     (
                         run_id,
@@ -280,6 +289,7 @@ def store_run(
                         r["case"].as_of,
                         k,
                         r["case"].forbidden,
+                        Jsonb(r["answerability"]) if r.get("answerability") else None,
                     )
                     for r in results
                 ],
@@ -368,7 +378,12 @@ TABLE_COLUMNS = (
     "recall@100",
     "pass_top1",
     "pass_top3",
+    "answered_when_found",
+    "answer_precision",
     "no_answer_accuracy",
+    "answerable_no_rows",
+    "low_confidence_share",
+    "calibration_error",
     "forbidden_hits",
     "errors",
     "latency_p50_ms",

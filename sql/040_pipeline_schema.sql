@@ -86,12 +86,15 @@ CREATE TYPE kb_pipeline.retrieval_settings AS (
     min_dense_z double precision,
     same_language_z_margin double precision,
     strong_dense_z double precision,
-    min_evidence double precision,
+    answer_probability double precision,
+    no_evidence_probability double precision,
     freshness_margin double precision,
     glossary_expansion boolean,
     glossary_max_terms integer,
     max_per_document integer,
-    merge_adjacent boolean
+    merge_adjacent boolean,
+    -- the answerability model in force (kb.answerability_model), checked when read
+    answerability_model jsonb
 );
 
 -- What a call will do: the analysed query, the mode chosen, the model and the
@@ -137,7 +140,11 @@ CREATE TYPE kb_pipeline.retrieval_stage AS (
     glossary jsonb,
     -- the answer-type check of the judge (kb_pipeline.answer_checked): NULL when the
     -- question asks for no type of value or the stage was not checked
-    answer_check jsonb
+    answer_check jsonb,
+    -- the call's answerability (kb_pipeline.judged): the signals the model reads and
+    -- the probability that the top 3 passages answer the question; NULL before judging
+    signals jsonb,
+    probability double precision
 );
 
 -- What ranking needs to know of a candidate chunk besides its scores (one

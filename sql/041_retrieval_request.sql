@@ -25,12 +25,14 @@ AS $$
         (kb.setting('min_dense_z') #>> '{}')::float8,
         (kb.setting('same_language_z_margin') #>> '{}')::float8,
         (kb.setting('strong_dense_z') #>> '{}')::float8,
-        (kb.setting('min_evidence') #>> '{}')::float8,
+        (kb.setting('answer_probability') #>> '{}')::float8,
+        (kb.setting('no_evidence_probability') #>> '{}')::float8,
         (kb.setting('freshness_margin') #>> '{}')::float8,
         (kb.setting('glossary_expansion') #>> '{}')::boolean,
         (kb.setting('glossary_max_terms') #>> '{}')::integer,
         (kb.setting('max_per_document') #>> '{}')::integer,
-        (kb.setting('merge_adjacent') #>> '{}')::boolean
+        (kb.setting('merge_adjacent') #>> '{}')::boolean,
+        kb.answerability_model()
     )::kb_pipeline.retrieval_settings
 $$;
 COMMENT ON FUNCTION kb_pipeline.read_retrieval_settings() IS

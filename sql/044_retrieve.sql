@@ -126,7 +126,7 @@ IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$ SELECT 0.01::double precision $$;
 COMMENT ON FUNCTION kb_pipeline.uncorrected_evidence_floor() IS
-'The evidence a language-corrected dense leg keeps when no hit stands above its group''s noise level but the raw cosine of one passes the provider''s min_similarity (the uncorrected rule): just above the "no evidence" level of min_evidence 0, so the call''s rows come back flagged low confidence; min_evidence at or above it makes such calls abstain.';
+'The stage evidence a language-corrected dense leg keeps when no hit stands above its group''s noise level but the raw cosine of one passes the provider''s min_similarity (the uncorrected rule): such a stage is preferred over one where nothing passes. The call''s decision is its probability (kb_pipeline.judged), which reads the raw cosine as a signal of its own.';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.stage_evidence(
     p_stage kb_pipeline.retrieval_stage,
@@ -184,15 +184,12 @@ BEGIN
         ORDER BY h.evidence DESC, h.z DESC
         LIMIT 1;
         result.dense_evidence := coalesce(result.dense_evidence, 0);
-        -- The correction degrades to "low confidence", never to "no evidence",
-        -- where the uncorrected rule sees some: a hit whose raw cosine passes
-        -- the provider's min_similarity keeps the least evidence
-        -- (kb_pipeline.uncorrected_evidence_floor), so the call returns its rows
-        -- flagged. On a corpus of one language the z-score orders like the cosine,
-        -- and abstaining where the cosine does not only lost answerable questions.
-        -- (A hit of another language's group carries its cosine with the centred
-        -- query, which stays far below min_similarity: in effect the question's
-        -- own language decides.)
+        -- A stage where the uncorrected rule sees something (a raw cosine past
+        -- the provider's min_similarity) keeps the least evidence
+        -- (kb_pipeline.uncorrected_evidence_floor), so it is preferred over a
+        -- stage where nothing passes. (A hit of another language's group carries
+        -- its cosine with the centred query, which stays far below
+        -- min_similarity: in effect the question's own language decides.)
         IF result.dense_evidence = 0 AND (SELECT max(h.similarity) FROM unnest(result.dense) AS h)
             >= p_plan.min_similarity THEN
             result.dense_evidence := kb_pipeline.uncorrected_evidence_floor();
@@ -230,7 +227,7 @@ BEGIN
             SELECT jsonb_populate_record(NULL::kb.language_moment, m.moment)
             FROM jsonb_array_elements(coalesce(p_dense -> 'language_moments', '[]')) WITH ORDINALITY AS m (moment, n)
             ORDER BY m.n
-        ), 0, 0, nullif(p_lexical -> 'glossary', 'null'), NULL)::kb_pipeline.retrieval_stage;
+        ), 0, 0, nullif(p_lexical -> 'glossary', 'null'), NULL, NULL, NULL)::kb_pipeline.retrieval_stage;
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.new_stage(kb_pipeline.retrieval_plan, integer, jsonb, jsonb) IS
@@ -383,108 +380,6 @@ COMMENT ON FUNCTION kb_pipeline.gather_here(
 ) IS
 'The stages of a call over this database (kb_pipeline.gather_stage with this database''s inputs and statistics, judged by kb_pipeline.stage_evidence), until one is at full evidence.';
 
-CREATE OR REPLACE FUNCTION kb_pipeline.answerability(p_evidence double precision, p_settings kb_pipeline.retrieval_settings)
-RETURNS text
-LANGUAGE sql
-IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$
-    -- no evidence: at or below min_evidence (no rows, unless the cutoff is
-    -- off); low confidence: some evidence, but neither leg at its "strong"
-    -- level; answer: a leg at its strong level, or an identifier found verbatim
-    SELECT CASE
-        WHEN coalesce(p_evidence, 0) <= p_settings.min_evidence THEN 'no evidence'
-        WHEN p_evidence < 1 THEN 'low confidence'
-        ELSE 'answer'
-    END
-$$;
-COMMENT ON FUNCTION kb_pipeline.answerability(double precision, kb_pipeline.retrieval_settings) IS
-'The answerability decision of a call from the evidence of its best stage: no evidence (at or below min_evidence: kb_pipeline.abstains returns no rows while the cutoff is on), low confidence (below 1), answer (1: a leg at its strong level or an identifier found verbatim). Every kb_retrieve row carries it.';
-
-CREATE OR REPLACE FUNCTION kb_pipeline.answer_check_depth()
-RETURNS integer
-LANGUAGE sql
-IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT 3 $$;
-COMMENT ON FUNCTION kb_pipeline.answer_check_depth() IS
-'How many passages of the fused ranking the answer-type check reads (kb_pipeline.answer_checked): the places a reader of the result looks at first, and where the golden gate counts a pass.';
-
-CREATE OR REPLACE FUNCTION kb_pipeline.answer_check_cap()
-RETURNS double precision
-LANGUAGE sql
-IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT 0.5::double precision $$;
-COMMENT ON FUNCTION kb_pipeline.answer_check_cap() IS
-'The evidence a typed question keeps at most when no top passage holds a bound value (kb_pipeline.answer_checked): the middle of the low-confidence band, so its rows come back flagged; min_evidence at or above it turns them into no rows.';
-
-CREATE OR REPLACE FUNCTION kb_pipeline.answer_checked(
-    p_plan kb_pipeline.retrieval_plan,
-    p_settings kb_pipeline.retrieval_settings,
-    p_best kb_pipeline.retrieval_stage,
-    p_rows kb.retrieval_row[]
-)
-RETURNS kb_pipeline.retrieval_stage
-LANGUAGE plpgsql
-IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$
-DECLARE
-    result kb_pipeline.retrieval_stage := p_best;
-    answer_type text := p_plan.analysis ->> 'answer_type';
-    checked jsonb;
-BEGIN
-    -- A question that asks for a price, a duration, a date, a count, a person, a
-    -- place or a phone number is answered only by a passage holding a value of
-    -- that type bound to what it asks about (in the sentence or table row that
-    -- carries its subject terms). Both legs find the right document for a fact it
-    -- does not state (another contract's amount stands next to the subject), so
-    -- the scores cannot tell; the top passages' text can. No type (claims,
-    -- keywords), or a call that abstains anyway: the scores' rule alone, and no
-    -- PL/Python call.
-    IF answer_type IS NULL OR p_best IS NULL OR kb_pipeline.answerability(p_best.evidence, p_settings) = 'no evidence'
-        OR coalesce(cardinality(p_rows), 0) = 0 THEN
-        RETURN result;
-    END IF;
-    checked := kb.answer_check(answer_type, coalesce(p_plan.analysis ->> 'composed', p_plan.analysis ->> 'original'),
-        ARRAY(
-            SELECT concat('# ', r.section_path, E'\n', r.content)
-            FROM unnest(p_rows) AS r
-            ORDER BY r.rank
-            LIMIT kb_pipeline.answer_check_depth()
-        ));
-    -- no bound value: the evidence is capped below the "answer" level, at
-    -- kb_pipeline.answer_check_cap (the rows come back as "low confidence": the
-    -- topic was found, the value asked for was not). Capping at min_evidence
-    -- instead dropped the rows of answerable questions whose values the patterns
-    -- cannot read (transliterated names, paraphrased subjects: xquad-mixed
-    -- same-language nDCG@10 0.99 -> 0.86); min_evidence stays the one knob, and
-    -- at or above the cap it turns these calls into no rows.
-    result.answer_check := checked || jsonb_build_object('evidence_before', round(p_best.evidence::numeric, 3),
-        'capped', checked -> 'bound' = 'null'::jsonb);
-    IF checked -> 'bound' = 'null'::jsonb THEN
-        result.evidence := least(p_best.evidence, kb_pipeline.answer_check_cap());
-    END IF;
-    RETURN result;
-END;
-$$;
-COMMENT ON FUNCTION kb_pipeline.answer_checked(
-    kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, kb_pipeline.retrieval_stage, kb.retrieval_row[]
-) IS
-'The judge''s answer-type check: for a question with an answer type (analysis answer_type), whether one of the top kb_pipeline.answer_check_depth passages holds a value of that type bound to the question''s subject (kb.answer_check); when none does, the stage''s evidence is capped at kb_pipeline.answer_check_cap (low confidence). The stage with answer_check set (NULL: not checked). Pure.';
-
-CREATE OR REPLACE FUNCTION kb_pipeline.abstains(p_evidence double precision, p_settings kb_pipeline.retrieval_settings)
-RETURNS boolean
-LANGUAGE sql
-IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$
-    SELECT p_settings.no_evidence_cutoff AND kb_pipeline.answerability(p_evidence, p_settings) = 'no evidence'
-$$;
-COMMENT ON FUNCTION kb_pipeline.abstains(double precision, kb_pipeline.retrieval_settings) IS
-'Whether a call returns no rows: the cutoff is on and its answerability (kb_pipeline.answerability) is no evidence, i.e. the best stage''s evidence is at or below min_evidence (0 by default: neither leg above its "no evidence" level).';
-
 CREATE OR REPLACE FUNCTION kb_pipeline.with_answer(p_rows kb.retrieval_row[], p_decision text, p_evidence double precision)
 RETURNS kb.retrieval_row[]
 LANGUAGE plpgsql
@@ -499,7 +394,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.with_answer(kb.retrieval_row[], text, double precision) IS
-'The rows with the call''s answerability decision (kb_pipeline.answerability) and evidence (rounded to 3 places) in every row. Pure.';
+'The rows with the call''s answerability decision (kb_pipeline.answerability) and evidence, its probability (rounded to 3 places), in every row. Pure.';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.language_correction_explain(
     p_plan kb_pipeline.retrieval_plan, p_settings kb_pipeline.retrieval_settings, p_stage kb_pipeline.retrieval_stage
@@ -538,19 +433,6 @@ END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.language_correction_explain(kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, kb_pipeline.retrieval_stage) IS
 'The explain entry of the language correction: whether it is on for this model (the setting and the provider''s language_correction), whether it applied, the query''s offset and scale per language group, and the passage kb_pipeline.own_language_first_kept moved up (its chunk, the dense rank the correction gave it and the rank it kept; NULL when none).';
-
-CREATE OR REPLACE FUNCTION kb_pipeline.raw_cosine_decided(p_stage kb_pipeline.retrieval_stage)
-RETURNS boolean
-LANGUAGE sql
-IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$
-    SELECT cardinality(p_stage.language_moments) > 0
-        AND p_stage.dense_evidence = kb_pipeline.uncorrected_evidence_floor()
-        AND coalesce(p_stage.dense_evidence_z < p_stage.dense_min_z, true)
-$$;
-COMMENT ON FUNCTION kb_pipeline.raw_cosine_decided(kb_pipeline.retrieval_stage) IS
-'Whether a stage''s dense evidence is the floor kb_pipeline.stage_evidence gives a corrected leg whose z-scores stand below the noise level while a raw cosine passes min_similarity: explain then names the raw cosine as the signal. Pure.';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.explain_object(
     p_request kb_pipeline.retrieval_request,
@@ -596,7 +478,7 @@ BEGIN
                 'dense_candidates', cardinality(s.dense), 'lexical_top_coverage', s.lexical_top_coverage,
                 'dense_other_language', (SELECT count(*) FROM unnest(s.dense) AS h WHERE h.other_language),
                 'dense_top_similarity', s.dense_top_similarity, 'dense_evidence_z', s.dense_evidence_z,
-                'dense_evidence_language', s.dense_evidence_language, 'dense_min_z', s.dense_min_z,
+                'dense_evidence_language', s.dense_evidence_language, 'dense_no_evidence_z', s.dense_min_z,
                 'lexical_evidence', round(s.lexical_evidence::numeric, 3),
                 'dense_evidence', round(s.dense_evidence::numeric, 3),
                 'evidence', round(s.evidence::numeric, 3)
@@ -606,63 +488,24 @@ BEGIN
         ), '[]'),
         'language_correction', kb_pipeline.language_correction_explain(p_plan, p_settings, p_best),
         'glossary', p_best.glossary,
-        'answerability', jsonb_build_object(
-            'decision', kb_pipeline.answerability(p_best.evidence, p_settings),
-            -- what was asked: its answer type, and the value bound to its subject in the top
-            -- passages (or its absence, which capped the evidence)
-            'answer_type', p_plan.analysis -> 'answer_type',
-            'answer_check', CASE WHEN p_best.answer_check IS NOT NULL THEN jsonb_build_object(
-                'rule', 'a passage among the top ' || kb_pipeline.answer_check_depth()
-                    || ' must hold a value of the answer type in a sentence or table row holding at least '
-                    || (p_best.answer_check ->> 'min_subject_share') || ' of the question''s subject terms '
-                    || '(a passage in the other language: through identifiers and a Chinese question''s Latin words, '
-                    || 'or in first place); none: evidence capped at ' || kb_pipeline.answer_check_cap(),
-                'subject_terms', p_best.answer_check -> 'subject_terms',
-                'passages_read', p_best.answer_check -> 'passages_read',
-                'bound_value', p_best.answer_check -> 'bound',
-                'threshold', p_best.answer_check -> 'min_subject_share',
-                'evidence_before', p_best.answer_check -> 'evidence_before',
-                'capped', p_best.answer_check -> 'capped') END,
-            'signal', CASE WHEN (p_best.answer_check ->> 'capped')::boolean
-                    THEN 'answer type: no ' || (p_plan.analysis ->> 'answer_type')
-                        || ' bound to the question''s subject in the top passages'
-                WHEN p_identifier_chunks <> '{}' THEN 'identifier found verbatim'
-                WHEN coalesce(p_best.lexical_evidence, 0) >= coalesce(p_best.dense_evidence, 0)
-                    THEN 'lexical: top idf coverage'
-                WHEN kb_pipeline.raw_cosine_decided(p_best)
-                    THEN 'dense: raw cosine similarity (no z-score above its noise level; rows flagged)'
-                WHEN cardinality(p_best.language_moments) > 0
-                    THEN 'dense: z-score within its language of the best hit in ' || p_best.dense_evidence_language
-                ELSE 'dense: top cosine similarity' END,
-            'value', CASE WHEN (p_best.answer_check ->> 'capped')::boolean THEN NULL
-                WHEN p_identifier_chunks <> '{}' THEN NULL
-                WHEN coalesce(p_best.lexical_evidence, 0) >= coalesce(p_best.dense_evidence, 0)
-                    THEN p_best.lexical_top_coverage
-                WHEN kb_pipeline.raw_cosine_decided(p_best)
-                    THEN round((SELECT max(h.similarity) FROM unnest(p_best.dense) AS h)::numeric, 4)
-                WHEN cardinality(p_best.language_moments) > 0 THEN round(p_best.dense_evidence_z::numeric, 4)
-                ELSE round(p_best.dense_top_similarity::numeric, 4) END,
-            'evidence', round(greatest(coalesce(p_best.evidence, 0), 0)::numeric, 3),
-            'threshold', CASE WHEN (p_best.answer_check ->> 'capped')::boolean
-                    THEN (p_best.answer_check -> 'min_subject_share')::double precision
-                WHEN p_identifier_chunks <> '{}' THEN NULL
-                WHEN coalesce(p_best.lexical_evidence, 0) >= coalesce(p_best.dense_evidence, 0)
-                    THEN p_settings.min_lexical_coverage
-                WHEN p_best.dense_min_z IS NOT NULL AND NOT kb_pipeline.raw_cosine_decided(p_best)
-                    THEN p_best.dense_min_z
-                ELSE p_plan.min_similarity END,
-            'min_evidence', p_settings.min_evidence,
-            'cutoff', p_settings.no_evidence_cutoff),
+        'answerability', kb_pipeline.answerability_explain(p_plan, p_settings, p_best),
         'stage_used', p_best.query,
         'candidates', jsonb_build_object('lexical', coalesce(cardinality(p_best.lexical), 0),
             'dense', coalesce(cardinality(p_best.dense), 0), 'identifier', cardinality(p_identifier_chunks)),
-        'evidence', round(greatest(coalesce(p_best.evidence, 0), 0)::numeric, 3),
-        'low_confidence', kb_pipeline.answerability(p_best.evidence, p_settings) <> 'answer',
-        'no_evidence', kb_pipeline.answerability(p_best.evidence, p_settings) = 'no evidence',
+        -- the call's evidence is its probability (the stages' evidence chose the stage)
+        'evidence', round(coalesce(p_best.probability, 0)::numeric, 3),
+        'low_confidence', kb_pipeline.answerability(p_best.probability, p_settings) <> 'answer',
+        'no_evidence', kb_pipeline.answerability(p_best.probability, p_settings) = 'no evidence',
+        -- every threshold in force, each under the name that sets it: settings, or the
+        -- model's options (kb.models.options) over its provider's for the two similarities
         'thresholds', jsonb_build_object('min_lexical_coverage', p_settings.min_lexical_coverage,
             'strong_lexical_coverage', p_settings.strong_lexical_coverage, 'min_dense_z', p_settings.min_dense_z,
-            'same_language_z_margin', p_settings.same_language_z_margin, 'strong_dense_z', p_settings.strong_dense_z, 'min_similarity', p_plan.min_similarity,
-            'strong_similarity', p_plan.strong_similarity, 'min_evidence', p_settings.min_evidence,
+            'same_language_z_margin', p_settings.same_language_z_margin, 'strong_dense_z', p_settings.strong_dense_z,
+            'min_similarity', p_plan.min_similarity, 'strong_similarity', p_plan.strong_similarity,
+            'similarities_set_by', 'the model''s options min_similarity and strong_similarity (kb.models.options), '
+                || 'else its provider''s (kb.embedding_providers)',
+            'answer_probability', p_settings.answer_probability,
+            'no_evidence_probability', p_settings.no_evidence_probability,
             'no_evidence_cutoff', p_settings.no_evidence_cutoff),
         'returned', p_returned,
         'notes', to_jsonb(p_request.notes || p_plan.notes
@@ -732,8 +575,8 @@ IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
-    -- nothing when the call abstains (no evidence, cutoff on)
-    IF kb_pipeline.abstains(p_best.evidence, p_settings) THEN
+    -- always ranked: the judge decides on the ranked rows (kb_pipeline.judged)
+    IF p_best IS NULL THEN
         RETURN '{}';
     END IF;
     RETURN ARRAY(
@@ -751,7 +594,7 @@ COMMENT ON FUNCTION kb_pipeline.ranked(
     kb_pipeline.retrieval_request, kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings,
     kb_pipeline.retrieval_stage, bigint[], kb_pipeline.candidate[]
 ) IS
-'The best stage''s hits fused (kb_pipeline.fuse) and ranked (kb_pipeline.rank: the top k, then the chunks the cap displaced), or none when the call abstains. Pure: the candidates'' facts are given.';
+'The best stage''s hits fused (kb_pipeline.fuse) and ranked (kb_pipeline.rank: the top k, then the chunks the cap displaced); none when every stage was skipped. Pure: the candidates'' facts are given.';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.stage_candidates(p_stage kb_pipeline.retrieval_stage, p_identifier_chunks bigint[])
 RETURNS bigint[]
@@ -791,7 +634,7 @@ DECLARE
     t timestamptz := clock_timestamp();
     merge_adjacent boolean := kb_pipeline.assembly_merge_adjacent(p_request, p_settings);
     rows kb.retrieval_row[] := coalesce(p_rows, '{}');
-    decision text := kb_pipeline.answerability(p_best.evidence, p_settings);
+    decision text := kb_pipeline.answerability(p_best.probability, p_settings);
     timings jsonb;
 BEGIN
     -- the end every orchestrator shares: adjacent chunks merged (when asked),
@@ -803,7 +646,7 @@ BEGIN
     IF p_settings.snippets AND cardinality(rows) > 0 THEN
         rows := kb_pipeline.with_snippets(rows, p_best.query);
     END IF;
-    rows := kb_pipeline.with_answer(rows, decision, p_best.evidence);
+    rows := kb_pipeline.with_answer(rows, decision, p_best.probability);
     timings := jsonb_build_object(
         'embed', (p_timings ->> 'analysis')::numeric + (SELECT coalesce(sum(s.embed_ms), 0) FROM unnest(p_stages) AS s),
         'lexical', (p_timings ->> 'identifiers')::numeric
@@ -888,10 +731,10 @@ BEGIN
         kb_pipeline.candidate_facts(kb_pipeline.stage_candidates(best, identifier_chunks)));
     timings := timings || jsonb_build_object('fuse', kb_pipeline.ms_since(t));
     rows := kb_pipeline.passage_rows(ranked);
-    -- judge what was asked: a typed question's top passages must hold a bound value
+    -- judge: the probability that the top passages answer, from the signals
     t := clock_timestamp();
-    best := kb_pipeline.answer_checked(plan, settings, best, rows);
-    IF kb_pipeline.abstains(best.evidence, settings) THEN
+    best := kb_pipeline.judged(plan, settings, best, rows, cardinality(identifier_chunks) > 0);
+    IF kb_pipeline.abstains(best.probability, settings) THEN
         ranked := '{}';
         rows := '{}';
     END IF;
@@ -918,8 +761,9 @@ AS $$
         'max_filters_depth', 'filter_value_error', 'check_filters', 'retrieval_modes', 'max_query_chars',
         'max_namespace_chars', 'namespace_pattern', 'max_context_turns', 'assembly_max_per_document',
         'assembly_merge_adjacent', 'plan_retrieval', 'lexical_inputs', 'dense_inputs', 'ms_since', 'calibrate',
-        'noise_z', 'uncorrected_evidence_floor', 'raw_cosine_decided', 'new_stage', 'stage_evidence',
-        'best_stage', 'answerability', 'abstains', 'answer_checked', 'answer_check_depth', 'answer_check_cap',
+        'noise_z', 'uncorrected_evidence_floor', 'new_stage', 'stage_evidence',
+        'best_stage', 'answerability', 'abstains', 'answer_checked', 'answer_check_depth', 'judged',
+        'answerability_signals', 'answer_probability', 'answerability_explain',
         'own_language_first_rank', 'own_language_first_kept', 'weighs_hits_by_evidence', 'fuse', 'rank', 'ranked',
         'result_of', 'rows_with', 'with_snippets', 'with_answer', 'explain_object', 'explain_assembly',
         'language_correction_explain',

@@ -269,10 +269,10 @@ BEGIN
     ranked := kb_pipeline.ranked(request, plan, settings, best, identifier_ids, facts);
     timings := timings || jsonb_build_object('fuse', kb_pipeline.ms_since(t));
     rows := kb_pipeline.rows_over_shards(ranked);
-    -- the node's answer-type check, on the rows the shards returned
+    -- the node's judge, on the rows the shards returned
     t := clock_timestamp();
-    best := kb_pipeline.answer_checked(plan, settings, best, rows);
-    IF kb_pipeline.abstains(best.evidence, settings) THEN
+    best := kb_pipeline.judged(plan, settings, best, rows, cardinality(identifier_ids) > 0);
+    IF kb_pipeline.abstains(best.probability, settings) THEN
         ranked := '{}';
         rows := '{}';
     END IF;
