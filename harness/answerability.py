@@ -28,11 +28,10 @@ MODES = ("lexical", "dense", "hybrid")
 # the signals each mode's model weighs: a leg the mode does not run gives nothing to weigh
 MODE_SIGNALS = {
     "lexical": ("lexical_coverage", "identifier_found", "answer_bound", "answer_unbound"),
-    "dense": ("dense_z_same", "dense_z_other", "dense_cosine", "answer_bound", "answer_unbound", "cross_lingual"),
+    "dense": ("dense_z", "dense_cosine", "answer_bound", "answer_unbound", "cross_lingual"),
     "hybrid": (
         "lexical_coverage",
-        "dense_z_same",
-        "dense_z_other",
+        "dense_z",
         "dense_cosine",
         "legs_agree",
         "identifier_found",

@@ -347,6 +347,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="BEIR: leave out the relevant documents of N queries (a fixed sample) and expect no evidence for them",
     )
     p.add_argument(
+        "--decoys",
+        metavar="DIR[:N]",
+        help="BEIR: also ask the first N (100) queries of another BEIR folder, expecting no evidence",
+    )
+    p.add_argument(
         "--category-key",
         default="kind",
         help="BEIR: the query metadata key whose value is the case's category (default kind; '' for none)",

@@ -139,6 +139,16 @@ def make_unanswerable(corpus: list[dict], cases: list[Case], count: int) -> tupl
     return [d for d in corpus if str(d["_id"]) not in removed], cases
 
 
+def decoy_cases(spec: str) -> list[Case]:
+    """Unanswerable questions from another BEIR folder ("DIR" or "DIR:N", the first N queries, 100 by
+    default), asked against the corpus under evaluation: questions of another domain and often another
+    language, whose honest answer is "no evidence" (category "decoy")."""
+    directory, _, count = spec.partition(":")
+    _, cases = load_beir(directory, None, None, int(count or 100), None)
+    name = Path(directory).resolve().name
+    return [Case(id=f"decoy:{name}:{c.id}", query=c.query, expected=[], category="decoy") for c in cases]
+
+
 def ensure_corpus_loaded(dsn: str, namespace: str, corpus: list[dict], progress: bool) -> int:
     """Insert the documents of a BEIR corpus not yet in the namespace (vectors of
     documents already there are reused). Returns how many were inserted."""
@@ -310,6 +320,7 @@ def evaluate(
     namespace: str | None = None,
     corpus_sample: int | None = None,
     unanswerable: int | None = None,
+    decoys: str | None = None,
     category_key: str | None = "kind",
     settings: dict[str, str] | None = None,
     progress: bool = True,
@@ -337,6 +348,9 @@ def evaluate(
         namespace = namespace or "beir-" + name
         ensure_corpus_loaded(dsn, namespace, corpus, progress)
         dataset = f"beir:{name}" + (f":{queries}" if queries else "")
+        if decoys:
+            cases += decoy_cases(decoys)
+            dataset += f"+decoys:{Path(decoys.partition(':')[0]).resolve().name}"
     elif cases_file:
         cases = load_cases(cases_file)[: limit or None]
         dataset = f"cases:{Path(cases_file).name}"
@@ -363,6 +377,7 @@ def evaluate(
                 "queries": queries,
                 "qrels": qrels,
                 "unanswerable": unanswerable,
+                "decoys": decoys,
                 "settings": settings or {},
             }
             run_id = store_run(conn, dataset, m, params, summary, by_category, results, config, namespace)
@@ -454,6 +469,7 @@ def main(args) -> int:
         namespace=args.namespace,
         corpus_sample=args.corpus_sample,
         unanswerable=args.unanswerable,
+        decoys=args.decoys,
         category_key=args.category_key or None,
         settings=dict(item.split("=", 1) for item in (args.set or [])),
         progress=not args.json,

@@ -11,7 +11,7 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
     -- kb_pipeline.answerability_signals computes exactly these; a model may weigh any of them
     SELECT ARRAY[
-        'lexical_coverage', 'dense_z_same', 'dense_z_other', 'dense_cosine', 'legs_agree',
+        'lexical_coverage', 'dense_z', 'dense_cosine', 'legs_agree',
         'identifier_found', 'answer_bound', 'answer_unbound', 'cross_lingual'
     ]
 $$;
@@ -27,10 +27,9 @@ AS $$
     -- Fitted by bench/answerability_fit.py on the shared datasets (docs/RETRIEVAL.md,
     -- "The decision": what it was fitted on, and the sets it was validated on).
     SELECT '{
-        "hybrid": {"intercept": -2.0, "lexical_coverage": 3.0, "dense_z_same": 0.8, "dense_z_other": 0.8,
-                   "dense_cosine": 0.3, "legs_agree": 1.0, "identifier_found": 2.0, "answer_bound": 0.5,
+        "hybrid": {"intercept": -2.0, "lexical_coverage": 3.0, "dense_z": 0.8, "dense_cosine": 0.3, "legs_agree": 1.0, "identifier_found": 2.0, "answer_bound": 0.5,
                    "answer_unbound": -0.5, "cross_lingual": 0.0},
-        "dense": {"intercept": -1.0, "dense_z_same": 0.8, "dense_z_other": 0.8, "dense_cosine": 0.3,
+        "dense": {"intercept": -1.0, "dense_z": 0.8, "dense_cosine": 0.3,
                   "answer_bound": 0.5, "answer_unbound": -0.5, "cross_lingual": 0.0},
         "lexical": {"intercept": -3.0, "lexical_coverage": 5.0, "identifier_found": 2.0, "answer_bound": 0.5,
                     "answer_unbound": -0.5}

@@ -63,26 +63,28 @@ IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
     -- Every signal is bounded, so that no single value can carry the probability
-    -- alone, and a missing one takes its bound's floor (a leg that found nothing).
-    -- dense_z_*: how far the best hit stands above its language group's noise
-    -- level (kb_pipeline.noise_z), in the question's own language and in the
-    -- other; without the language correction (a corpus too small for it) the
-    -- raw cosine is mapped onto the same scale through the provider's thresholds
-    -- (min_similarity is min_dense_z, strong_similarity is strong_dense_z).
-    -- dense_cosine: the raw cosine of the best own-language hit, 0 at the
-    -- provider's min_similarity and 1 at its strong_similarity.
+    -- alone. dense_z: how far the best dense hit (of any language) stands above
+    -- its language group's noise level (kb_pipeline.noise_z); without the
+    -- language correction (a corpus too small for it) the raw cosine is mapped
+    -- onto the same scale through the provider's thresholds (min_similarity is
+    -- min_dense_z, strong_similarity is strong_dense_z); -4 when the leg found
+    -- nothing. dense_cosine: the raw cosine of the best hit in the question's own
+    -- language, 0 at the provider's min_similarity and 1 at its strong_similarity
+    -- (0 when there is none: a corpus in the other language says nothing here).
     WITH q AS (
         SELECT p_plan.analysis ->> 'language' AS language,
             nullif(p_plan.strong_similarity - p_plan.min_similarity, 0) AS cosine_span,
             cardinality(p_best.language_moments) > 0 AS corrected
     ),
     hits AS (
-        SELECT h.chunk_id, h.similarity,
+        SELECT h.chunk_id,
             NOT (q.language IN ('zh', 'en') AND h.language IN ('zh', 'en') AND h.language <> q.language) AS own,
             CASE WHEN q.corrected THEN h.score - kb_pipeline.noise_z(m.vectors)
                 ELSE p_settings.min_dense_z + (h.similarity - p_plan.min_similarity) / q.cosine_span
                     * (p_settings.strong_dense_z - p_settings.min_dense_z) END AS z_margin,
-            (h.similarity - p_plan.min_similarity) / q.cosine_span AS cosine
+            -- a corrected leg's hit of another language carries the cosine of the centred query
+            CASE WHEN NOT q.corrected OR NOT (q.language IN ('zh', 'en') AND h.language IN ('zh', 'en')
+                AND h.language <> q.language) THEN (h.similarity - p_plan.min_similarity) / q.cosine_span END AS cosine
         FROM q
         CROSS JOIN unnest(p_best.dense) AS h
         LEFT JOIN unnest(p_best.language_moments) AS m ON m.language = h.language
@@ -94,23 +96,22 @@ AS $$
     )
     SELECT jsonb_build_object(
         'lexical_coverage', round(least(1, greatest(0, coalesce(p_best.lexical_top_coverage, 0)))::numeric, 4),
-        'dense_z_same', round(least(6, greatest(-4, coalesce((SELECT max(h.z_margin) FROM hits AS h WHERE h.own), -4)))::numeric, 4),
-        'dense_z_other', round(least(6, greatest(-4,
-            coalesce((SELECT max(h.z_margin) FROM hits AS h WHERE NOT h.own), -4)))::numeric, 4),
-        -- a corrected leg's hit of another language carries the cosine of the centred query
-        'dense_cosine', round(least(4, greatest(-4, coalesce((SELECT max(h.cosine) FROM hits AS h, q
-            WHERE h.own OR NOT q.corrected), -4)))::numeric, 4),
-        'legs_agree', (SELECT count(*) FILTER (WHERE t.lexical_rank <= 3 AND t.dense_rank <= 3) > 0 FROM top AS t)::integer,
+        'dense_z', round(least(6, greatest(-4, coalesce((SELECT max(h.z_margin) FROM hits AS h), -4)))::numeric, 4),
+        'dense_cosine', round(least(4, greatest(-4, coalesce((SELECT max(h.cosine) FROM hits AS h), 0)))::numeric, 4),
+        'legs_agree', (SELECT count(*) FILTER (WHERE t.lexical_rank <= 3 AND t.dense_rank <= 3) > 0
+            FROM top AS t)::integer,
         'identifier_found', coalesce(p_identifier_found, false)::integer,
         'answer_bound', (p_best.answer_check IS NOT NULL AND p_best.answer_check -> 'bound' <> 'null'::jsonb)::integer,
         'answer_unbound', (p_best.answer_check IS NOT NULL AND p_best.answer_check -> 'bound' = 'null'::jsonb)::integer,
-        'cross_lingual', coalesce((SELECT NOT h.own FROM top AS t JOIN hits AS h USING (chunk_id) WHERE t.rank = 1), false)::integer
+        'cross_lingual', coalesce((
+            SELECT NOT h.own FROM top AS t JOIN hits AS h USING (chunk_id) WHERE t.rank = 1
+        ), false)::integer
     )
 $$;
 COMMENT ON FUNCTION kb_pipeline.answerability_signals(
     kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, kb_pipeline.retrieval_stage, kb.retrieval_row[], boolean
 ) IS
-'The signals of a call the answerability model reads (kb.answerability_signal_names): the top lexical idf coverage, the best dense z above its group''s noise level in the question''s language and in the other, the raw cosine against the provider''s thresholds, whether both legs rank a top-3 passage in their top 3, an identifier found verbatim, the answer-type check''s outcome, and whether the first passage is in another language than the question. Pure.';
+'The signals of a call the answerability model reads (kb.answerability_signal_names): the top lexical idf coverage, the best dense z above its group''s noise level, the raw cosine of the best own-language hit against the provider''s thresholds, whether both legs rank a top-3 passage in their top 3, an identifier found verbatim, the answer-type check''s outcome, and whether the first passage is in another language than the question. Pure.';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.answer_probability(p_signals jsonb, p_model jsonb, p_mode text)
 RETURNS double precision
