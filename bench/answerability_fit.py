@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import answerability, evaluate  # noqa: E402
+from harness import answerability, evaluate, metrics  # noqa: E402
 from harness.db import connect  # noqa: E402
 
 THRESHOLDS = {"answer_probability": 0.5, "no_evidence_probability": 0.15}
@@ -110,6 +110,49 @@ def fit(args) -> int:
     return 0
 
 
+def decisions(args) -> int:
+    """Both sides of the decision for stored runs, by category: what `pgkb eval` reports, read back
+    from kb.eval_results (runs stored before the probability: the decision from its rows and its
+    low-confidence flag, no calibration)."""
+    report = {}
+    for spec in args.runs:
+        label, _, rest = spec.partition("=")
+        dsn, _, ids = rest.rpartition(":")
+        with connect(dsn) as conn:
+            rows = conn.execute(
+                """SELECT r.run_id, r.category, r.expected, r.returned, r.first_relevant_rank, r.low_confidence,
+                          to_jsonb(r) -> 'answerability' AS answerability, e.mode
+                   FROM kb.eval_results AS r JOIN kb.eval_runs AS e ON e.id = r.run_id
+                   WHERE r.run_id = ANY(%s) AND r.error IS NULL""",
+                ([int(i) for i in ids.split(",")],),
+            ).fetchall()
+        for r in rows:
+            decision = (r["answerability"] or {}).get("decision") or (
+                "no evidence" if not r["returned"] else "low confidence" if r["low_confidence"] else "answer"
+            )
+            outcome = metrics.case_outcome(
+                r["returned"], r["expected"], [], decision, (r["answerability"] or {}).get("probability")
+            )
+            for key in (f"{label}/{r['mode']}", f"{label}/{r['mode']}/{r['category'] or 'uncategorised'}"):
+                report.setdefault(key, []).append(outcome)
+    table = {key: metrics.decision_metrics(outcomes) | {"cases": len(outcomes)} for key, outcomes in report.items()}
+    print(json.dumps(table, indent=1))
+    keys = (
+        "cases",
+        "answered_when_found",
+        "answer_precision",
+        "no_answer_accuracy",
+        "answerable_no_rows",
+        "no_answer_no_rows",
+        "low_confidence_share",
+        "calibration_error",
+    )
+    print(f"{'set':<48}" + "".join(f"{k[:20]:>21}" for k in keys), file=sys.stderr)
+    for key, m in sorted(table.items()):
+        print(f"{key:<48}" + "".join(f"{'-' if m.get(k) is None else m[k]!s:>21}" for k in keys), file=sys.stderr)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -122,6 +165,9 @@ def main() -> int:
     p.add_argument("--limit", type=int)
     p.add_argument("--out", required=True)
     p.set_defaults(func=cases)
+    p = sub.add_parser("decisions")
+    p.add_argument("--runs", action="append", required=True, metavar="LABEL=DSN:ID,ID")
+    p.set_defaults(func=decisions)
     p = sub.add_parser("fit")
     p.add_argument("--runs", action="append", required=True, metavar="GROUP=DSN:ID,ID")
     p.set_defaults(func=fit)

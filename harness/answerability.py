@@ -27,12 +27,14 @@ from harness.db import connect
 MODES = ("lexical", "dense", "hybrid")
 # the signals each mode's model weighs: a leg the mode does not run gives nothing to weigh
 MODE_SIGNALS = {
-    "lexical": ("lexical_coverage", "identifier_found", "answer_bound", "answer_unbound"),
-    "dense": ("dense_z", "dense_cosine", "answer_bound", "answer_unbound", "cross_lingual"),
+    "lexical": ("lexical_coverage", "lexical_gap", "identifier_found", "answer_bound", "answer_unbound"),
+    "dense": ("dense_z", "dense_cosine", "dense_gap", "answer_bound", "answer_unbound", "cross_lingual"),
     "hybrid": (
         "lexical_coverage",
+        "lexical_gap",
         "dense_z",
         "dense_cosine",
+        "dense_gap",
         "legs_agree",
         "identifier_found",
         "answer_bound",

@@ -128,8 +128,9 @@ full passage (content), score, match_type and provenance (file name, content typ
 chunker versions, pages of a PDF, heading path, content hash, when it was ingested), plus a ready-made
 `citation` (with page numbers and parser where the document is a parsed file) and `document_uri`, the
 resource holding the whole document. `answerability` says whether the passages answer the question
-("answer"), only partly ("low confidence"), or not at all ("no evidence"), with the `evidence` in [0, 1];
-an empty `results` list means the knowledge base holds no evidence for the question."""
+("answer": answer from them), whether that is in real doubt ("low confidence": say so, or ask), and
+`evidence` is the calibrated probability (0 to 1) that the top 3 passages hold the answer; an empty
+`results` list is "no evidence": the knowledge base does not touch the question, so do not answer from it."""
 
 
 def validate_role(name: str | None) -> str | None:

@@ -11,7 +11,7 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
     -- kb_pipeline.answerability_signals computes exactly these; a model may weigh any of them
     SELECT ARRAY[
-        'lexical_coverage', 'dense_z', 'dense_cosine', 'legs_agree',
+        'lexical_coverage', 'lexical_gap', 'dense_z', 'dense_cosine', 'dense_gap', 'legs_agree',
         'identifier_found', 'answer_bound', 'answer_unbound', 'cross_lingual'
     ]
 $$;

@@ -463,15 +463,30 @@ AS $$
     -- Visibility once per document, as in kb.trigram_candidates.
 BEGIN
     RETURN QUERY
-    WITH hits AS MATERIALIZED (
-        SELECT c.id, c.document_id, count(*)::integer AS matched
+    WITH matches AS MATERIALIZED (
+        SELECT c.id, c.document_id, i.ident
         FROM kb.chunks AS c
         INNER JOIN unnest(p_identifiers) AS i (ident)
             ON length(i.ident) >= 3
             AND c.content ILIKE '%' || kb.escape_like(i.ident) || '%'
             AND c.content ~* ('(^|[^a-z0-9_])' || kb.escape_regex(i.ident) || '($|[^a-z0-9_])')
         WHERE p_namespaces IS NULL OR c.namespace = ANY(p_namespaces)
-        GROUP BY c.id, c.document_id
+    ),
+    -- An identifier by its shape alone (a digit or a connector: E-4031,
+    -- session.ttl_seconds) is kept; one of letters only (camelCase: PostgreSQL,
+    -- JetStream) is a name as often as an identifier, and only a rare one
+    -- (kb_pipeline.rare_identifier_chunks) singles out the passages about it.
+    kept AS (
+        SELECT m.ident
+        FROM matches AS m
+        GROUP BY m.ident
+        HAVING m.ident !~ '^[[:alpha:]]+$' OR count(*) <= kb_pipeline.rare_identifier_chunks(p_namespaces)
+    ),
+    hits AS MATERIALIZED (
+        SELECT m.id, m.document_id, count(*)::integer AS matched
+        FROM matches AS m
+        WHERE m.ident IN (SELECT k.ident FROM kept AS k)
+        GROUP BY m.id, m.document_id
     ),
     visible AS MATERIALIZED (
         SELECT r.document_id
@@ -491,7 +506,22 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.identifier_candidates(text[], timestamptz, text[], jsonb, integer) IS
-'Chunks that contain the query''s identifiers verbatim as whole tokens (trigram-indexed ILIKE, escaped input).';
+'Chunks that contain the query''s identifiers verbatim as whole tokens (trigram-indexed ILIKE, escaped input); an identifier of letters only (camelCase) counts only where it is rare (kb_pipeline.rare_identifier_chunks).';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.rare_identifier_chunks(p_namespaces text[])
+RETURNS bigint
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- rare: in at most 1 % of the chunks of the scope the statistics count, and at
+    -- least 3 (a small corpus still has a name in a few passages)
+    SELECT greatest(3, floor(0.01 * coalesce(sum(st.chunk_count), 0)))::bigint
+    FROM kb.lexical_stats AS st
+    WHERE p_namespaces IS NULL OR st.namespace = ANY(p_namespaces)
+$$;
+COMMENT ON FUNCTION kb_pipeline.rare_identifier_chunks(text[]) IS
+'How many chunks a letters-only identifier (camelCase: PostgreSQL) may occur in and still count as an identifier: 1 % of the chunks of the scope (kb.lexical_stats), at least 3. A name common in the corpus would otherwise boost every passage that mentions it.';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.noise_z(p_vectors bigint)
 RETURNS double precision

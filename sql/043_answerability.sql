@@ -98,6 +98,17 @@ AS $$
         'lexical_coverage', round(least(1, greatest(0, coalesce(p_best.lexical_top_coverage, 0)))::numeric, 4),
         'dense_z', round(least(6, greatest(-4, coalesce((SELECT max(h.z_margin) FROM hits AS h), -4)))::numeric, 4),
         'dense_cosine', round(least(4, greatest(-4, coalesce((SELECT max(h.cosine) FROM hits AS h), 0)))::numeric, 4),
+        -- how far the first hit of each leg stands above its second: one passage that
+        -- stands out, rather than several alike (a question about a neighbour of theirs)
+        'dense_gap', round(least(4, greatest(0, coalesce((
+            SELECT max(h.z_margin) FILTER (WHERE o.n = 1) - max(h.z_margin) FILTER (WHERE o.n = 2)
+            FROM hits AS h JOIN (SELECT d.chunk_id, d.rank AS n FROM unnest(p_best.dense) AS d) AS o USING (chunk_id)
+        ), 0)))::numeric, 4),
+        'lexical_gap', round(coalesce((
+            SELECT CASE WHEN count(*) = 1 THEN 1 ELSE 1 - min(l.score) / nullif(max(l.score), 0) END
+            FROM unnest(p_best.lexical) AS l
+            WHERE l.rank <= 2 AND NOT l.trigram
+        ), 0)::numeric, 4),
         'legs_agree', (SELECT count(*) FILTER (WHERE t.lexical_rank <= 3 AND t.dense_rank <= 3) > 0
             FROM top AS t)::integer,
         'identifier_found', coalesce(p_identifier_found, false)::integer,

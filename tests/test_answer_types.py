@@ -1,13 +1,14 @@
-"""Answerability that reads what was asked (docs/RETRIEVAL.md, "Evidence and answerability"): a
-question asking for a price, a duration, a date, a count, a person, a place or a phone number is
-answered only when one of the top passages holds a value of that type bound to what it asks about;
-claims and keyword queries keep the rule of the scores alone. Hash model, lexical mode: the rule
-reads passages, not vectors."""
+"""Answerability that reads what was asked (docs/RETRIEVAL.md, "The decision"): for a question asking
+for a price, a duration, a date, a count, a person, a place or a phone number, whether one of the top
+passages holds a value of that type bound to what it asks about is a signal of the answerability model
+(answer_bound, answer_unbound); claims and keyword queries carry neither. Hash model, lexical mode: the
+check reads passages, not vectors."""
 
 from __future__ import annotations
 
 import pytest
 from helpers import insert_document, sources
+from psycopg.types.json import Jsonb
 
 from harness.retrieval import explain, retrieve
 
@@ -28,30 +29,28 @@ def plans(rolled_back_db):
     return rolled_back_db
 
 
-def test_a_typed_question_whose_top_passages_hold_no_bound_value_is_low_confidence(plans):
+def test_a_typed_question_whose_top_passages_hold_no_bound_value_signals_it(plans):
     # the decoy: a price stands in the same passage, but it is another plan's
     query = "How much does the Premium Support add-on cost per year?"
-    ex = explain(plans, query, mode="lexical")
-    rows = retrieve(plans, query, mode="lexical")
-    assert rows and {r["answerability"] for r in rows} == {"low confidence"}
-    assert all(r["evidence"] <= 0.5 for r in rows)
-    answerability = ex["answerability"]
+    answerability = explain(plans, query, mode="lexical")["answerability"]
     assert answerability["answer_type"] == "price"
-    assert answerability["decision"] == "low confidence"
     check = answerability["answer_check"]
-    assert check["capped"] is True and check["bound_value"] is None
-    assert check["evidence_before"] > 0, "the scores alone would have answered"
+    assert check["bound_value"] is None
     assert "premium" in check["subject_terms"]
-    assert answerability["signal"].startswith("answer type: no price")
-    assert answerability["threshold"] == check["threshold"] == 0.5
+    signals = answerability["signals"]
+    assert (signals["answer_unbound"]["value"], signals["answer_bound"]["value"]) == (1, 0)
 
 
 def test_a_typed_question_with_a_bound_value_keeps_its_rows(plans):
     query = "How much does the Basic support plan cost per month?"
     rows = retrieve(plans, query, mode="lexical")
     assert sources(rows)[:1] == ["plans.md"]
-    check = explain(plans, query, mode="lexical")["answerability"]["answer_check"]
-    assert check["capped"] is False
+    answerability = explain(plans, query, mode="lexical")["answerability"]
+    check = answerability["answer_check"]
+    assert (answerability["signals"]["answer_bound"]["value"], answerability["signals"]["answer_unbound"]["value"]) == (
+        1,
+        0,
+    )
     assert check["bound_value"]["value"] == "CNY 300" and check["bound_value"]["passage"] == 1
     assert "Basic support plan" in check["bound_value"]["clause"]
 
@@ -71,16 +70,20 @@ def test_claims_and_keywords_keep_the_rule_of_the_scores(plans, query):
     assert sources(retrieve(plans, query, mode="lexical"))[:1] == ["plans.md"]
 
 
-def test_min_evidence_stays_the_one_knob(plans):
-    # at or above the cap, min_evidence turns the capped call into no rows; the bound one answers
-    plans.execute("SET pgkb.min_evidence = 0.5")
-    try:
-        capped = retrieve(plans, "How much does the Premium Support add-on cost per year?", mode="lexical")
-        bound = retrieve(plans, "How much does the Basic support plan cost per month?", mode="lexical")
-    finally:
-        plans.execute("RESET pgkb.min_evidence")
-    assert capped == []
-    assert sources(bound)[:1] == ["plans.md"]
+def test_a_model_that_weighs_the_check_turns_an_unbound_question_into_no_rows(plans):
+    coefficients = {
+        "lexical": {"intercept": 1.0, "answer_unbound": -10.0},
+        "dense": {"intercept": 0},
+        "hybrid": {"intercept": 0},
+    }
+    plans.execute(
+        "INSERT INTO kb.answerability_models (fitted_on, coefficients, active) VALUES ('{}', %s, true)",
+        (Jsonb(coefficients),),
+    )
+    unbound = retrieve(plans, "How much does the Premium Support add-on cost per year?", mode="lexical")
+    bound = retrieve(plans, "How much does the Basic support plan cost per month?", mode="lexical")
+    assert unbound == []
+    assert sources(bound)[:1] == ["plans.md"] and bound[0]["answerability"] == "answer"
 
 
 def test_a_chinese_question_binds_in_its_table_row(rolled_back_db):
@@ -91,10 +94,10 @@ def test_a_chinese_question_binds_in_its_table_row(rolled_back_db):
     )
     answered = explain(rolled_back_db, "应用访问日志要保留多久？", mode="lexical")["answerability"]
     assert answered["answer_check"]["bound_value"]["value"] == "90 天"
-    assert answered["decision"] != "no evidence"
+    assert answered["signals"]["answer_bound"]["value"] == 1
     # the same table says nothing about chat messages, though it is all durations
-    rows = retrieve(rolled_back_db, "员工聊天记录要保留多久？", mode="lexical")
-    assert {r["answerability"] for r in rows} <= {"low confidence"}
+    unbound = explain(rolled_back_db, "员工聊天记录要保留多久？", mode="lexical")["answerability"]
+    assert unbound["answer_check"] is None or unbound["signals"]["answer_unbound"]["value"] == 1
 
 
 def test_readers_reach_the_check_only_through_bounded_doors(plans):

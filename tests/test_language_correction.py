@@ -128,32 +128,27 @@ def test_one_language_corpus_fuses_exactly_as_without_the_correction(fresh_db):
     assert "own evidence" in ex["fusion"]["rule"]
 
 
-def test_the_correction_flags_rather_than_drops_what_the_raw_cosine_passes(fresh_db):
+def test_the_raw_cosine_is_a_signal_of_its_own_beside_the_z_score(fresh_db):
     an_english_corpus_corrected(fresh_db)
-    # no hit stands above the noise level by the z-score
+    # no hit stands above the noise level by the z-score; the raw cosine still says what it sees
     fresh_db.execute("SET pgkb.min_dense_z = 9")
     fresh_db.execute("SET pgkb.strong_dense_z = 10")
-    query = "cafeteria lunch"  # no answer type: the scores' rule alone
+    query = "cafeteria lunch"
 
-    def call() -> tuple[list, dict]:
-        rows = fresh_db.execute("SELECT answerability FROM kb_retrieve(%s, 5, NULL, 'dense')", (query,)).fetchall()
-        return rows, explain(fresh_db, query, k=5, mode="dense")["answerability"]
+    def signals() -> dict:
+        a = explain(fresh_db, query, k=5, mode="dense")["answerability"]
+        return {k: v["value"] for k, v in a["signals"].items()}
 
-    fresh_db.execute("UPDATE kb.embedding_providers SET min_similarity = -1 WHERE provider = 'hash'")
-    rows, answerability = call()
-    assert rows and answerability["decision"] == "low confidence"
-    assert {r["answerability"] for r in rows} == {"low confidence"}
-    assert answerability["evidence"] == pytest.approx(0.01)
-    assert answerability["signal"].startswith("dense: raw cosine similarity")
-    assert answerability["threshold"] == -1
-    fresh_db.execute("SET pgkb.min_evidence = 0.01")  # the one knob still turns it into no rows
-    assert call()[0] == []
-    fresh_db.execute("RESET pgkb.min_evidence")
+    fresh_db.execute(
+        "UPDATE kb.embedding_providers SET min_similarity = -1, strong_similarity = 1 WHERE provider = 'hash'"
+    )
+    wide = signals()
     fresh_db.execute(
         "UPDATE kb.embedding_providers SET min_similarity = 0.999, strong_similarity = 1 WHERE provider = 'hash'"
     )
-    rows, answerability = call()
-    assert rows == [] and answerability["decision"] == "no evidence", "neither rule sees evidence"
+    narrow = signals()
+    assert wide["dense_z"] == narrow["dense_z"], "the z-score does not read the provider's similarity thresholds"
+    assert wide["dense_cosine"] > 0 > narrow["dense_cosine"]
 
 
 def test_too_few_vectors_means_no_correction_and_the_similarity_thresholds(fresh_db):
@@ -161,7 +156,16 @@ def test_too_few_vectors_means_no_correction_and_the_similarity_thresholds(fresh
     insert_document(fresh_db, "en.md", ENGLISH[0])
     ex = explain(fresh_db, "lunch", k=3, mode="dense")
     assert ex["language_correction"]["applied"] is False and ex["language_correction"]["groups"] == []
-    assert ex["answerability"]["signal"] in {"dense: top cosine similarity", "lexical: top idf coverage"}
+    # without moments the dense z is the raw cosine mapped through the provider's thresholds
+    a = ex["answerability"]["signals"]
+    provider = fresh_db.execute("SELECT * FROM kb.embedding_providers WHERE provider = 'hash'").fetchone()
+    cosine = a["dense_cosine"]["value"]
+    assert cosine == pytest.approx(
+        (ex["stages"][0]["dense_top_similarity"] - provider["min_similarity"])
+        / (provider["strong_similarity"] - provider["min_similarity"]),
+        abs=1e-3,
+    )
+    assert a["dense_z"]["value"] == pytest.approx(-0.8 + cosine * 2.8, abs=1e-3)
 
 
 def test_explain_shows_each_groups_offset_and_scale_and_the_z_score(fresh_db):

@@ -199,6 +199,19 @@ def test_identifier_match_is_whole_token(identifiers):
     assert "errors-more.md" not in [r["source"] for r in rows if r["match_type"] == "identifier"]
 
 
+def test_a_letters_only_identifier_counts_only_where_it_is_rare(rolled_back_db):
+    # camelCase names a product as often as an identifier: PostgreSQL in every passage singles out
+    # none of them, while a name in one passage of many still does; a digit or connector always counts
+    for i in range(8):
+        insert_document(rolled_back_db, f"pg{i}.md", f"# Note {i}\n\nPostgreSQL runs topic {i} here.")
+    insert_document(rolled_back_db, "jetstream.md", "# Queue\n\nJetStream keeps the billing events.")
+    common = explain(rolled_back_db, "PostgreSQL", k=5, mode="lexical")
+    assert common["analysis"]["identifiers"] == ["PostgreSQL"] and common["candidates"]["identifier"] == 0
+    rare = explain(rolled_back_db, "JetStream", k=5, mode="lexical")
+    assert rare["candidates"]["identifier"] == 1
+    assert retrieve(rolled_back_db, "JetStream", k=5, mode="lexical")[0]["match_type"] == "identifier"
+
+
 HOSTILE = [
     "100%",
     "%",

@@ -112,7 +112,7 @@ def test_every_numeric_setting_has_a_range_holding_its_default(migrated_db):
     [
         ("candidates_per_leg", "1e308", "candidates_per_leg = 10+ is outside its range 10 to 1000"),
         ("bm25_b", "2", "bm25_b = 2 is outside its range 0 to 1"),
-        ("min_evidence", "2", "min_evidence = 2 is outside its range 0 to 0.99"),
+        ("no_evidence_probability", "2", "no_evidence_probability = 2 is outside its range 0 to 0.99"),
         ("concept_term_weight", "2000000000", "concept_term_weight = 2000000000 is outside its range 1 to 10"),
     ],
 )
@@ -128,7 +128,7 @@ def test_a_value_outside_its_range_is_refused_in_kb_settings(rolled_back_db, key
     [
         ("bm25_postings_per_term", "0", "pgkb.bm25_postings_per_term = 0 is outside its range 1 to 10000000"),
         ("chunk_max_tokens", "1", "pgkb.chunk_max_tokens = 1 is outside its range 32 to 4000"),
-        ("min_evidence", "2", "pgkb.min_evidence = 2 is outside its range 0 to 0.99"),
+        ("answer_probability", "0", "pgkb.answer_probability = 0 is outside its range 0.01 to 1"),
     ],
 )
 def test_a_session_override_outside_its_range_is_refused_by_name(rolled_back_db, key, value, message):
