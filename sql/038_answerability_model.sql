@@ -27,12 +27,9 @@ AS $$
     -- Fitted by bench/answerability_fit.py on the shared datasets (docs/RETRIEVAL.md,
     -- "The decision": what it was fitted on, and the sets it was validated on).
     SELECT '{
-        "hybrid": {"intercept": -2.0, "lexical_coverage": 3.0, "dense_z": 0.8, "dense_cosine": 0.3, "legs_agree": 1.0, "identifier_found": 2.0, "answer_bound": 0.5,
-                   "answer_unbound": -0.5, "cross_lingual": 0.0},
-        "dense": {"intercept": -1.0, "dense_z": 0.8, "dense_cosine": 0.3,
-                  "answer_bound": 0.5, "answer_unbound": -0.5, "cross_lingual": 0.0},
-        "lexical": {"intercept": -3.0, "lexical_coverage": 5.0, "identifier_found": 2.0, "answer_bound": 0.5,
-                    "answer_unbound": -0.5}
+        "hybrid": {"intercept": -4.1163, "lexical_coverage": 5.4329, "lexical_gap": 0.2488, "dense_z": 0.9276, "dense_cosine": 1.4694, "dense_gap": 0.4324, "legs_agree": 0.2144, "identifier_found": 0.8434, "answer_bound": 0.3115, "answer_unbound": -0.5169, "cross_lingual": 1.5856},
+        "dense": {"intercept": -2.6425, "dense_z": 1.3841, "dense_cosine": 2.0915, "dense_gap": 0.27, "answer_bound": 0.1544, "answer_unbound": -0.7527, "cross_lingual": 0.6662},
+        "lexical": {"intercept": -3.7979, "lexical_coverage": 8.0373, "lexical_gap": 1.1526, "identifier_found": 1.5537, "answer_bound": 0.9913, "answer_unbound": -0.6837}
     }'::jsonb
 $$;
 COMMENT ON FUNCTION kb.shipped_answerability_model() IS
