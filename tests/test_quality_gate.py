@@ -24,26 +24,59 @@ ROOT = Path(__file__).resolve().parent.parent
 CORPUS = ROOT / "examples" / "corpus"
 CASES = ROOT / "examples" / "eval" / "cases.json"
 
-# Overall floors over the 88 cases. Measured 2026-12-02 (e5-small for hybrid, docs/EVALUATION.md,
-# "Golden cases") minus about 0.03. Lexical cannot answer a question whose only answer is in the
-# other language (29 cross_lingual cases), so its overall figures are low. A near miss passes as
-# no rows or as "low confidence", which the answer-type check gives a typed question whose top
-# passages hold no value of its type bound to its subject (docs/RETRIEVAL.md).
-# measured: lexical pass@3 0.4098, MRR@10 0.3913, nDCG@10 0.3998, no-answer 0.9259; hybrid 0.8689,
-# 0.8462, 0.8756, 0.9259
-LEXICAL_FLOORS = {"pass_top3": 0.38, "mrr@10": 0.36, "ndcg@10": 0.37, "no_answer_accuracy": 0.89}
-HYBRID_FLOORS = {"pass_top3": 0.84, "mrr@10": 0.81, "ndcg@10": 0.84, "no_answer_accuracy": 0.89}
+# Overall floors over the 88 cases: the ranking and both sides of the decision (harness.metrics:
+# answered_when_found, the answerable cases with their passage in the top 3 labelled "answer";
+# answer_precision; no_answer_accuracy, the unanswerable ones not labelled "answer"), so that a hedge
+# that improves one side shows on the other. Measured 2026-12-04 (e5-small for hybrid,
+# docs/EVALUATION.md, "The decision") minus about 0.03. Lexical cannot answer a question whose only
+# answer is in the other language (29 cross_lingual cases), so its overall figures are low.
+# measured: lexical pass@3 0.459, MRR@10 0.4322, nDCG@10 0.4429, answered when found 0.6786, answer
+# precision 0.8261, no-answer 0.8519; hybrid pass@3 0.8852, MRR@10 0.863, nDCG@10 0.8924, 0.6852, 0.7708,
+# 0.6296 (docs/EVALUATION.md: the no-answer side was 0.9259 while every near miss and 69 % of the
+# answerable cases were "low confidence"; answered when found was then 0.3148)
+LEXICAL_FLOORS = {
+    "pass_top3": 0.42,
+    "mrr@10": 0.39,
+    "ndcg@10": 0.41,
+    "answered_when_found": 0.64,
+    "answer_precision": 0.79,
+    "no_answer_accuracy": 0.81,
+}
+HYBRID_FLOORS = {
+    "pass_top3": 0.85,
+    "mrr@10": 0.82,
+    "ndcg@10": 0.86,
+    "answered_when_found": 0.65,
+    "answer_precision": 0.74,
+    "no_answer_accuracy": 0.59,
+}
+# answerable cases that come back with no rows: at most this share (measured hybrid 1 of 61)
+HYBRID_MAX_ANSWERABLE_NO_ROWS = 0.04
 
 # hybrid, per category (one spelling each: examples/README.md): measured as above minus one case.
-# The targets of issue 26 are above some of these (golden cross_lingual pass@3 >= 0.95): the gate
-# guards what is reached.
+# The targets of issues 26 and 39 are above some of these (golden cross_lingual pass@3 >= 0.95, no
+# answer >= 0.90): the gate guards what is reached.
 HYBRID_CATEGORY_FLOORS = {
-    "cross_lingual": {"pass_top3": 0.72, "ndcg@10": 0.75},  # measured 0.7586 / 0.7856 (29 cases)
-    "no_answer": {"no_answer_accuracy": 0.87},  # measured 0.9167 (24 cases, 21 near misses)
+    "cross_lingual": {"pass_top3": 0.75, "ndcg@10": 0.77},  # measured 0.7931 / 0.806 (29 cases)
+    "no_answer": {"no_answer_accuracy": 0.54},  # measured 0.5833 (24 cases, 21 near misses)
     "lifecycle": {"pass_top3": 0.85},  # measured 1.0 (7 answerable of 8 cases)
 }
 
-_SHOWN = ("cases", "pass_top1", "pass_top3", "mrr@10", "ndcg@10", "no_answer_accuracy", "forbidden_hits")
+# the off-topic questions of examples/eval/off-topic.json (never fitted on): how many come back with
+# no rows at the default settings (measured 12 of 20 in hybrid)
+OFF_TOPIC_NO_ROWS_FLOOR = 11
+OFF_TOPIC = ROOT / "examples" / "eval" / "off-topic.json"
+
+_SHOWN = (
+    "cases",
+    "pass_top3",
+    "ndcg@10",
+    "answered_when_found",
+    "answer_precision",
+    "no_answer_accuracy",
+    "answerable_no_rows",
+    "forbidden_hits",
+)
 
 
 def _check(metrics: dict, floors: dict, label: str = "") -> list[str]:
@@ -101,5 +134,12 @@ def test_hybrid_quality_gate_with_bundled_model(migrated_db, dsn):
     _print_categories("hybrid", by_category)
     _print_categories("dense", report["modes"]["dense"]["by_category"])
     failures = _check(hybrid, HYBRID_FLOORS) + _check_categories(by_category, HYBRID_CATEGORY_FLOORS)
+    if hybrid["answerable_no_rows"] > HYBRID_MAX_ANSWERABLE_NO_ROWS:
+        failures.append(f"answerable_no_rows {hybrid['answerable_no_rows']} > {HYBRID_MAX_ANSWERABLE_NO_ROWS}")
+    off_topic = evaluate(dsn, cases_file=str(OFF_TOPIC), mode="hybrid", k=8, progress=False)["modes"]["hybrid"]
+    no_rows = round(off_topic["metrics"]["no_answer_no_rows"] * off_topic["metrics"]["cases"])
+    print("off-topic questions with no rows:", no_rows, "of", off_topic["metrics"]["cases"])
+    if no_rows < OFF_TOPIC_NO_ROWS_FLOOR:
+        failures.append(f"off-topic questions with no rows {no_rows} < floor {OFF_TOPIC_NO_ROWS_FLOOR}")
     assert not failures, "; ".join(failures)
     assert hybrid["mrr@10"] >= dense["mrr@10"], "hybrid fell below its dense leg"
