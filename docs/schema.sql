@@ -144,12 +144,14 @@ CREATE TYPE kb_pipeline.retrieval_settings AS (
     min_dense_z double precision,
     same_language_z_margin double precision,
     strong_dense_z double precision,
-    min_evidence double precision,
+    answer_probability double precision,
+    no_evidence_probability double precision,
     freshness_margin double precision,
     glossary_expansion boolean,
     glossary_max_terms integer,
     max_per_document integer,
-    merge_adjacent boolean
+    merge_adjacent boolean,
+    answerability_model jsonb
 );
 
 CREATE TYPE kb_pipeline.retrieval_stage AS (
@@ -173,10 +175,28 @@ CREATE TYPE kb_pipeline.retrieval_stage AS (
     lexical_evidence double precision,
     dense_evidence double precision,
     glossary jsonb,
-    answer_check jsonb
+    answer_check jsonb,
+    signals jsonb,
+    probability double precision
 );
 
 -- Tables
+
+-- Answerability models fitted for this knowledge base (pgkb fit-answerability); the active one, else the shipped default, gives every kb_retrieve call its probability.
+CREATE TABLE kb.answerability_models (
+    id bigint DEFAULT nextval('kb.answerability_models_id_seq'::regclass) NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    created_by text DEFAULT CURRENT_USER NOT NULL,
+    fitted_on jsonb NOT NULL,
+    coefficients jsonb NOT NULL,
+    validation jsonb DEFAULT '{}'::jsonb NOT NULL,
+    replaced bigint,
+    active boolean DEFAULT false NOT NULL
+);
+ALTER TABLE kb.answerability_models ADD CONSTRAINT answerability_models_bounded CHECK (((jsonb_typeof(coefficients) = 'object'::text) AND (NOT jsonb_path_exists(coefficients, 'strict $.*?(@.type() != "object")'::jsonpath)) AND (NOT jsonb_path_exists(coefficients, 'strict $.*.*?((@.type() != "number" || @ > 50) || @ < -50)'::jsonpath)) AND (NOT jsonb_path_exists(coefficients, 'strict $.keyvalue()?(!(@."key" like_regex "^(lexical|dense|hybrid)$"))'::jsonpath))));
+ALTER TABLE kb.answerability_models ADD CONSTRAINT answerability_models_replaced_fkey FOREIGN KEY (replaced) REFERENCES kb.answerability_models(id);
+ALTER TABLE kb.answerability_models ADD CONSTRAINT answerability_models_pkey PRIMARY KEY (id);
+CREATE UNIQUE INDEX answerability_models_one_active ON kb.answerability_models USING btree (active) WHERE active;
 
 -- (no comment)
 CREATE TABLE kb.chunks (
@@ -347,7 +367,8 @@ CREATE TABLE kb.eval_results (
     context text[],
     as_of text,
     k integer,
-    forbidden text[] DEFAULT '{}'::text[] NOT NULL
+    forbidden text[] DEFAULT '{}'::text[] NOT NULL,
+    answerability jsonb
 );
 ALTER TABLE kb.eval_results ADD CONSTRAINT eval_results_run_id_fkey FOREIGN KEY (run_id) REFERENCES kb.eval_runs(id) ON DELETE CASCADE;
 ALTER TABLE kb.eval_results ADD CONSTRAINT eval_results_pkey PRIMARY KEY (run_id, case_id);
@@ -693,6 +714,15 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.answer_check(text,text,text[])
 --     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
 --     Whether passages hold a value of a question's answer type bound to its subject (kb.py_answer_check; SECURITY DEFINER wrapper for the shard coordinator, which runs as its caller: at most 10 passages holding at most kb.max_snippet_chars characters, a question of at most kb_pipeline.max_query_chars). Reads no table.
+-- kb.answerability_model()
+--     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER
+--     The answerability model in force, checked (kb.answerability_model_error): {"source": "shipped" or "fit <id>", "coefficients"}; read once per kb_retrieve call with the settings.
+-- kb.answerability_model_error(jsonb)
+--     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     What is wrong with an answerability model's coefficients (every problem, naming mode and signal), NULL when they are usable: the check applied when a model is written (pgkb fit-answerability) and when it is read (kb.answerability_model).
+-- kb.answerability_signal_names()
+--     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The signals an answerability model may weigh (kb_pipeline.answerability_signals computes them): the one list that the model check, the explain output and pgkb fit-answerability read.
 -- kb.blank_class()
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The characters that show nothing by themselves (controls, format characters, spaces and separators), as the inside of a regular expression bracket; pgkb_plpy.vocabulary.BLANK is the same class, and tests compare them.
@@ -951,6 +981,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.shard_stage_candidates(text,integer,text,jsonb,timestamp with time zone,text[],jsonb)
 --     RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     The door to a shard's part of a sharded retrieval (kb_pipeline.shard_gather): every stage's candidates over the namespaces the caller may read here, ranked with the whole corpus's statistics the coordinator gives.
+-- kb.shipped_answerability_model()
+--     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The answerability model a knowledge base uses until pgkb fit-answerability fits its own: logistic coefficients per mode over kb.answerability_signal_names(), fitted on the shared datasets (docs/RETRIEVAL.md, "The decision").
 -- kb.snippet(text,text,integer)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
 --     Query-aware snippet of one passage (kb.snippets, with its bounds).
@@ -1037,19 +1070,25 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     Whether every namespace/source in the list names a document the current role can see; the retrieval log accepts only such rows.
 -- kb_pipeline.abstains(double precision,kb_pipeline.retrieval_settings)
 --     RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     Whether a call returns no rows: the cutoff is on and its answerability (kb_pipeline.answerability) is no evidence, i.e. the best stage's evidence is at or below min_evidence (0 by default: neither leg above its "no evidence" level).
--- kb_pipeline.answer_check_cap()
---     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     The evidence a typed question keeps at most when no top passage holds a bound value (kb_pipeline.answer_checked): the middle of the low-confidence band, so its rows come back flagged; min_evidence at or above it turns them into no rows.
+--     Whether a call returns no rows: the cutoff is on and its decision (kb_pipeline.answerability) is no evidence. Pure.
 -- kb_pipeline.answer_check_depth()
 --     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     How many passages of the fused ranking the answer-type check reads (kb_pipeline.answer_checked): the places a reader of the result looks at first, and where the golden gate counts a pass.
--- kb_pipeline.answer_checked(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage,kb.retrieval_row[])
+--     How many passages of the fused ranking the decision is about: the answer-type check reads them and the probability is that one of them answers (where the evaluation counts a pass).
+-- kb_pipeline.answer_checked(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_stage,kb.retrieval_row[])
 --     RETURNS kb_pipeline.retrieval_stage LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     The judge's answer-type check: for a question with an answer type (analysis answer_type), whether one of the top kb_pipeline.answer_check_depth passages holds a value of that type bound to the question's subject (kb.answer_check); when none does, the stage's evidence is capped at kb_pipeline.answer_check_cap (low confidence). The stage with answer_check set (NULL: not checked). Pure.
+--     The answer-type check: for a question with an answer type (analysis answer_type), whether one of the top kb_pipeline.answer_check_depth passages holds a value of that type bound to the question's subject (kb.answer_check). The stage with answer_check set (NULL: not checked). Pure.
+-- kb_pipeline.answer_probability(jsonb,jsonb,text)
+--     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The probability that a call's top 3 passages answer its question: the answerability model's logistic function of the call's signals, with the coefficients of its mode. Pure.
 -- kb_pipeline.answerability(double precision,kb_pipeline.retrieval_settings)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     The answerability decision of a call from the evidence of its best stage: no evidence (at or below min_evidence: kb_pipeline.abstains returns no rows while the cutoff is on), low confidence (below 1), answer (1: a leg at its strong level or an identifier found verbatim). Every kb_retrieve row carries it.
+--     The decision of a call from its probability (kb_pipeline.judged): no evidence below no_evidence_probability (kb_pipeline.abstains: no rows while the cutoff is on), answer at or above answer_probability, low confidence between. Every kb_retrieve row carries it. Pure.
+-- kb_pipeline.answerability_explain(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage)
+--     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The explain entry of a call's decision: the decision, the probability, a reason sentence built from the same numbers, the model in force, each signal's value, weight and contribution, the intercept, both thresholds and the answer-type check. Pure.
+-- kb_pipeline.answerability_signals(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage,kb.retrieval_row[],boolean)
+--     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The signals of a call the answerability model reads (kb.answerability_signal_names): the top lexical idf coverage, the best dense z above its group's noise level, the raw cosine of the best own-language hit against the provider's thresholds, whether both legs rank a top-3 passage in their top 3, an identifier found verbatim, the answer-type check's outcome, and whether the first passage is in another language than the question. Pure.
 -- kb_pipeline.assembly_max_per_document(kb_pipeline.retrieval_request,kb_pipeline.retrieval_settings)
 --     RETURNS integer LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The per-document cap of a call: its max_per_document argument, else the setting max_per_document (0 in either: no cap); NULL for no cap. Pure.
@@ -1106,10 +1145,13 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     The terms of each match of a glossary expansion (kb.glossary_expansion_of_terms(...).explain): its own terms (own) and the terms it adds, numbered by match. Pure. Inlined.
 -- kb_pipeline.identifier_candidates(text[],timestamp with time zone,text[],jsonb,integer)
 --     RETURNS TABLE(chunk_id bigint, matched integer) LANGUAGE plpgsql STABLE PARALLEL SAFE
---     Chunks that contain the query's identifiers verbatim as whole tokens (trigram-indexed ILIKE, escaped input).
+--     Chunks that contain the query's identifiers verbatim as whole tokens (trigram-indexed ILIKE, escaped input); an identifier of letters only (camelCase) counts only where it is rare (kb_pipeline.rare_identifier_chunks).
 -- kb_pipeline.identifier_chunks(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan)
 --     RETURNS bigint[] LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     Chunks that hold an identifier of the query verbatim (none in dense mode), most identifiers matched first: strong evidence, and boosted.
+-- kb_pipeline.judged(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage,kb.retrieval_row[],boolean)
+--     RETURNS kb_pipeline.retrieval_stage LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     The judge of a call on its ranked rows: the answer-type check (kb_pipeline.answer_checked), the signals (kb_pipeline.answerability_signals) and the probability (kb_pipeline.answer_probability) set on the stage used. Pure: one node and a shard coordinator judge alike.
 -- kb_pipeline.language_correction_explain(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage)
 --     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The explain entry of the language correction: whether it is on for this model (the setting and the provider's language_correction), whether it applied, the query's offset and scale per language group, and the passage kb_pipeline.own_language_first_kept moved up (its chunk, the dense rank the correction gave it and the rank it kept; NULL when none).
@@ -1187,10 +1229,10 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     The top k of fused hits (kb_pipeline.ranked_hit): identifier and title boosts, a freshness preference among near-equals, one chunk per distinct text, a document's chunks after its p_max_per_document best only where no other candidate is left (NULL: no cap), ranks from 1, then the chunks the cap moved out of the top k (rank NULL). Pure: the facts of every candidate are given (kb_pipeline.candidate_facts, or a sharded corpus's shards).
 -- kb_pipeline.ranked(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage,bigint[],kb_pipeline.candidate[])
 --     RETURNS kb_pipeline.ranked_hit[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     The best stage's hits fused (kb_pipeline.fuse) and ranked (kb_pipeline.rank: the top k, then the chunks the cap displaced), or none when the call abstains. Pure: the candidates' facts are given.
--- kb_pipeline.raw_cosine_decided(kb_pipeline.retrieval_stage)
---     RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     Whether a stage's dense evidence is the floor kb_pipeline.stage_evidence gives a corrected leg whose z-scores stand below the noise level while a raw cosine passes min_similarity: explain then names the raw cosine as the signal. Pure.
+--     The best stage's hits fused (kb_pipeline.fuse) and ranked (kb_pipeline.rank: the top k, then the chunks the cap displaced); none when every stage was skipped. Pure: the candidates' facts are given.
+-- kb_pipeline.rare_identifier_chunks(text[])
+--     RETURNS bigint LANGUAGE sql STABLE PARALLEL SAFE
+--     How many chunks a letters-only identifier (camelCase: PostgreSQL) may occur in and still count as an identifier: 1 % of the chunks of the scope (kb.lexical_stats), at least 3. A name common in the corpus would otherwise boost every passage that mentions it.
 -- kb_pipeline.read_retrieval_settings()
 --     RETURNS kb_pipeline.retrieval_settings LANGUAGE sql STABLE PARALLEL SAFE
 --     The retrieval settings in force for this session, typed, in one composite (read once per kb_retrieve call).
@@ -1238,7 +1280,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     pg_trgm leg for short queries: word_similarity over chunk text via the GIN index (pg_trgm.word_similarity_threshold).
 -- kb_pipeline.uncorrected_evidence_floor()
 --     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     The evidence a language-corrected dense leg keeps when no hit stands above its group's noise level but the raw cosine of one passes the provider's min_similarity (the uncorrected rule): just above the "no evidence" level of min_evidence 0, so the call's rows come back flagged low confidence; min_evidence at or above it makes such calls abstain.
+--     The stage evidence a language-corrected dense leg keeps when no hit stands above its group's noise level but the raw cosine of one passes the provider's min_similarity (the uncorrected rule): such a stage is preferred over one where nothing passes. The call's decision is its probability (kb_pipeline.judged), which reads the raw cosine as a signal of its own.
 -- kb_pipeline.validated_request(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)
 --     RETURNS kb_pipeline.retrieval_request LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     Checks kb_retrieve's arguments before any work (each error names the argument, its hint the fix): a query not blank by kb.is_blank, k in 1..1000, a namespace that can exist, a known mode, as_of, filters of bounded size and depth with typed values, at most kb_pipeline.max_context_turns() turns, max_per_document in 0..1000 (0: no cap, as the setting) or NULL. Normalises them: query trimmed of blanks and cut to kb_pipeline.max_query_chars() (so is each turn, with a note), lower-case mode.
@@ -1247,7 +1289,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     Whether fusion weighs each hit by its own evidence (kb_pipeline.fuse): only when the dense leg is language-corrected over a scope that holds passages in both Chinese and English (language moments of both groups). Otherwise the legs are fused by their plain weighted scores. Pure.
 -- kb_pipeline.with_answer(kb.retrieval_row[],text,double precision)
 --     RETURNS kb.retrieval_row[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     The rows with the call's answerability decision (kb_pipeline.answerability) and evidence (rounded to 3 places) in every row. Pure.
+--     The rows with the call's answerability decision (kb_pipeline.answerability) and evidence, its probability (rounded to 3 places), in every row. Pure.
 -- kb_pipeline.with_snippets(kb.retrieval_row[],text)
 --     RETURNS kb.retrieval_row[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The rows with their query-aware snippets (200 characters), computed in one call over each passage's first kb.max_snippet_chars / (number of rows) characters.

@@ -176,12 +176,12 @@ def page_width(page: Page) -> int:
     return page.evaluate("Math.max(document.documentElement.scrollWidth, document.body.scrollWidth)")
 
 
-def test_in_a_browser_the_answer_comes_first_with_its_deciding_signal(page, tmp_path):
+def test_in_a_browser_the_answer_comes_first_with_its_reason(page, tmp_path):
     ask(page, "zygomorphic xylophone quokka")
     answer = page.locator("[data-answer]")
     expect(answer).to_be_visible()
     assert answer.get_attribute("data-answer") in ("low confidence", "no evidence")
-    expect(answer.locator("[data-why]")).to_contain_text("Deciding signal")
+    expect(answer.locator("[data-why]")).to_contain_text("probability")
     top_of_answer = answer.bounding_box()["y"]
     cards = page.locator("article.result")
     if cards.count():

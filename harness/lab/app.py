@@ -213,7 +213,7 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
 
                 def work(conn):
                     rows = queries.retrieve(conn, req)
-                    # the deciding signal of the answerability decision, its value and threshold are in the
+                    # the reason of the answerability decision (probability, thresholds, signals) is in the
                     # explain object (a second retrieval of the same request, in the same transaction)
                     explained = queries.explain(conn, req)
                     docs = queries.documents_by_id(

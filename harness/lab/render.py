@@ -6,7 +6,7 @@
   shown when Mermaid cannot parse it).
 * ``snippet`` renders kb_retrieve's snippet (matches marked « and », pgkb_plpy.snippets) as inline HTML
   with ``<mark>``: no raw Markdown syntax.
-* ``answer_summary`` is the answerability decision with its deciding signal, value and threshold in words;
+* ``answer_summary`` is the answerability decision with the database's reason for it in words;
   ``no_evidence_reason`` the older wording for explain objects without an answerability key.
 * ``rank_changes`` compares two result lists passage by passage.
 * ``trend_svg`` draws a metric across evaluation runs as an SVG line chart (no script needed).
@@ -91,26 +91,21 @@ def _fmt(value: Any) -> str:
     return "none" if value is None else f"{value:.3g}" if isinstance(value, float) else str(value)
 
 
-# The setting that places each signal's "no evidence" level (the answerability signal's names, kb_retrieve_explain).
-_SIGNAL_SETTINGS = (
-    ("lexical", "min_lexical_coverage", "strong_lexical_coverage"),
-    ("dense: z-score", "min_dense_z", "strong_dense_z"),
-    ("dense: top cosine", "min_similarity", "strong_similarity"),
-)
 DECISIONS = ("answer", "low confidence", "no evidence")
 
 
 def answer_summary(rows: list[dict[str, Any]] | None, explain: dict[str, Any] | None) -> dict[str, Any]:
     """The answerability decision, first thing on the page: what kb_retrieve's rows say (every row carries
-    the call's decision and evidence; no row is "no evidence"), else the explain object's; and, from the
-    explain object's answerability, the deciding signal with its value and threshold in words."""
+    the call's decision and evidence, its probability; no row is "no evidence"), else the explain
+    object's; and the explain object's reason: the probability against the thresholds and the signals
+    it rests on."""
     detail = (explain or {}).get("answerability") if isinstance((explain or {}).get("answerability"), dict) else {}
     if rows:
         decision, evidence = rows[0].get("answerability"), rows[0].get("evidence")
     elif rows is not None:
-        decision, evidence = "no evidence", detail.get("evidence", 0)
+        decision, evidence = "no evidence", detail.get("probability", 0)
     else:
-        decision, evidence = detail.get("decision"), detail.get("evidence", (explain or {}).get("evidence"))
+        decision, evidence = detail.get("decision"), detail.get("probability", (explain or {}).get("evidence"))
     if decision is None and explain is not None:
         decision = (
             "no evidence"
@@ -127,28 +122,12 @@ def answer_summary(rows: list[dict[str, Any]] | None, explain: dict[str, Any] | 
 
 
 def _why(decision: str | None, detail: dict[str, Any], explain: dict[str, Any]) -> str:
+    # the database's own sentence: the probability against the thresholds, and the signals it rests on
     if detail.get("reason"):
         return str(detail["reason"])
-    signal, value, threshold = detail.get("signal"), detail.get("value"), detail.get("threshold")
-    if not signal:
-        if explain.get("returned") == 0 and not explain.get("no_evidence"):
-            return "No passage matched the filters, namespace and as_of date."
-        return no_evidence_reason(explain)
-    evidence = _fmt(detail.get("evidence"))
-    if signal == "identifier found verbatim":
-        return f"An identifier of the question was found verbatim (evidence {evidence})."
-    setting = next(((low, strong) for prefix, low, strong in _SIGNAL_SETTINGS if signal.startswith(prefix)), None)
-    level = f"its no-evidence level {_fmt(threshold)}" + (f" (from {setting[0]})" if setting else "")
-    strong = f"its strong level (from {setting[1]})" if setting else "its strong level"
-    said = f"Deciding signal ({signal}): {_fmt(value)}"
-    if decision == "no evidence":
-        text = f"{said}, at or below {level}. Evidence {evidence}."
-        if not detail.get("cutoff", True):
-            text += " The no-evidence cutoff is off, so passages are returned anyway."
-        return text
-    if decision == "low confidence":
-        return f"{said}, above {level} but short of {strong}. Evidence {evidence} of 1: read the passages with care."
-    return f"{said}, at or above {strong}. Evidence {evidence}."
+    if explain.get("returned") == 0 and not explain.get("no_evidence"):
+        return "No passage matched the filters, namespace and as_of date."
+    return no_evidence_reason(explain)
 
 
 def dense_score_label(explain: dict[str, Any] | None) -> str:
