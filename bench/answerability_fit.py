@@ -32,6 +32,28 @@ from harness.db import connect  # noqa: E402
 THRESHOLDS = {"answer_probability": 0.5, "no_evidence_probability": 0.08}
 
 
+TABLE_KEYS = (
+    "cases",
+    "answered_when_found",
+    "answer_precision",
+    "no_answer_accuracy",
+    "answerable_no_rows",
+    "no_answer_no_rows",
+    "low_confidence_share",
+    "calibration_error",
+    "brier",
+)
+
+
+def print_table(label: str, rows: dict[str, dict]) -> None:
+    """The short table (stderr) beside the JSON: one row per set, the decision's metrics."""
+    print(f"{label:<40}" + "".join(f"{k[:20]:>21}" for k in TABLE_KEYS), file=sys.stderr)
+    for name, m in rows.items():
+        print(
+            f"{name:<40}" + "".join(f"{'-' if m.get(k) is None else m[k]!s:>21}" for k in TABLE_KEYS), file=sys.stderr
+        )
+
+
 def cases(args) -> int:
     _, beir_cases = evaluate.load_beir(args.beir, args.queries, args.qrels, args.limit, None)
     with connect(args.dsn) as conn:
@@ -92,22 +114,9 @@ def fit(args) -> int:
             if ex
         }
     print(json.dumps(report, indent=1))
-    keys = (
-        "cases",
-        "answered_when_found",
-        "answer_precision",
-        "no_answer_accuracy",
-        "answerable_no_rows",
-        "calibration_error",
-        "brier",
+    print_table(
+        "held out / mode", {f"{g} / {mode}": m for mode, held in report["held_out"].items() for g, m in held.items()}
     )
-    print(f"\n{'held out':<10}{'mode':<8}" + "".join(f"{k:>21}" for k in keys), file=sys.stderr)
-    for mode, held in report["held_out"].items():
-        for group, m in held.items():
-            print(
-                f"{group:<10}{mode:<8}" + "".join(f"{'-' if m.get(k) is None else m[k]!s:>21}" for k in keys),
-                file=sys.stderr,
-            )
     return 0
 
 
@@ -138,19 +147,7 @@ def decisions(args) -> int:
                 report.setdefault(key, []).append(outcome)
     table = {key: metrics.decision_metrics(outcomes) | {"cases": len(outcomes)} for key, outcomes in report.items()}
     print(json.dumps(table, indent=1))
-    keys = (
-        "cases",
-        "answered_when_found",
-        "answer_precision",
-        "no_answer_accuracy",
-        "answerable_no_rows",
-        "no_answer_no_rows",
-        "low_confidence_share",
-        "calibration_error",
-    )
-    print(f"{'set':<48}" + "".join(f"{k[:20]:>21}" for k in keys), file=sys.stderr)
-    for key, m in sorted(table.items()):
-        print(f"{key:<48}" + "".join(f"{'-' if m.get(k) is None else m[k]!s:>21}" for k in keys), file=sys.stderr)
+    print_table("set", dict(sorted(table.items())))
     return 0
 
 
