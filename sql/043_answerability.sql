@@ -54,7 +54,7 @@ CREATE OR REPLACE FUNCTION kb_pipeline.answerability_signals(
     p_plan kb_pipeline.retrieval_plan,
     p_settings kb_pipeline.retrieval_settings,
     p_best kb_pipeline.retrieval_stage,
-    p_rows kb.retrieval_row[],
+    p_ranked kb_pipeline.ranked_hit[],
     p_identifier_found boolean
 )
 RETURNS jsonb
@@ -89,9 +89,10 @@ AS $$
         CROSS JOIN unnest(p_best.dense) AS h
         LEFT JOIN unnest(p_best.language_moments) AS m ON m.language = h.language
     ),
+    -- the ranked hits, not the rows: their chunk ids are the legs' (a coordinator's global ids)
     top AS (
         SELECT r.chunk_id, r.rank, r.lexical_rank, r.dense_rank
-        FROM unnest(p_rows) AS r
+        FROM unnest(p_ranked) AS r
         WHERE r.rank <= kb_pipeline.answer_check_depth()
     )
     SELECT jsonb_build_object(
@@ -120,7 +121,8 @@ AS $$
     )
 $$;
 COMMENT ON FUNCTION kb_pipeline.answerability_signals(
-    kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, kb_pipeline.retrieval_stage, kb.retrieval_row[], boolean
+    kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, kb_pipeline.retrieval_stage, kb_pipeline.ranked_hit[],
+    boolean
 ) IS
 'The signals of a call the answerability model reads (kb.answerability_signal_names): the top lexical idf coverage, the best dense z above its group''s noise level, the raw cosine of the best own-language hit against the provider''s thresholds, whether both legs rank a top-3 passage in their top 3, an identifier found verbatim, the answer-type check''s outcome, and whether the first passage is in another language than the question. Pure.';
 
@@ -176,6 +178,7 @@ CREATE OR REPLACE FUNCTION kb_pipeline.judged(
     p_plan kb_pipeline.retrieval_plan,
     p_settings kb_pipeline.retrieval_settings,
     p_best kb_pipeline.retrieval_stage,
+    p_ranked kb_pipeline.ranked_hit[],
     p_rows kb.retrieval_row[],
     p_identifier_found boolean
 )
@@ -193,14 +196,15 @@ BEGIN
         RETURN NULL;
     END IF;
     result := kb_pipeline.answer_checked(p_plan, p_best, p_rows);
-    result.signals := kb_pipeline.answerability_signals(p_plan, p_settings, result, p_rows, p_identifier_found);
+    result.signals := kb_pipeline.answerability_signals(p_plan, p_settings, result, p_ranked, p_identifier_found);
     result.probability := CASE WHEN coalesce(cardinality(p_rows), 0) = 0 THEN 0
         ELSE kb_pipeline.answer_probability(result.signals, p_settings.answerability_model, p_plan.mode) END;
     RETURN result;
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.judged(
-    kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, kb_pipeline.retrieval_stage, kb.retrieval_row[], boolean
+    kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, kb_pipeline.retrieval_stage, kb_pipeline.ranked_hit[],
+    kb.retrieval_row[], boolean
 ) IS
 'The judge of a call on its ranked rows: the answer-type check (kb_pipeline.answer_checked), the signals (kb_pipeline.answerability_signals) and the probability (kb_pipeline.answer_probability) set on the stage used. Pure: one node and a shard coordinator judge alike.';
 

@@ -733,7 +733,7 @@ BEGIN
     rows := kb_pipeline.passage_rows(ranked);
     -- judge: the probability that the top passages answer, from the signals
     t := clock_timestamp();
-    best := kb_pipeline.judged(plan, settings, best, rows, cardinality(identifier_chunks) > 0);
+    best := kb_pipeline.judged(plan, settings, best, ranked, rows, cardinality(identifier_chunks) > 0);
     IF kb_pipeline.abstains(best.probability, settings) THEN
         ranked := '{}';
         rows := '{}';

@@ -271,7 +271,7 @@ BEGIN
     rows := kb_pipeline.rows_over_shards(ranked);
     -- the node's judge, on the rows the shards returned
     t := clock_timestamp();
-    best := kb_pipeline.judged(plan, settings, best, rows, cardinality(identifier_ids) > 0);
+    best := kb_pipeline.judged(plan, settings, best, ranked, rows, cardinality(identifier_ids) > 0);
     IF kb_pipeline.abstains(best.probability, settings) THEN
         ranked := '{}';
         rows := '{}';

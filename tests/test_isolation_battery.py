@@ -76,6 +76,10 @@ REVIEWED_DEFINERS = {
     ),
     "kb.embed_query(text,text)": ("pure: the query's vector from the model named", "kb.embed_query('x', 'hash-64')"),
     "kb.tenant_isolation_on()": ("one global switch, no tenant data", "kb.tenant_isolation_on()"),
+    "kb.answerability_model()": (
+        "the knowledge base's one answerability model (coefficients, no tenant data; who fitted it stays unread)",
+        "kb.answerability_model()",
+    ),
     "kb.take_supersedes_turn(text)": (
         "the supersedes check's turn: writes only a namespace kb.allowed_namespaces gives the session, returns nothing",
         None,

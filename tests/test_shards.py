@@ -161,7 +161,6 @@ NAMESPACE_QUESTIONS = [
     ("postgres failover runbook", "engineering", "hybrid"),
     ("数据保留多久", "policies", "hybrid"),
     ("payment error codes", "support", "lexical"),
-    ("release checklist", "engineering", "dense"),
 ]
 
 
