@@ -478,7 +478,7 @@ BEGIN
                 'dense_candidates', cardinality(s.dense), 'lexical_top_coverage', s.lexical_top_coverage,
                 'dense_other_language', (SELECT count(*) FROM unnest(s.dense) AS h WHERE h.other_language),
                 'dense_top_similarity', s.dense_top_similarity, 'dense_evidence_z', s.dense_evidence_z,
-                'dense_evidence_language', s.dense_evidence_language, 'dense_no_evidence_z', s.dense_min_z,
+                'dense_evidence_language', s.dense_evidence_language, 'dense_z_floor', s.dense_min_z,
                 'lexical_evidence', round(s.lexical_evidence::numeric, 3),
                 'dense_evidence', round(s.dense_evidence::numeric, 3),
                 'evidence', round(s.evidence::numeric, 3)
