@@ -1086,7 +1086,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_pipeline.answerability_explain(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage)
 --     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The explain entry of a call's decision: the decision, the probability, a reason sentence built from the same numbers, the model in force, each signal's value, weight and contribution, the intercept, both thresholds and the answer-type check. Pure.
--- kb_pipeline.answerability_signals(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage,kb.retrieval_row[],boolean)
+-- kb_pipeline.answerability_signals(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage,kb_pipeline.ranked_hit[],boolean)
 --     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The signals of a call the answerability model reads (kb.answerability_signal_names): the top lexical idf coverage, the best dense z above its group's noise level, the raw cosine of the best own-language hit against the provider's thresholds, whether both legs rank a top-3 passage in their top 3, an identifier found verbatim, the answer-type check's outcome, and whether the first passage is in another language than the question. Pure.
 -- kb_pipeline.assembly_max_per_document(kb_pipeline.retrieval_request,kb_pipeline.retrieval_settings)
@@ -1149,7 +1149,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_pipeline.identifier_chunks(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan)
 --     RETURNS bigint[] LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     Chunks that hold an identifier of the query verbatim (none in dense mode), most identifiers matched first: strong evidence, and boosted.
--- kb_pipeline.judged(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage,kb.retrieval_row[],boolean)
+-- kb_pipeline.judged(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage,kb_pipeline.ranked_hit[],kb.retrieval_row[],boolean)
 --     RETURNS kb_pipeline.retrieval_stage LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The judge of a call on its ranked rows: the answer-type check (kb_pipeline.answer_checked), the signals (kb_pipeline.answerability_signals) and the probability (kb_pipeline.answer_probability) set on the stage used. Pure: one node and a shard coordinator judge alike.
 -- kb_pipeline.language_correction_explain(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage)
