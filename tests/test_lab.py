@@ -496,6 +496,8 @@ def test_the_eval_page_shows_metrics_per_mode_and_category_and_a_trend_chart(lab
     latest = re.search(r"data-latest>(.*?)</table>", page.text, re.S).group(1)
     for category in ("identifier", "policy", "unanswerable"):
         assert f"<td>{category}</td>" in latest
+    # both sides of the decision, side by side: a hedge that raises one shows on the other
+    assert page.text.index(">answered when found</th>") < page.text.index(">no-answer accuracy</th>")
     assert len(re.findall(r"<tr data-run=", page.text)) == 4
 
 

@@ -342,6 +342,16 @@ def numeric_metrics(runs: list[dict[str, Any]]) -> list[str]:
     """The numeric metric names of the runs, the headline ones first."""
     names = {k for r in runs for k, v in (r["metrics"] or {}).items() if _number(v)}
     first = [
-        m for m in ("ndcg@10", "mrr@10", "recall@10", "pass_top1", "pass_top3", "no_answer_accuracy") if m in names
+        m
+        for m in (
+            "ndcg@10",
+            "mrr@10",
+            "recall@10",
+            "pass_top1",
+            "pass_top3",
+            "answered_when_found",
+            "no_answer_accuracy",
+        )
+        if m in names
     ]
     return first + sorted(names - set(first))
