@@ -77,16 +77,18 @@ AS $$
             cardinality(p_best.language_moments) > 0 AS corrected
     ),
     hits AS (
-        SELECT h.chunk_id,
-            NOT (q.language IN ('zh', 'en') AND h.language IN ('zh', 'en') AND h.language <> q.language) AS own,
-            CASE WHEN q.corrected THEN h.score - kb_pipeline.noise_z(m.vectors)
-                ELSE p_settings.min_dense_z + (h.similarity - p_plan.min_similarity) / q.cosine_span
+        SELECT h.chunk_id, h.rank, h.own,
+            CASE WHEN h.corrected THEN h.score - kb_pipeline.noise_z(m.vectors)
+                ELSE p_settings.min_dense_z + (h.similarity - p_plan.min_similarity) / h.cosine_span
                     * (p_settings.strong_dense_z - p_settings.min_dense_z) END AS z_margin,
             -- a corrected leg's hit of another language carries the cosine of the centred query
-            CASE WHEN NOT q.corrected OR NOT (q.language IN ('zh', 'en') AND h.language IN ('zh', 'en')
-                AND h.language <> q.language) THEN (h.similarity - p_plan.min_similarity) / q.cosine_span END AS cosine
-        FROM q
-        CROSS JOIN unnest(p_best.dense) AS h
+            CASE WHEN NOT h.corrected OR h.own THEN (h.similarity - p_plan.min_similarity) / h.cosine_span END
+                AS cosine
+        FROM (
+            SELECT d.chunk_id, d.rank, d.score, d.similarity, d.language, q.corrected, q.cosine_span,
+                NOT (q.language IN ('zh', 'en') AND d.language IN ('zh', 'en') AND d.language <> q.language) AS own
+            FROM q CROSS JOIN unnest(p_best.dense) AS d
+        ) AS h
         LEFT JOIN unnest(p_best.language_moments) AS m ON m.language = h.language
     ),
     -- the ranked hits, not the rows: their chunk ids are the legs' (a coordinator's global ids)
@@ -102,8 +104,8 @@ AS $$
         -- how far the first hit of each leg stands above its second: one passage that
         -- stands out, rather than several alike (a question about a neighbour of theirs)
         'dense_gap', round(least(4, greatest(0, coalesce((
-            SELECT max(h.z_margin) FILTER (WHERE o.n = 1) - max(h.z_margin) FILTER (WHERE o.n = 2)
-            FROM hits AS h JOIN (SELECT d.chunk_id, d.rank AS n FROM unnest(p_best.dense) AS d) AS o USING (chunk_id)
+            SELECT max(h.z_margin) FILTER (WHERE h.rank = 1) - max(h.z_margin) FILTER (WHERE h.rank = 2)
+            FROM hits AS h
         ), 0)))::numeric, 4),
         'lexical_gap', round(coalesce((
             SELECT CASE WHEN count(*) = 1 THEN 1 ELSE 1 - min(l.score) / nullif(max(l.score), 0) END
