@@ -27,10 +27,18 @@ from harness.db import connect
 MODES = ("lexical", "dense", "hybrid")
 # the signals each mode's model weighs: a leg the mode does not run gives nothing to weigh
 MODE_SIGNALS = {
-    "lexical": ("lexical_coverage", "lexical_gap", "identifier_found", "answer_bound", "answer_unbound"),
+    "lexical": (
+        "lexical_coverage",
+        "translated_coverage",
+        "lexical_gap",
+        "identifier_found",
+        "answer_bound",
+        "answer_unbound",
+    ),
     "dense": ("dense_z", "dense_cosine", "dense_gap", "answer_bound", "answer_unbound", "cross_lingual"),
     "hybrid": (
         "lexical_coverage",
+        "translated_coverage",
         "lexical_gap",
         "dense_z",
         "dense_cosine",

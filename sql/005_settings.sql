@@ -46,7 +46,12 @@ FROM (VALUES
     ('glossary_max_terms', 'integer', '64', NULL, true,
         'at most this many BM25 terms the glossary adds to one query (the rest are counted as dropped_terms in the explain output)'),
     ('glossary_weight', 'number', '1', NULL, true,
-        'weight of a glossary-added term in the BM25 score (its idf is multiplied by it)'),
+        'weight of a term the glossary or the dictionary adds in the BM25 score (its idf is multiplied by it; the terms one match adds weigh together at most what its own terms weigh)'),
+    -- bilingual dictionary (docs/RETRIEVAL.md, "Across languages"): query translation in the lexical leg
+    ('dictionary_expansion', 'boolean', 'true', NULL, true,
+        'true: the lexical leg adds the BM25 terms of the translations (kb.dictionary, CC-CEDICT) of the English words and Chinese words a query contains'),
+    ('dictionary_max_terms', 'integer', '32', NULL, true,
+        'at most this many BM25 terms the dictionary adds to one query, main senses first (the rest are counted as dropped_terms in the explain output)'),
     -- dense leg
     ('hnsw_m', 'integer', '16', NULL, false,
         'HNSW graph degree (pgvector m, 2..100) of the indexes built from now on; higher: better recall, larger index, slower build. Existing indexes keep theirs until rebuilt (pgkb reindex-hnsw)'),
@@ -147,6 +152,7 @@ FROM (VALUES
     ('chunk_max_tokens', 32, 4000),
     ('chunk_overlap_tokens', 0, 1000),
     ('concept_term_weight', 1, 10),
+    ('dictionary_max_terms', 0, 256),
     ('embed_batch_size', 1, 512),
     ('embed_max_attempts', 1, 20),
     ('file_max_bytes', 1024, 1073741823),

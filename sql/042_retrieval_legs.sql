@@ -134,12 +134,14 @@ AS $$
     match_terms AS MATERIALIZED (SELECT * FROM kb_pipeline.glossary_match_terms(p_glossary)),
     scaling AS (
         -- the terms a match adds weigh together at most what its own terms
-        -- weigh: an equivalent of six CJK bigrams counts like the word it stands for
+        -- weigh: an equivalent of six CJK bigrams counts like the word it stands
+        -- for, and each of a word's eight translations an eighth of it (the
+        -- ones no chunk holds take no share)
         SELECT s.term, max(least(1, s.own_mass / nullif(s.added_mass, 0))) AS factor
         FROM (
             SELECT mt.term, mt.own,
                 sum(r.idf) FILTER (WHERE mt.own) OVER (PARTITION BY mt.n) AS own_mass,
-                sum(r.idf) FILTER (WHERE NOT mt.own) OVER (PARTITION BY mt.n) AS added_mass
+                sum(r.idf) FILTER (WHERE NOT mt.own AND r.df > 0) OVER (PARTITION BY mt.n) AS added_mass
             FROM match_terms AS mt
             INNER JOIN raw_idf AS r ON mt.term = r.term
         ) AS s
@@ -155,12 +157,20 @@ AS $$
             FROM (
                 SELECT r.term, r.pos, r.df,
                     r.idf * CASE WHEN r.pos > cardinality(p_terms)
-                        THEN (kb.setting('glossary_weight') #>> '{}')::float8 * coalesce(sc.factor, 1) ELSE 1 END
+                        -- a scalar subquery: read once, not once per added term
+                        THEN (SELECT (kb.setting('glossary_weight') #>> '{}')::float8) * coalesce(sc.factor, 1) ELSE 1 END
                         AS idf
                 FROM raw_idf AS r
                 LEFT JOIN scaling AS sc ON r.term = sc.term
             ) AS x
         ) AS w
+    ),
+    query_idf AS MATERIALIZED (
+        -- the query's own terms, each with whether a glossary match holds it
+        SELECT i.term, i.pos, i.df,
+            EXISTS (SELECT 1 FROM match_terms AS m WHERE m.own AND m.term = i.term) AS matched
+        FROM idf AS i
+        WHERE i.pos <= cardinality(p_terms)
     ),
     junction AS (
         -- a CJK bigram that no chunk contains, between two query bigrams that some
@@ -168,13 +178,11 @@ AS $$
         -- missing concept, so it does not count against coverage (a bigram the
         -- glossary matched counts as contained: 会话|话过|过期)
         SELECT i.term
-        FROM idf AS i
-        INNER JOIN idf AS prev ON prev.pos = i.pos - 1
-        INNER JOIN idf AS nxt ON nxt.pos = i.pos + 1
-        WHERE i.df = 0 AND nxt.pos <= cardinality(p_terms)
-            AND NOT EXISTS (SELECT 1 FROM match_terms AS m WHERE m.own AND m.term = i.term)
-            AND (prev.df > 0 OR EXISTS (SELECT 1 FROM match_terms AS m WHERE m.own AND m.term = prev.term))
-            AND (nxt.df > 0 OR EXISTS (SELECT 1 FROM match_terms AS m WHERE m.own AND m.term = nxt.term))
+        FROM query_idf AS i
+        INNER JOIN query_idf AS prev ON prev.pos = i.pos - 1
+        INNER JOIN query_idf AS nxt ON nxt.pos = i.pos + 1
+        WHERE i.df = 0 AND NOT i.matched
+            AND (prev.df > 0 OR prev.matched) AND (nxt.df > 0 OR nxt.matched)
             AND length(i.term) = 2 AND length(prev.term) = 2 AND length(nxt.term) = 2
             AND right(prev.term, 1) = left(i.term, 1) AND right(i.term, 1) = left(nxt.term, 1)
     )
@@ -189,7 +197,8 @@ CREATE OR REPLACE FUNCTION kb_pipeline.lexical_scores(
     p_terms text[], p_glossary jsonb, p_corpus jsonb, p_namespaces text[], p_per_term integer, p_shortlist integer
 )
 RETURNS TABLE (
-    chunk_id bigint, document_id bigint, score double precision, coverage double precision, all_read boolean
+    chunk_id bigint, document_id bigint, score double precision, coverage double precision,
+    own_coverage double precision, all_read boolean
 )
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
@@ -302,6 +311,9 @@ BEGIN
     )
     SELECT s.chunk_id, s.document_id, s.score - coalesce(rd.weight, 0),
         coalesce(CASE WHEN credited THEN cv.idf ELSE s.idf END / (SELECT t.idf_mass FROM total AS t), 0),
+        -- the own terms alone (of the counted ones: junction bigrams are in s.idf too)
+        least(coalesce(CASE WHEN credited THEN cv.idf ELSE s.idf END, 0), coalesce(s.idf, 0))
+            / coalesce((SELECT t.idf_mass FROM total AS t), 1),
         NOT (EXISTS (SELECT 1 FROM idf AS i WHERE i.truncated)
             OR (SELECT count(*) FROM candidates) > (SELECT count(*) FROM shortlisted))
     FROM (
@@ -314,13 +326,13 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.lexical_scores(text[], jsonb, jsonb, text[], integer, integer) IS
-'The BM25 score and idf coverage of every candidate chunk of the terms in the namespaces given (NULL: all), visible or not: the postings each term''s weight (kb_pipeline.lexical_term_weights) lets the leg read, the exact score of a shortlist of p_shortlist (NULL: every candidate), a glossary concept counted once per chunk; all_read says that no posting was left unread.';
+'The BM25 score and idf coverage (with the expansion''s terms credited, and by the query''s own terms alone) of every candidate chunk of the terms in the namespaces given (NULL: all), visible or not: the postings each term''s weight (kb_pipeline.lexical_term_weights) lets the leg read, the exact score of a shortlist of p_shortlist (NULL: every candidate), a glossary concept counted once per chunk; all_read says that no posting was left unread.';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.lexical_candidates(
     p_terms text[], p_as_of timestamptz, p_namespaces text[], p_filters jsonb, p_limit integer,
     p_glossary jsonb DEFAULT NULL, p_corpus jsonb DEFAULT NULL
 )
-RETURNS TABLE (chunk_id bigint, score double precision, coverage double precision)
+RETURNS TABLE (chunk_id bigint, score double precision, coverage double precision, own_coverage double precision)
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
@@ -342,6 +354,7 @@ DECLARE
     ids bigint[];
     scores double precision[];
     coverages double precision[];
+    own_coverages double precision[];
     crowded boolean;
 BEGIN
     -- BM25 (kb_pipeline.lexical_scores: Robertson idf, k1/b from settings, N, average
@@ -380,7 +393,7 @@ BEGIN
             LIMIT p_limit
         ),
         best AS (
-            SELECT r.chunk_id, r.score, r.coverage
+            SELECT r.chunk_id, r.score, r.coverage, r.own_coverage
             FROM ranked AS r
             WHERE r.document_id IN (SELECT v.document_id FROM visible AS v)
             ORDER BY r.score DESC, r.chunk_id
@@ -390,21 +403,23 @@ BEGIN
             (SELECT array_agg(b.chunk_id ORDER BY b.score DESC, b.chunk_id) FROM best AS b),
             (SELECT array_agg(b.score ORDER BY b.score DESC, b.chunk_id) FROM best AS b),
             (SELECT array_agg(b.coverage ORDER BY b.score DESC, b.chunk_id) FROM best AS b),
+            (SELECT array_agg(b.own_coverage ORDER BY b.score DESC, b.chunk_id) FROM best AS b),
             -- fewer than p_limit visible chunks, and some candidates were hidden
             -- (then every document was judged), while postings were left unread
             (SELECT count(*) FROM best) < p_limit
             AND (SELECT count(DISTINCT r.document_id) FROM ranked AS r) > (SELECT count(*) FROM visible)
             AND NOT (SELECT bool_and(r.all_read) FROM ranked AS r)
-        INTO ids, scores, coverages, crowded;
+        INTO ids, scores, coverages, own_coverages, crowded;
         EXIT WHEN NOT crowded;
         per_term := NULL;
         shortlist := NULL;
     END LOOP;
-    RETURN QUERY SELECT u.chunk_id, u.score, u.coverage FROM unnest(ids, scores, coverages) AS u (chunk_id, score, coverage);
+    RETURN QUERY SELECT u.chunk_id, u.score, u.coverage, u.own_coverage
+        FROM unnest(ids, scores, coverages, own_coverages) AS u (chunk_id, score, coverage, own_coverage);
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.lexical_candidates(text[], timestamptz, text[], jsonb, integer, jsonb, jsonb) IS
-'BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage (kb_pipeline.lexical_scores), a second pass over every posting when hidden versions crowded the first; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents'' terms, a concept counting once per chunk; p_corpus (kb_pipeline.lexical_corpus of a whole sharded corpus) replaces this database''s statistics.';
+'BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage (credited, and by the own terms alone: kb_pipeline.lexical_scores), a second pass over every posting when hidden versions crowded the first; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents'' terms, a concept counting once per chunk; p_corpus (kb_pipeline.lexical_corpus of a whole sharded corpus) replaces this database''s statistics.';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.trigram_candidates(
     p_query text, p_as_of timestamptz, p_namespaces text[], p_filters jsonb, p_limit integer

@@ -42,6 +42,27 @@ $$;
 COMMENT ON FUNCTION kb_pipeline.identifier_chunks(kb_pipeline.retrieval_request, kb_pipeline.retrieval_plan) IS
 'Chunks that hold an identifier of the query verbatim (none in dense mode), most identifiers matched first: strong evidence, and boosted.';
 
+CREATE OR REPLACE FUNCTION kb_pipeline.merged_expansions(p_glossary jsonb, p_dictionary jsonb)
+RETURNS jsonb
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- one expansion for the lexical leg: the glossary's matches, then the
+    -- dictionary's; a term both add is the glossary's (a team's word first)
+    SELECT CASE WHEN p_glossary IS NOT NULL OR p_dictionary IS NOT NULL THEN jsonb_build_object(
+        'matches', coalesce(p_glossary -> 'matches', '[]') || coalesce(p_dictionary -> 'matches', '[]'),
+        'added_terms', coalesce(p_glossary -> 'added_terms', '[]') || coalesce((
+            SELECT jsonb_agg(t.term ORDER BY t.n)
+            FROM jsonb_array_elements_text(p_dictionary -> 'added_terms') WITH ORDINALITY AS t (term, n)
+            WHERE NOT coalesce(p_glossary -> 'added_terms', '[]') ? t.term
+        ), '[]'),
+        'dropped_terms', coalesce((p_glossary ->> 'dropped_terms')::bigint, 0)
+            + coalesce((p_dictionary ->> 'dropped_terms')::bigint, 0)) END
+$$;
+COMMENT ON FUNCTION kb_pipeline.merged_expansions(jsonb, jsonb) IS
+'The glossary''s and the dictionary''s expansions of a stage''s terms as one (matches of both, added terms once, dropped terms summed); NULL when both are NULL (off). Pure.';
+
 CREATE OR REPLACE FUNCTION kb_pipeline.lexical_inputs(
     p_plan kb_pipeline.retrieval_plan, p_scope text[], p_settings kb_pipeline.retrieval_settings
 )
@@ -53,27 +74,36 @@ AS $$
 DECLARE
     inputs jsonb := '[]';
     terms jsonb;
+    skipped boolean;
+    expansion jsonb;
 BEGIN
     -- per stage: its BM25 terms (from the query analysis), whether it is
     -- skipped (a later stage with the same terms as the one before it, the
     -- question form having dropped only stop words, would find the same
-    -- evidence again) and the glossary equivalents of its terms
-    -- (docs/GLOSSARY.md; none while kb.glossary is empty or in dense mode)
+    -- evidence again) and the glossary equivalents and dictionary translations
+    -- of its terms (docs/GLOSSARY.md, docs/RETRIEVAL.md; none in dense mode)
     FOR stage_no IN 1 .. coalesce(cardinality(p_plan.stages), 0) LOOP
         terms := coalesce(p_plan.analysis -> 'stage_terms' -> (stage_no - 1), '[]');
+        skipped := p_plan.mode IN ('lexical', 'hybrid') AND stage_no > 1
+            AND terms = p_plan.analysis -> 'stage_terms' -> (stage_no - 2);
+        -- a skipped stage has the terms of the one before, so its expansion too
+        IF NOT skipped THEN
+            expansion := CASE WHEN p_plan.mode IN ('lexical', 'hybrid') THEN kb_pipeline.merged_expansions(
+                CASE WHEN p_settings.glossary_expansion
+                    THEN (kb.glossary_expansion_of_terms(ARRAY(SELECT jsonb_array_elements_text(terms)), p_scope,
+                        p_settings.glossary_max_terms)).explain END,
+                CASE WHEN p_settings.dictionary_expansion
+                    THEN kb.dictionary_expansion_of_terms(ARRAY(SELECT jsonb_array_elements_text(terms)),
+                        p_settings.dictionary_max_terms) END) END;
+        END IF;
         inputs := inputs || jsonb_build_array(jsonb_build_object(
-            'terms', terms,
-            'skipped', p_plan.mode IN ('lexical', 'hybrid') AND stage_no > 1
-                AND terms = p_plan.analysis -> 'stage_terms' -> (stage_no - 2),
-            'glossary', CASE WHEN p_plan.mode IN ('lexical', 'hybrid') AND p_settings.glossary_expansion
-                THEN (kb.glossary_expansion_of_terms(ARRAY(SELECT jsonb_array_elements_text(terms)), p_scope,
-                    p_settings.glossary_max_terms)).explain END));
+            'terms', terms, 'skipped', skipped, 'glossary', expansion));
     END LOOP;
     RETURN inputs;
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.lexical_inputs(kb_pipeline.retrieval_plan, text[], kb_pipeline.retrieval_settings) IS
-'What the lexical leg of each stage is given, as a jsonb array: terms (the analysis''s stage_terms), skipped (same terms as the stage before) and glossary (kb.glossary_expansion_of_terms over the namespaces of p_scope; NULL when off, in dense mode or without entries).';
+'What the lexical leg of each stage is given, as a jsonb array: terms (the analysis''s stage_terms), skipped (same terms as the stage before) and glossary: the expansion of its terms by the glossary (kb.glossary_expansion_of_terms over the namespaces of p_scope) and the bilingual dictionary (kb.dictionary_expansion_of_terms), merged (kb_pipeline.merged_expansions); NULL when both are off and in dense mode.';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.dense_inputs(
     p_request kb_pipeline.retrieval_request,
@@ -265,7 +295,7 @@ BEGIN
         stage.lexical := ARRAY(
             SELECT ROW(l.chunk_id, row_number() OVER (ORDER BY l.score DESC, l.chunk_id), l.score, l.coverage,
                 false, NULL, kb_pipeline.calibrate(l.coverage, p_settings.min_lexical_coverage,
-                    p_settings.strong_lexical_coverage), NULL, NULL)::kb_pipeline.leg_hit
+                    p_settings.strong_lexical_coverage), NULL, NULL, l.own_coverage)::kb_pipeline.leg_hit
             FROM kb_pipeline.lexical_candidates(stage.terms, p_request.as_of, p_request.scope, p_request.filters,
                 p_plan.candidates, stage.glossary, p_lexical_corpus) AS l
             ORDER BY l.score DESC, l.chunk_id
@@ -274,7 +304,7 @@ BEGIN
         IF (p_plan.analysis ->> 'is_short')::boolean AND cardinality(stage.lexical) = 0 THEN
             stage.lexical := ARRAY(
                 SELECT ROW(g.chunk_id, row_number() OVER (ORDER BY g.score DESC, g.chunk_id), g.score, 0, true,
-                    NULL, NULL, NULL, NULL)::kb_pipeline.leg_hit
+                    NULL, NULL, NULL, NULL, 0)::kb_pipeline.leg_hit
                 FROM kb_pipeline.trigram_candidates(query, p_request.as_of, p_request.scope, p_request.filters,
                     p_plan.candidates) AS g
                 ORDER BY g.score DESC, g.chunk_id
@@ -296,7 +326,7 @@ BEGIN
                 -- could read only in part
                 p_plan.mode = 'hybrid' AND d.language IN ('zh', 'en')
                 AND p_plan.analysis ->> 'language' IN ('zh', 'en') AND d.language <> p_plan.analysis ->> 'language',
-                d.language
+                d.language, NULL
             )::kb_pipeline.leg_hit
             FROM kb_pipeline.dense_candidates(p_dense ->> 'query_vector', (p_plan.model).name,
                 (p_plan.model).dimensions, p_request.as_of, p_request.scope, p_request.filters, p_plan.candidates,
@@ -312,9 +342,9 @@ BEGIN
     -- scores (kb_pipeline.stage_evidence), not from the hits' evidence.
     IF NOT kb_pipeline.weighs_hits_by_evidence(stage.language_moments) THEN
         stage.lexical := ARRAY(SELECT ROW(h.chunk_id, h.rank, h.score, h.coverage, h.trigram, h.similarity,
-            NULL, NULL, NULL)::kb_pipeline.leg_hit FROM unnest(stage.lexical) AS h ORDER BY h.rank);
+            NULL, NULL, NULL, h.own_coverage)::kb_pipeline.leg_hit FROM unnest(stage.lexical) AS h ORDER BY h.rank);
         stage.dense := ARRAY(SELECT ROW(h.chunk_id, h.rank, h.score, h.coverage, h.trigram, h.similarity,
-            NULL, h.other_language, h.language)::kb_pipeline.leg_hit FROM unnest(stage.dense) AS h ORDER BY h.rank);
+            NULL, h.other_language, h.language, h.own_coverage)::kb_pipeline.leg_hit FROM unnest(stage.dense) AS h ORDER BY h.rank);
     END IF;
     RETURN stage;
 END;
@@ -760,7 +790,7 @@ AS $$
         'coordinator_steps', 'read_retrieval_settings', 'validated_request', 'max_filters_bytes',
         'max_filters_depth', 'filter_value_error', 'check_filters', 'retrieval_modes', 'max_query_chars',
         'max_namespace_chars', 'namespace_pattern', 'max_context_turns', 'assembly_max_per_document',
-        'assembly_merge_adjacent', 'plan_retrieval', 'lexical_inputs', 'dense_inputs', 'ms_since', 'calibrate',
+        'assembly_merge_adjacent', 'plan_retrieval', 'merged_expansions', 'lexical_inputs', 'dense_inputs', 'ms_since', 'calibrate',
         'noise_z', 'uncorrected_evidence_floor', 'new_stage', 'stage_evidence',
         'best_stage', 'answerability', 'abstains', 'answer_checked', 'answer_check_depth', 'judged',
         'answerability_signals', 'answer_probability', 'answerability_explain',

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from contextlib import ExitStack
+from pathlib import Path
 
 import pytest
 from helpers import acting_as, insert_document, temporary_role
@@ -17,6 +18,7 @@ from helpers import acting_as, insert_document, temporary_role
 from harness.retrieval import explain
 
 SUFFIX = uuid.uuid4().hex[:8]
+REPO = Path(__file__).resolve().parent.parent
 
 ENGLISH = [
     "The cafeteria serves lunch from noon until two in the afternoon on weekdays.",
@@ -314,6 +316,41 @@ def test_a_question_in_one_language_finds_the_answer_written_in_the_other(migrat
     assert all(r <= 2 for r in corrected), corrected
     # without it, a Chinese question ranks the Chinese passages above the English answer
     assert sum(raw[:4]) / 4 > 5, raw
+
+
+ENGLISH_DOCUMENTS = [
+    "policies/remote-work-policy-2025.md",
+    "support/support-oncall.md",
+    "support/escalation-runbook.md",
+    "engineering/adr-0007-postgres-job-queue.md",
+    "engineering/adr-0012-nats-jetstream-queue.md",
+    "engineering/runbook-postgres-failover.md",
+]
+
+
+def test_a_small_group_of_one_document_is_not_scored_against_itself(migrated_db):
+    # a Chinese travel policy of a few passages beside English documents (and a short English
+    # job ad): every passage of the small Chinese group is on the topic of a question about it,
+    # so z-scored against its own mean alone the answer stood below chance English passages
+    policy = (REPO / "examples/corpus/policies/travel-expense-policy.md").read_text(encoding="utf-8")
+    insert_document(migrated_db, "travel.md", policy.split("---", 2)[2], title="差旅费用管理办法")
+    for name in ENGLISH_DOCUMENTS:  # about other things: none answers
+        text = (REPO / "examples/corpus" / name).read_text(encoding="utf-8")
+        insert_document(migrated_db, name, text.split("---", 2)[2])
+    insert_document(migrated_db, "barista.md", "We are hiring a part-time barista for the weekend shift.")
+    migrated_db.execute("SET pgkb.no_evidence_cutoff = false")  # ranks are the rule here
+    groups = {
+        g["language"]: g for g in explain(migrated_db, "出差报销", k=5, mode="dense")["language_correction"]["groups"]
+    }
+    assert groups["zh"]["pooled"] and groups["zh"]["vectors"] < 30 <= groups["en"]["vectors"]
+
+    def first(question: str) -> str:
+        return migrated_db.execute("SELECT snippet FROM kb_retrieve(%s, 3, NULL, 'dense')", (question,)).fetchone()[
+            "snippet"
+        ]
+
+    assert "30 个自然日" in first("出差回来后多少天内必须提交报销单？")
+    assert "30 个自然日" in first("出差的费用怎么报销？")
 
 
 def test_the_sql_language_groups_are_those_the_python_rule_gives(module_db):

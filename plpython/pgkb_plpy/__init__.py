@@ -4,4 +4,4 @@ query analysis, snippets). PL/Python reaches it only through :mod:`pgkb_plpy.ent
 #: The interface version the schema checks (``kb.plpython_expected_version()`` in
 #: sql/010_plpython.sql holds the same literal; bump both together whenever an entry point,
 #: its arguments or the meaning of its result changes).
-__version__ = "0.8.0"
+__version__ = "0.9.0"

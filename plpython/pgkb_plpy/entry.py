@@ -24,6 +24,8 @@ SQL function                        entry point
 ``kb.py_parse_file(...)``           :func:`parse_file`
 ``kb.py_recount_language_...(...)`` :func:`recount_language_statistics`
 ``kb.py_language_moments(...)``     :func:`language_moments`
+``kb.py_dictionary_source()``       :func:`dictionary_source`
+``kb.py_dictionary_rows()``         :func:`dictionary_rows`
 ==================================  =====================================
 
 Version handshake. A backend keeps the modules it imported for its whole life, while
@@ -268,3 +270,30 @@ def parse_file(
 
     parsed = ingest_db.parse_file(content, file_name, content_type, json.loads(limits) if limits else None, ocr)
     return json.dumps(parsed, ensure_ascii=False)
+
+
+@_entry_point
+def dictionary_source(plpy, GD, SD) -> str:
+    """``kb.py_dictionary_source()``: the bundled dictionary's name, snapshot, licence, URL and
+    size, with the term rules this module computes its terms with, as JSON."""
+    from dataclasses import asdict
+
+    from . import dictionary
+
+    return json.dumps({**asdict(dictionary.source(dictionary.data_lines())), "terms_version": lexical.TERMS_VERSION})
+
+
+@_entry_point
+def dictionary_rows(plpy, GD, SD):
+    """``kb.py_dictionary_rows()``: every kept sense of the bundled dictionary, as rows."""
+    from . import dictionary
+
+    for entry in dictionary.entries(dictionary.data_lines()):
+        yield (
+            entry.headword,
+            entry.sense,
+            entry.headword_terms,
+            entry.sense_terms,
+            entry.sense_rank,
+            entry.senses,
+        )

@@ -27,9 +27,9 @@ measured outside the product: bench/language_centering.py, variants ``zscore`` a
 
 The statistics are kept per model, namespace and group in ``kb.language_statistics``, under the
 row-level security of the chunks: a reader's moments are pooled over the namespaces it may see
-and nothing else. A group with fewer than ``min_vectors`` vectors has its variance made up with
-the within-group variance of all groups (``_moments_for``); with fewer than ``min_vectors``
-vectors in all, there is no correction.
+and nothing else. A group with fewer than ``min_vectors`` vectors has its missing vectors made up
+by all groups: their mean for its mean, their within-group variance for its variance
+(``_moments_for``); with fewer than ``min_vectors`` vectors in all, there is no correction.
 
 Pure functions first (unit-tested), then the two that talk to the database.
 """
@@ -118,19 +118,21 @@ def _moments_for(query: np.ndarray, groups: list[GroupStatistics], min_vectors: 
     namespaces of ``groups``. None when every group together has fewer than ``min_vectors``
     vectors, or the spread is zero.
 
-    A group's mean is its own: the mean of another language holds that language's component, and
-    borrowing it would move every passage of a small group up or down by the gap between the
-    languages (a small Chinese group beside a large English one, scored with the moments of all
-    groups together, put the passage answering a Chinese question behind dozens of English ones).
-    A group of fewer than ``min_vectors`` vectors (``pooled``) has its variance estimated from too
-    few of them, so the within-group variance of all groups W (the spread of passages around their
-    own language's mean, not around the mixture's) makes up the missing vectors:
-    ``(n var_L + (min_vectors - n) W) / min_vectors``. A group of ``min_vectors`` or more keeps its
-    own variance, and a one-language corpus is unchanged (W is its own variance)."""
+    A group of ``min_vectors`` or more keeps its own mean and variance: the mean of another
+    language holds that language's component. A group of fewer (``pooled``) has both estimated
+    from too few vectors, and its own mean is confounded with relevance: a small group is often
+    one document, every passage on the topic a question asks about, and z-scored against itself
+    the passage that answers stands barely above its siblings and below chance passages of the
+    large group (a Chinese travel policy of six passages beside English documents: the English
+    ones came first for a Chinese question about reimbursement). So the other groups make up its
+    missing vectors: the mean of all groups M for its mean, ``(n mean_L + (min_vectors - n) M) /
+    min_vectors``, and the within-group variance of all groups W (the spread of passages around
+    their own language's mean, not around the mixture's) for its variance, ``(n var_L +
+    (min_vectors - n) W) / min_vectors``. A one-language corpus is unchanged (M and W are its own)."""
     per_group = [(g.language, g.vectors, float(query @ g.mean), float(query @ g.covariance @ query)) for g in groups]
     if not per_group:
         return None
-    n_all, _, var_all = _pool([(n, m, v) for _, n, m, v in per_group])
+    n_all, mean_all, var_all = _pool([(n, m, v) for _, n, m, v in per_group])
     if n_all < min_vectors or var_all <= 0.0:
         return None
     by_language = {
@@ -143,7 +145,12 @@ def _moments_for(query: np.ndarray, groups: list[GroupStatistics], min_vectors: 
     moments = {}
     for language, (n, mean, var) in by_language.items():
         missing = max(min_vectors - n, 0)
-        moments[language] = (n, mean, (n * var + missing * within) / (n + missing), missing > 0)
+        moments[language] = (
+            n,
+            (n * mean + missing * mean_all) / (n + missing),
+            (n * var + missing * within) / (n + missing),
+            missing > 0,
+        )
     return moments
 
 

@@ -78,16 +78,19 @@ def test_no_centring_when_the_question_language_has_too_few_vectors():
     assert all(m.query_vector is None for m in moments)
 
 
-def test_a_small_group_keeps_its_own_mean_and_the_within_group_variance_makes_up_its_missing_vectors():
-    # languages far apart: the moments of all groups together would hold the gap between them
+def test_all_groups_make_up_the_missing_vectors_of_a_small_groups_mean_and_variance():
+    # a small group is often one document, every passage on the topic a question asks about:
+    # its own mean alone would hold that relevance and push its passages below chance ones
     big = RNG.normal(size=(60, 5)) + np.array([4, 0, 0, 0, 0])
     small = RNG.normal(size=(5, 5)) + np.array([0, 4, 0, 0, 0])
     q = small[0] / np.linalg.norm(small[0])
     moments = {m.language: m for m in ls.query_moments(q, [group("n", "en", big), group("n", "zh", small)], 20)}
     own_big, own_small = big @ q, small @ q
     within = (60 * own_big.var() + 5 * own_small.var()) / 65
+    mean_all = np.concatenate([own_big, own_small]).mean()
     assert moments["zh"].pooled and not moments["en"].pooled
-    assert moments["zh"].offset == pytest.approx(own_small.mean())
+    assert moments["zh"].offset == pytest.approx((5 * own_small.mean() + 15 * mean_all) / 20)
+    assert moments["en"].offset == pytest.approx(own_big.mean())  # enough vectors of its own
     assert moments["zh"].scale == pytest.approx(np.sqrt((5 * own_small.var() + 15 * within) / 20))
     assert moments["en"].scale == pytest.approx(own_big.std())  # enough vectors of its own
     # the gap between the languages is in neither scale
