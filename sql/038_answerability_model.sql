@@ -12,7 +12,7 @@ AS $$
     -- kb_pipeline.answerability_signals computes exactly these; a model may weigh any of them
     SELECT ARRAY[
         'lexical_coverage', 'lexical_gap', 'dense_z', 'dense_cosine', 'dense_gap', 'legs_agree',
-        'identifier_found', 'answer_bound', 'answer_unbound', 'cross_lingual', 'translated_coverage'
+        'identifier_found', 'answer_bound', 'answer_unbound', 'cross_lingual', 'ambiguous_coverage'
     ]
 $$;
 COMMENT ON FUNCTION kb.answerability_signal_names() IS
@@ -27,9 +27,9 @@ AS $$
     -- Fitted by bench/answerability_fit.py on the shared datasets (docs/RETRIEVAL.md,
     -- "The decision": what it was fitted on, and the sets it was validated on).
     SELECT '{
-        "hybrid": {"intercept": -4.1163, "lexical_coverage": 5.4329, "lexical_gap": 0.2488, "dense_z": 0.9276, "dense_cosine": 1.4694, "dense_gap": 0.4324, "legs_agree": 0.2144, "identifier_found": 0.8434, "answer_bound": 0.3115, "answer_unbound": -0.5169, "cross_lingual": 1.5856},
-        "dense": {"intercept": -2.6425, "dense_z": 1.3841, "dense_cosine": 2.0915, "dense_gap": 0.27, "answer_bound": 0.1544, "answer_unbound": -0.7527, "cross_lingual": 0.6662},
-        "lexical": {"intercept": -3.7979, "lexical_coverage": 8.0373, "lexical_gap": 1.1526, "identifier_found": 1.5537, "answer_bound": 0.9913, "answer_unbound": -0.6837}
+        "hybrid": {"intercept": -4.668, "lexical_coverage": 5.2662, "ambiguous_coverage": -0.8664, "lexical_gap": 1.1096, "dense_z": 0.8219, "dense_cosine": 1.3856, "dense_gap": 0.2686, "legs_agree": 0.9616, "identifier_found": 0.8032, "answer_bound": 0.1923, "answer_unbound": -0.6985, "cross_lingual": 1.164},
+        "dense": {"intercept": -2.6501, "dense_z": 1.3999, "dense_cosine": 2.0965, "dense_gap": 0.2503, "answer_bound": 0.1748, "answer_unbound": -0.7604, "cross_lingual": 0.6655},
+        "lexical": {"intercept": -2.9942, "lexical_coverage": 6.9452, "ambiguous_coverage": -0.745, "lexical_gap": 2.0764, "identifier_found": 0.8527, "answer_bound": 0.5208, "answer_unbound": -0.4015}
     }'::jsonb
 $$;
 COMMENT ON FUNCTION kb.shipped_answerability_model() IS

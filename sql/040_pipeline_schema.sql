@@ -37,9 +37,9 @@ CREATE TYPE kb_pipeline.leg_hit AS (
     evidence double precision,
     other_language boolean,
     language text,
-    -- a BM25 hit's idf coverage by the query's own terms alone (coverage also
-    -- counts the terms a glossary or dictionary match added)
-    own_coverage double precision
+    -- a BM25 hit's idf coverage with a dictionary's translations credited by
+    -- their share of the word they translate (coverage credits them whole)
+    weighted_coverage double precision
 );
 
 -- A chunk after fusion, before boosts: where it stood in each leg and its fused score.

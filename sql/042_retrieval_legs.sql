@@ -79,22 +79,24 @@ COMMENT ON FUNCTION kb_pipeline.lexical_corpus(text[], text[]) IS
 'The BM25 corpus statistics of the terms: chunk_count and total_length (summed over the namespaces of p_namespaces, the call''s scope; NULL: all the caller may see) and each term''s df, as jsonb; sums, so that shards'' statistics add up to one node''s (kb_pipeline.lexical_candidates ranks with it, or with a coordinator''s sum).';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.glossary_match_terms(p_glossary jsonb)
-RETURNS TABLE (n bigint, term text, own boolean)
+RETURNS TABLE (n bigint, term text, own boolean, translated boolean)
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 -- no SET search_path, so that it is inlined into the lexical leg (see 030_lifecycle.sql)
 AS $$
-    -- each glossary match n: its own (query) terms and the terms it adds
-    SELECT m.n, o.term, true
+    -- each match n of the expansion: its own (query) terms and the terms it
+    -- adds; translated: a dictionary's match (a translation can be ambiguous),
+    -- not a team's glossary equivalent
+    SELECT m.n, o.term, true, m.match ->> 'source' = 'dictionary'
     FROM jsonb_array_elements(coalesce(p_glossary -> 'matches', '[]'::jsonb)) WITH ORDINALITY AS m (match, n)
     CROSS JOIN LATERAL jsonb_array_elements_text(m.match -> 'terms') AS o (term)
     UNION ALL
-    SELECT m.n, a.term, false
+    SELECT m.n, a.term, false, m.match ->> 'source' = 'dictionary'
     FROM jsonb_array_elements(coalesce(p_glossary -> 'matches', '[]'::jsonb)) WITH ORDINALITY AS m (match, n)
     CROSS JOIN LATERAL jsonb_array_elements_text(m.match -> 'added_terms') AS a (term)
 $$;
 COMMENT ON FUNCTION kb_pipeline.glossary_match_terms(jsonb) IS
-'The terms of each match of a glossary expansion (kb.glossary_expansion_of_terms(...).explain): its own terms (own) and the terms it adds, numbered by match. Pure. Inlined.';
+'The terms of each match of an expansion (kb_pipeline.merged_expansions of the glossary''s and the dictionary''s): its own terms (own) and the terms it adds, numbered by match; translated for a dictionary''s match. Pure. Inlined.';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.lexical_term_weights(
     p_terms text[], p_glossary jsonb, p_corpus jsonb, p_per_term integer
@@ -198,7 +200,7 @@ CREATE OR REPLACE FUNCTION kb_pipeline.lexical_scores(
 )
 RETURNS TABLE (
     chunk_id bigint, document_id bigint, score double precision, coverage double precision,
-    own_coverage double precision, all_read boolean
+    weighted_coverage double precision, all_read boolean
 )
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
@@ -270,11 +272,12 @@ BEGIN
         ) AS w
         WHERE i.truncated
     ),
-    -- With a glossary, a concept counts once per chunk, in whichever words the
-    -- chunk has it: the terms a match adds count only in chunks that lack
+    -- With an expansion, a concept counts once per chunk, in whichever words
+    -- the chunk has it: the terms a match adds count only in chunks that lack
     -- some of its own terms, and a chunk that contains an added term covers
-    -- the own terms of its match (a passage in the other language can
-    -- answer as fully as one in the query's). Rows only when credited.
+    -- the own terms of its match (a passage in the other language can answer
+    -- as fully as one in the query's; through a dictionary's translations,
+    -- by their share). Rows only when credited.
     chunk_terms AS MATERIALIZED (
         SELECT c.chunk_id, u.term, u.weight
         FROM completed AS c
@@ -298,22 +301,44 @@ BEGIN
         ) AS r
         GROUP BY r.chunk_id
     ),
-    covered AS (
-        SELECT cv.chunk_id, sum(o.idf) AS idf
+    -- the share of each dictionary match's added weight a chunk holds (of the
+    -- terms some chunk holds): a word with one translation is covered by it
+    -- whole, one of four equally weighted translations a quarter
+    translation_mass AS (
+        SELECT mt.n, sum(i.idf) AS mass
+        FROM match_terms AS mt
+        INNER JOIN idf AS i ON mt.term = i.term
+        WHERE NOT mt.own AND mt.translated AND i.df > 0
+        GROUP BY mt.n
+    ),
+    credits AS (
+        -- an own term in the chunk, or one whose glossary equivalent it holds: whole
+        SELECT ct.chunk_id, coalesce(mo.term, ct.term) AS term, 1::float8 AS credit
+        FROM chunk_terms AS ct
+        LEFT JOIN match_terms AS ma ON NOT ma.own AND NOT ma.translated AND ct.term = ma.term
+        LEFT JOIN match_terms AS mo ON mo.own AND ma.n = mo.n
+        UNION ALL
+        -- one whose dictionary translations it holds: their share of the match
+        SELECT x.chunk_id, mo.term, least(1, x.present / tm.mass)
         FROM (
-            SELECT DISTINCT ct.chunk_id, coalesce(mo.term, ct.term) AS term
+            SELECT ct.chunk_id, ma.n, sum(i.idf) AS present
             FROM chunk_terms AS ct
-            LEFT JOIN match_terms AS ma ON NOT ma.own AND ct.term = ma.term
-            LEFT JOIN match_terms AS mo ON mo.own AND ma.n = mo.n
-        ) AS cv
-        INNER JOIN own AS o ON cv.term = o.term
-        GROUP BY cv.chunk_id
+            INNER JOIN match_terms AS ma ON NOT ma.own AND ma.translated AND ct.term = ma.term
+            INNER JOIN idf AS i ON ct.term = i.term
+            GROUP BY ct.chunk_id, ma.n
+        ) AS x
+        INNER JOIN translation_mass AS tm ON x.n = tm.n
+        INNER JOIN match_terms AS mo ON mo.own AND x.n = mo.n
+    ),
+    covered AS (
+        SELECT c.chunk_id, sum(o.idf) AS idf, sum(o.idf * c.credit) AS weighted_idf
+        FROM (SELECT cr.chunk_id, cr.term, max(cr.credit) AS credit FROM credits AS cr GROUP BY cr.chunk_id, cr.term) AS c
+        INNER JOIN own AS o ON c.term = o.term
+        GROUP BY c.chunk_id
     )
     SELECT s.chunk_id, s.document_id, s.score - coalesce(rd.weight, 0),
         coalesce(CASE WHEN credited THEN cv.idf ELSE s.idf END / (SELECT t.idf_mass FROM total AS t), 0),
-        -- the own terms alone (of the counted ones: junction bigrams are in s.idf too)
-        least(coalesce(CASE WHEN credited THEN cv.idf ELSE s.idf END, 0), coalesce(s.idf, 0))
-            / coalesce((SELECT t.idf_mass FROM total AS t), 1),
+        coalesce(CASE WHEN credited THEN cv.weighted_idf ELSE s.idf END / (SELECT t.idf_mass FROM total AS t), 0),
         NOT (EXISTS (SELECT 1 FROM idf AS i WHERE i.truncated)
             OR (SELECT count(*) FROM candidates) > (SELECT count(*) FROM shortlisted))
     FROM (
@@ -326,13 +351,13 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.lexical_scores(text[], jsonb, jsonb, text[], integer, integer) IS
-'The BM25 score and idf coverage (with the expansion''s terms credited, and by the query''s own terms alone) of every candidate chunk of the terms in the namespaces given (NULL: all), visible or not: the postings each term''s weight (kb_pipeline.lexical_term_weights) lets the leg read, the exact score of a shortlist of p_shortlist (NULL: every candidate), a glossary concept counted once per chunk; all_read says that no posting was left unread.';
+'The BM25 score and idf coverage (an expansion''s match credited whole, and weighted: a dictionary''s translations by their share of the match) of every candidate chunk of the terms in the namespaces given (NULL: all), visible or not: the postings each term''s weight (kb_pipeline.lexical_term_weights) lets the leg read, the exact score of a shortlist of p_shortlist (NULL: every candidate), a glossary concept counted once per chunk; all_read says that no posting was left unread.';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.lexical_candidates(
     p_terms text[], p_as_of timestamptz, p_namespaces text[], p_filters jsonb, p_limit integer,
     p_glossary jsonb DEFAULT NULL, p_corpus jsonb DEFAULT NULL
 )
-RETURNS TABLE (chunk_id bigint, score double precision, coverage double precision, own_coverage double precision)
+RETURNS TABLE (chunk_id bigint, score double precision, coverage double precision, weighted_coverage double precision)
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
@@ -354,7 +379,7 @@ DECLARE
     ids bigint[];
     scores double precision[];
     coverages double precision[];
-    own_coverages double precision[];
+    weighted_coverages double precision[];
     crowded boolean;
 BEGIN
     -- BM25 (kb_pipeline.lexical_scores: Robertson idf, k1/b from settings, N, average
@@ -393,7 +418,7 @@ BEGIN
             LIMIT p_limit
         ),
         best AS (
-            SELECT r.chunk_id, r.score, r.coverage, r.own_coverage
+            SELECT r.chunk_id, r.score, r.coverage, r.weighted_coverage
             FROM ranked AS r
             WHERE r.document_id IN (SELECT v.document_id FROM visible AS v)
             ORDER BY r.score DESC, r.chunk_id
@@ -403,23 +428,23 @@ BEGIN
             (SELECT array_agg(b.chunk_id ORDER BY b.score DESC, b.chunk_id) FROM best AS b),
             (SELECT array_agg(b.score ORDER BY b.score DESC, b.chunk_id) FROM best AS b),
             (SELECT array_agg(b.coverage ORDER BY b.score DESC, b.chunk_id) FROM best AS b),
-            (SELECT array_agg(b.own_coverage ORDER BY b.score DESC, b.chunk_id) FROM best AS b),
+            (SELECT array_agg(b.weighted_coverage ORDER BY b.score DESC, b.chunk_id) FROM best AS b),
             -- fewer than p_limit visible chunks, and some candidates were hidden
             -- (then every document was judged), while postings were left unread
             (SELECT count(*) FROM best) < p_limit
             AND (SELECT count(DISTINCT r.document_id) FROM ranked AS r) > (SELECT count(*) FROM visible)
             AND NOT (SELECT bool_and(r.all_read) FROM ranked AS r)
-        INTO ids, scores, coverages, own_coverages, crowded;
+        INTO ids, scores, coverages, weighted_coverages, crowded;
         EXIT WHEN NOT crowded;
         per_term := NULL;
         shortlist := NULL;
     END LOOP;
-    RETURN QUERY SELECT u.chunk_id, u.score, u.coverage, u.own_coverage
-        FROM unnest(ids, scores, coverages, own_coverages) AS u (chunk_id, score, coverage, own_coverage);
+    RETURN QUERY SELECT u.chunk_id, u.score, u.coverage, u.weighted_coverage
+        FROM unnest(ids, scores, coverages, weighted_coverages) AS u (chunk_id, score, coverage, weighted_coverage);
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.lexical_candidates(text[], timestamptz, text[], jsonb, integer, jsonb, jsonb) IS
-'BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage (credited, and by the own terms alone: kb_pipeline.lexical_scores), a second pass over every posting when hidden versions crowded the first; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents'' terms, a concept counting once per chunk; p_corpus (kb_pipeline.lexical_corpus of a whole sharded corpus) replaces this database''s statistics.';
+'BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage (whole, and with translations weighted by their share: kb_pipeline.lexical_scores), a second pass over every posting when hidden versions crowded the first; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents'' terms, a concept counting once per chunk; p_corpus (kb_pipeline.lexical_corpus of a whole sharded corpus) replaces this database''s statistics.';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.trigram_candidates(
     p_query text, p_as_of timestamptz, p_namespaces text[], p_filters jsonb, p_limit integer

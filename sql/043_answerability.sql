@@ -99,10 +99,10 @@ AS $$
     )
     SELECT jsonb_build_object(
         'lexical_coverage', round(least(1, greatest(0, coalesce(p_best.lexical_top_coverage, 0)))::numeric, 4),
-        -- the part of it the top BM25 hit covers only through terms a glossary
-        -- or dictionary match added (a translation can be ambiguous)
-        'translated_coverage', round(least(1, greatest(0, coalesce(
-            (p_best.lexical[1]).coverage - (p_best.lexical[1]).own_coverage, 0)))::numeric, 4),
+        -- the part of it the top BM25 hit owes to ambiguous translations: the
+        -- coverage their words get whole, less what their share of the word gives
+        'ambiguous_coverage', round(least(1, greatest(0, coalesce(
+            (p_best.lexical[1]).coverage - (p_best.lexical[1]).weighted_coverage, 0)))::numeric, 4),
         'dense_z', round(least(6, greatest(-4, coalesce((SELECT max(h.z_margin) FROM hits AS h), -4)))::numeric, 4),
         'dense_cosine', round(least(4, greatest(-4, coalesce((SELECT max(h.cosine) FROM hits AS h), 0)))::numeric, 4),
         -- how far the first hit of each leg stands above its second: one passage that

@@ -68,7 +68,7 @@ BEGIN
     -- it (down to its old place) move down one
     RETURN ARRAY(
         SELECT ROW(m.chunk_id, m.rank, m.score, m.coverage, m.trigram, m.similarity, m.evidence,
-            m.other_language, m.language, m.own_coverage)::kb_pipeline.leg_hit
+            m.other_language, m.language, m.weighted_coverage)::kb_pipeline.leg_hit
         FROM (
             SELECT h.chunk_id,
                 CASE WHEN h.chunk_id = nearest.chunk_id THEN guard_rank
@@ -77,7 +77,7 @@ BEGIN
                 CASE WHEN h.chunk_id = nearest.chunk_id THEN nearest.score ELSE h.score END AS score,
                 h.coverage, h.trigram, h.similarity,
                 CASE WHEN h.chunk_id = nearest.chunk_id THEN nearest.evidence ELSE h.evidence END AS evidence,
-                h.other_language, h.language, h.own_coverage
+                h.other_language, h.language, h.weighted_coverage
             FROM unnest(p_dense) AS h
         ) AS m
         ORDER BY m.rank

@@ -295,7 +295,7 @@ BEGIN
         stage.lexical := ARRAY(
             SELECT ROW(l.chunk_id, row_number() OVER (ORDER BY l.score DESC, l.chunk_id), l.score, l.coverage,
                 false, NULL, kb_pipeline.calibrate(l.coverage, p_settings.min_lexical_coverage,
-                    p_settings.strong_lexical_coverage), NULL, NULL, l.own_coverage)::kb_pipeline.leg_hit
+                    p_settings.strong_lexical_coverage), NULL, NULL, l.weighted_coverage)::kb_pipeline.leg_hit
             FROM kb_pipeline.lexical_candidates(stage.terms, p_request.as_of, p_request.scope, p_request.filters,
                 p_plan.candidates, stage.glossary, p_lexical_corpus) AS l
             ORDER BY l.score DESC, l.chunk_id
@@ -342,9 +342,9 @@ BEGIN
     -- scores (kb_pipeline.stage_evidence), not from the hits' evidence.
     IF NOT kb_pipeline.weighs_hits_by_evidence(stage.language_moments) THEN
         stage.lexical := ARRAY(SELECT ROW(h.chunk_id, h.rank, h.score, h.coverage, h.trigram, h.similarity,
-            NULL, NULL, NULL, h.own_coverage)::kb_pipeline.leg_hit FROM unnest(stage.lexical) AS h ORDER BY h.rank);
+            NULL, NULL, NULL, h.weighted_coverage)::kb_pipeline.leg_hit FROM unnest(stage.lexical) AS h ORDER BY h.rank);
         stage.dense := ARRAY(SELECT ROW(h.chunk_id, h.rank, h.score, h.coverage, h.trigram, h.similarity,
-            NULL, h.other_language, h.language, h.own_coverage)::kb_pipeline.leg_hit FROM unnest(stage.dense) AS h ORDER BY h.rank);
+            NULL, h.other_language, h.language, h.weighted_coverage)::kb_pipeline.leg_hit FROM unnest(stage.dense) AS h ORDER BY h.rank);
     END IF;
     RETURN stage;
 END;

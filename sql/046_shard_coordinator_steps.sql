@@ -82,7 +82,7 @@ AS $$
     )
     SELECT ARRAY(
         SELECT ROW(k.gid, row_number() OVER (ORDER BY k.score DESC, k.gid), k.score, k.coverage, k.trigram,
-            k.similarity, k.evidence, k.other_language, k.language, k.own_coverage)::kb_pipeline.leg_hit
+            k.similarity, k.evidence, k.other_language, k.language, k.weighted_coverage)::kb_pipeline.leg_hit
         FROM kept AS k
         ORDER BY k.score DESC, k.gid
     )

@@ -320,6 +320,7 @@ def lexical_scores(conn, query: str) -> dict[str, float]:
 
 
 def test_a_cross_lingual_lexical_query_finds_the_other_language_through_the_glossary(fresh_db):
+    fresh_db.execute("SET pgkb.dictionary_expansion = false")  # the glossary alone (tests/test_dictionary.py)
     insert_document(fresh_db, "en/session.md", "# Session settings\n\nAn idle session expires after 30 minutes.")
     insert_document(fresh_db, "zh/refund.md", "# 退款\n\n退款在十四天内处理。")
     assert retrieve(fresh_db, "会话过期", mode="lexical") == []

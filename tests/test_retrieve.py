@@ -7,6 +7,7 @@ padding", explain output, input validation, the reader role and de-duplication.
 
 from __future__ import annotations
 
+import re
 import uuid
 
 import psycopg
@@ -296,7 +297,8 @@ def chinese(rolled_back_db):
 def test_short_chinese_matches_mid_sentence(chinese, query, source):
     rows = retrieve(chinese, query, k=5, mode="lexical")
     assert source in sources(rows)
-    assert all(query in r["content"] for r in rows)
+    # the Chinese passages found hold the query verbatim (its translations may add English ones)
+    assert all(query in r["content"] for r in rows if re.search("[\u4e00-\u9fff]", r["content"]))
     if query != "退款":
         assert sources(rows)[0] == source
     assert "«" in rows[0]["snippet"]

@@ -67,6 +67,8 @@ __all__ = [
     "analyze_query",
     "answer_check",
     "check_version",
+    "dictionary_rows",
+    "dictionary_source",
     "embed_queue_batch",
     "embed_query",
     "parse_file",
