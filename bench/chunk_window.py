@@ -23,8 +23,9 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "plpython"))
 
-from bench.retrieval.config import default_dsn  # noqa: E402
 from pgkb_plpy.chunker import estimate_tokens  # noqa: E402
+
+from bench.retrieval.config import default_dsn  # noqa: E402
 
 WINDOW = 512  # multilingual-e5-small's positions
 

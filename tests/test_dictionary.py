@@ -18,7 +18,9 @@ from harness.retrieval import explain, retrieve
 
 
 def translate(conn, text: str, max_terms: int = 32) -> dict:
-    return conn.execute("SELECT kb.dictionary_expansion_of_terms(kb.query_terms(%s), %s) AS e", (text, max_terms)).fetchone()["e"]
+    return conn.execute(
+        "SELECT kb.dictionary_expansion_of_terms(kb.query_terms(%s), %s) AS e", (text, max_terms)
+    ).fetchone()["e"]
 
 
 def test_migrate_loads_the_bundled_dictionary_once_and_records_its_source(rolled_back_db, dsn):
@@ -27,8 +29,10 @@ def test_migrate_loads_the_bundled_dictionary_once_and_records_its_source(rolled
     assert str(source["snapshot"]) == "2023-11-07"
     assert source["loaded_rows"] == rolled_back_db.execute("SELECT count(*) AS n FROM kb.dictionary").fetchone()["n"]
     assert source["loaded_rows"] > 100_000
-    assert rolled_back_db.execute("SELECT kb.load_dictionary() AS r").fetchone()["r"].endswith(
-        f"already loaded ({source['loaded_rows']} rows)"
+    assert (
+        rolled_back_db.execute("SELECT kb.load_dictionary() AS r")
+        .fetchone()["r"]
+        .endswith(f"already loaded ({source['loaded_rows']} rows)")
     )
 
 
