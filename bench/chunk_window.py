@@ -8,7 +8,8 @@ the estimate: how many chunks exceed the window, and the ratio model / estimate.
 
 Prints JSON (``--out`` also writes it) and a short table.
 
-    /opt/pgkb/venv/bin/python -m bench.chunk_window --db evaldb --namespaces beir-xquad-mixed,beir-scifact-sample427-minus40
+    /opt/pgkb/venv/bin/python -m bench.chunk_window --db evaldb \\
+        --namespaces beir-xquad-mixed,beir-scifact-sample427-minus40
 """
 
 from __future__ import annotations
