@@ -199,4 +199,3 @@ REVOKE EXECUTE ON FUNCTION kb.load_dictionary(boolean) FROM public;
 REVOKE ALL ON kb.dictionary, kb.dictionary_sources, kb.dictionary_lookup, kb.dictionary_translations FROM public;
 GRANT SELECT ON kb.dictionary, kb.dictionary_sources, kb.dictionary_lookup, kb.dictionary_translations
 TO pgkb_reader, pgkb_writer, pgkb_admin;
-
