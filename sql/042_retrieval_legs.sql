@@ -102,8 +102,8 @@ CREATE OR REPLACE FUNCTION kb_pipeline.lexical_term_weights(
     p_terms text[], p_glossary jsonb, p_corpus jsonb, p_per_term integer
 )
 RETURNS TABLE (
-    term text, pos bigint, df double precision, idf double precision, read_limit integer, truncated boolean,
-    counted boolean
+    term text, pos bigint, df double precision, idf double precision, raw_idf double precision, read_limit integer,
+    truncated boolean, counted boolean
 )
 LANGUAGE sql
 STABLE PARALLEL SAFE
@@ -153,11 +153,11 @@ AS $$
     idf AS MATERIALIZED (
         SELECT w.*, coalesce(w.df > w.read_limit, false) AS truncated
         FROM (
-            SELECT x.term, x.pos, x.df, x.idf,
+            SELECT x.term, x.pos, x.df, x.idf, x.raw_idf,
                 greatest(ceil(p_per_term * x.idf / nullif(max(x.idf) OVER (), 0)), p_per_term / 10)::integer
                     AS read_limit
             FROM (
-                SELECT r.term, r.pos, r.df,
+                SELECT r.term, r.pos, r.df, r.idf AS raw_idf,
                     r.idf * CASE WHEN r.pos > cardinality(p_terms)
                         -- a scalar subquery: read once, not once per added term
                         THEN (SELECT (kb.setting('glossary_weight') #>> '{}')::float8) * coalesce(sc.factor, 1) ELSE 1 END
@@ -188,7 +188,7 @@ AS $$
             AND length(i.term) = 2 AND length(prev.term) = 2 AND length(nxt.term) = 2
             AND right(prev.term, 1) = left(i.term, 1) AND right(i.term, 1) = left(nxt.term, 1)
     )
-    SELECT i.term, i.pos, i.df, i.idf, i.read_limit, i.truncated,
+    SELECT i.term, i.pos, i.df, i.idf, i.raw_idf, i.read_limit, i.truncated,
         i.pos <= cardinality(p_terms) AND i.term NOT IN (SELECT j.term FROM junction AS j)
     FROM idf AS i
 $$;
@@ -311,28 +311,45 @@ BEGIN
         WHERE NOT mt.own AND mt.translated AND i.df > 0
         GROUP BY mt.n
     ),
+    -- the idf of each dictionary match's own words
+    translated_word_mass AS (
+        SELECT mt.n, sum(i.raw_idf) AS mass
+        FROM match_terms AS mt
+        INNER JOIN idf AS i ON mt.term = i.term
+        WHERE mt.own AND mt.translated
+        GROUP BY mt.n
+    ),
     credits AS (
         -- an own term in the chunk, or one whose glossary equivalent it holds: whole
-        SELECT ct.chunk_id, coalesce(mo.term, ct.term) AS term, 1::float8 AS credit
+        SELECT ct.chunk_id, coalesce(mo.term, ct.term) AS term, 1::float8 AS worth, 1::float8 AS credit
         FROM chunk_terms AS ct
         LEFT JOIN match_terms AS ma ON NOT ma.own AND NOT ma.translated AND ct.term = ma.term
         LEFT JOIN match_terms AS mo ON mo.own AND ma.n = mo.n
         UNION ALL
-        -- one whose dictionary translations it holds: their share of the match
-        SELECT x.chunk_id, mo.term, least(1, x.present / tm.mass)
+        -- one whose dictionary translations it holds: worth at most what they
+        -- tell apart in this corpus (their idf against the word's: a
+        -- translation every document holds is no evidence of the word), and
+        -- weighted by their share of the match
+        SELECT x.chunk_id, mo.term, w.worth, w.worth * least(1, x.present / tm.mass)
         FROM (
-            SELECT ct.chunk_id, ma.n, sum(i.idf) AS present
+            SELECT ct.chunk_id, ma.n, sum(i.idf) AS present, sum(i.raw_idf) AS held_idf
             FROM chunk_terms AS ct
             INNER JOIN match_terms AS ma ON NOT ma.own AND ma.translated AND ct.term = ma.term
             INNER JOIN idf AS i ON ct.term = i.term
             GROUP BY ct.chunk_id, ma.n
         ) AS x
         INNER JOIN translation_mass AS tm ON x.n = tm.n
+        INNER JOIN translated_word_mass AS wm ON x.n = wm.n
+        CROSS JOIN LATERAL (SELECT least(1, x.held_idf / nullif(wm.mass, 0)) AS worth) AS w
         INNER JOIN match_terms AS mo ON mo.own AND x.n = mo.n
     ),
     covered AS (
-        SELECT c.chunk_id, sum(o.idf) AS idf, sum(o.idf * c.credit) AS weighted_idf
-        FROM (SELECT cr.chunk_id, cr.term, max(cr.credit) AS credit FROM credits AS cr GROUP BY cr.chunk_id, cr.term) AS c
+        SELECT c.chunk_id, sum(o.idf * c.worth) AS idf, sum(o.idf * c.credit) AS weighted_idf
+        FROM (
+            SELECT cr.chunk_id, cr.term, max(cr.worth) AS worth, max(cr.credit) AS credit
+            FROM credits AS cr
+            GROUP BY cr.chunk_id, cr.term
+        ) AS c
         INNER JOIN own AS o ON c.term = o.term
         GROUP BY c.chunk_id
     )
@@ -351,7 +368,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.lexical_scores(text[], jsonb, jsonb, text[], integer, integer) IS
-'The BM25 score and idf coverage (an expansion''s match credited whole, and weighted: a dictionary''s translations by their share of the match) of every candidate chunk of the terms in the namespaces given (NULL: all), visible or not: the postings each term''s weight (kb_pipeline.lexical_term_weights) lets the leg read, the exact score of a shortlist of p_shortlist (NULL: every candidate), a glossary concept counted once per chunk; all_read says that no posting was left unread.';
+'The BM25 score and idf coverage (an expansion''s match credited whole, a dictionary''s translations at most their own idf against the word''s; and weighted: translations also by their share of the match) of every candidate chunk of the terms in the namespaces given (NULL: all), visible or not: the postings each term''s weight (kb_pipeline.lexical_term_weights) lets the leg read, the exact score of a shortlist of p_shortlist (NULL: every candidate), a glossary concept counted once per chunk; all_read says that no posting was left unread.';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.lexical_candidates(
     p_terms text[], p_as_of timestamptz, p_namespaces text[], p_filters jsonb, p_limit integer,

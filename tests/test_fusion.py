@@ -23,7 +23,7 @@ def hits(*rows: tuple) -> str:
         trigram = "t" if len(rest) > 1 and rest[1] else "f"
         evidence = rest[2] if len(rest) > 2 else ""
         other_language = ("t" if rest[3] else "f") if len(rest) > 3 else ""
-        items.append(f'"({chunk_id},{rank},{score},{coverage},{trigram},,{evidence},{other_language},)"')
+        items.append(f'"({chunk_id},{rank},{score},{coverage},{trigram},,{evidence},{other_language},,)"')
     return "{" + ",".join(items) + "}"
 
 
@@ -164,7 +164,7 @@ def corrected(*rows: tuple) -> str:
     """A corrected dense leg's kb_pipeline.leg_hit[] literal from (chunk_id, z, cosine, evidence, language)
     tuples, ranked in the given order (the order of the z-scores)."""
     items = [
-        f'"({chunk_id},{rank},{z},,f,{cosine},{evidence},,{language})"'
+        f'"({chunk_id},{rank},{z},,f,{cosine},{evidence},,{language},)"'
         for rank, (chunk_id, z, cosine, evidence, language) in enumerate(rows, start=1)
     ]
     return "{" + ",".join(items) + "}"
