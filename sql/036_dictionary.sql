@@ -98,7 +98,10 @@ STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
-    n integer := coalesce(cardinality(p_terms), 0);
+    -- the first 256 terms (a question, not a passage; the dictionary adds at
+    -- most 256 terms): the rest of a longer array is not looked up
+    n integer := least(coalesce(cardinality(p_terms), 0), 256);
+    short_terms text[];
     keys text[] := '{}';
     firsts integer[] := '{}';
     lasts integer[] := '{}';
@@ -126,13 +129,13 @@ BEGIN
     -- every run of up to 6 consecutive query terms (a headword of 7
     -- characters, a sense of 3 words): a word of the dictionary is
     -- consecutive in the query, as it is in the dictionary
-    FOR run_start IN 1 .. n LOOP
-        FOR run_end IN run_start .. least(n, run_start + 5) LOOP
-            keys := keys || array_to_string(p_terms[run_start:run_end], ' ');
-            firsts := firsts || run_start;
-            lasts := lasts || run_end;
-        END LOOP;
-    END LOOP;
+    -- (a term longer than any headword or sense, 64 characters, ends a run)
+    short_terms := ARRAY(SELECT CASE WHEN length(t.term) <= 64 THEN t.term END FROM unnest(p_terms[1:n]) AS t (term));
+    SELECT array_agg(array_to_string(short_terms[f.first:l.last], ' ')), array_agg(f.first), array_agg(l.last)
+    INTO keys, firsts, lasts
+    FROM generate_series(1, n) AS f (first)
+    CROSS JOIN LATERAL generate_series(f.first, least(n, f.first + 5)) AS l (last)
+    WHERE array_position(short_terms[f.first:l.last], NULL) IS NULL;
     SELECT jsonb_agg(jsonb_build_object(
         'first', u.run_start, 'last', u.run_end, 'terms', l.terms, 'priorities', l.priorities,
         'translations', l.translations))
@@ -154,7 +157,7 @@ BEGIN
         ) THEN
             longest := longest || jsonb_build_array(hit);
             FOR i IN 0 .. jsonb_array_length(hit -> 'terms') - 1 LOOP
-                IF NOT (hit -> 'terms' ->> i) = ANY(p_terms) THEN
+                IF NOT coalesce((hit -> 'terms' ->> i) = ANY(short_terms), false) THEN
                     c_terms := c_terms || (hit -> 'terms' ->> i);
                     c_priorities := c_priorities || (hit -> 'priorities' ->> i)::integer;
                     c_firsts := c_firsts || (hit ->> 'first')::integer;
@@ -191,7 +194,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb.dictionary_expansion_of_terms(text[], integer) IS
-'Translation of a query given as its BM25 terms through the bilingual dictionary (kb.dictionary_lookup): the longest runs of consecutive terms that are an English sense or a Chinese headword, and the other side''s BM25 terms (added_terms, at most p_max_terms, main senses of less ambiguous headwords first); shaped like kb.glossary_expansion_of_terms''s explain, each match with source "dictionary" and its translations.';
+'Translation of a query given as its BM25 terms (the first 256) through the bilingual dictionary (kb.dictionary_lookup): the longest runs of consecutive terms that are an English sense or a Chinese headword, and the other side''s BM25 terms (added_terms, at most p_max_terms, main senses of less ambiguous headwords first); shaped like kb.glossary_expansion_of_terms''s explain, each match with source "dictionary" and its translations.';
 
 -- the dictionary holds no tenant's data: every role may read it, none writes it;
 -- loading it is the migrating owner's

@@ -27,9 +27,9 @@ AS $$
     -- Fitted by bench/answerability_fit.py on the shared datasets (docs/RETRIEVAL.md,
     -- "The decision": what it was fitted on, and the sets it was validated on).
     SELECT '{
-        "hybrid": {"intercept": -4.668, "lexical_coverage": 5.2662, "ambiguous_coverage": -0.8664, "lexical_gap": 1.1096, "dense_z": 0.8219, "dense_cosine": 1.3856, "dense_gap": 0.2686, "legs_agree": 0.9616, "identifier_found": 0.8032, "answer_bound": 0.1923, "answer_unbound": -0.6985, "cross_lingual": 1.164},
+        "hybrid": {"intercept": -4.8003, "lexical_coverage": 5.6237, "ambiguous_coverage": 0.3746, "lexical_gap": 1.0322, "dense_z": 0.7442, "dense_cosine": 1.3808, "dense_gap": 0.3151, "legs_agree": 1.0118, "identifier_found": 0.7316, "answer_bound": 0.2675, "answer_unbound": -0.6207, "cross_lingual": 1.3921},
         "dense": {"intercept": -2.6501, "dense_z": 1.3999, "dense_cosine": 2.0965, "dense_gap": 0.2503, "answer_bound": 0.1748, "answer_unbound": -0.7604, "cross_lingual": 0.6655},
-        "lexical": {"intercept": -2.9942, "lexical_coverage": 6.9452, "ambiguous_coverage": -0.745, "lexical_gap": 2.0764, "identifier_found": 0.8527, "answer_bound": 0.5208, "answer_unbound": -0.4015}
+        "lexical": {"intercept": -2.7807, "lexical_coverage": 6.7751, "ambiguous_coverage": 1.62, "lexical_gap": 2.0714, "identifier_found": 0.7175, "answer_bound": 0.7554, "answer_unbound": -0.4884}
     }'::jsonb
 $$;
 COMMENT ON FUNCTION kb.shipped_answerability_model() IS

@@ -154,8 +154,10 @@ AS $$
         SELECT w.*, coalesce(w.df > w.read_limit, false) AS truncated
         FROM (
             SELECT x.term, x.pos, x.df, x.idf, x.raw_idf,
-                greatest(ceil(p_per_term * x.idf / nullif(max(x.idf) OVER (), 0)), p_per_term / 10)::integer
-                    AS read_limit
+                -- scaled to the rarest term that has postings: an added term no
+                -- chunk holds has the highest idf and nothing to read
+                greatest(ceil(p_per_term * x.idf / nullif(max(x.idf) FILTER (WHERE x.df > 0) OVER (), 0)),
+                    p_per_term / 10)::integer AS read_limit
             FROM (
                 SELECT r.term, r.pos, r.df, r.idf AS raw_idf,
                     r.idf * CASE WHEN r.pos > cardinality(p_terms)
