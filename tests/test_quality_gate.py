@@ -27,17 +27,16 @@ CASES = ROOT / "examples" / "eval" / "cases.json"
 # Overall floors over the 88 cases: the ranking and both sides of the decision (harness.metrics:
 # answered_when_found, the answerable cases with their passage in the top 3 labelled "answer";
 # answer_precision; no_answer_accuracy, the unanswerable ones not labelled "answer"), so that a hedge
-# that improves one side shows on the other. Measured 2026-12-04 (e5-small for hybrid,
-# docs/EVALUATION.md, "The decision") minus about 0.03. Lexical cannot answer a question whose only
-# answer is in the other language (29 cross_lingual cases), so its overall figures are low.
-# measured: lexical pass@3 0.459, MRR@10 0.4322, nDCG@10 0.4429, answered when found 0.6786, answer
-# precision 0.8261, no-answer 0.8519; hybrid pass@3 0.8852, MRR@10 0.863, nDCG@10 0.8924, 0.6852, 0.7708,
-# 0.6296 (docs/EVALUATION.md: the no-answer side was 0.9259 while every near miss and 69 % of the
-# answerable cases were "low confidence"; answered when found was then 0.3148)
+# that improves one side shows on the other. Measured 2026-12-05 (e5-small for hybrid, the
+# bilingual dictionary on, docs/RETRIEVAL.md, "Across languages") minus about 0.03.
+# measured: lexical pass@3 0.8361, MRR@10 0.7295, nDCG@10 0.7725, answered when found 0.5098, answer
+# precision 0.6667, no-answer 0.5185; hybrid pass@3 0.9016, MRR@10 0.847, nDCG@10 0.8691, 0.7273, 0.7407,
+# 0.4815. The decision's sides were lowered with the dictionary (lexical 0.6786 / 0.8261 / 0.8519 and
+# hybrid no-answer 0.6296 before it): a known defect, docs/STATUS.md.
 LEXICAL_FLOORS = {
-    "pass_top3": 0.42,
-    "mrr@10": 0.39,
-    "ndcg@10": 0.41,
+    "pass_top3": 0.80,
+    "mrr@10": 0.69,
+    "ndcg@10": 0.74,
     "answered_when_found": 0.48,
     "answer_precision": 0.63,
     "no_answer_accuracy": 0.48,
