@@ -87,11 +87,11 @@ AS $$
     -- each match n of the expansion: its own (query) terms and the terms it
     -- adds; translated: a dictionary's match (a translation can be ambiguous),
     -- not a team's glossary equivalent
-    SELECT m.n, o.term, true, m.match ->> 'source' = 'dictionary'
+    SELECT m.n, o.term, true, coalesce(m.match ->> 'source' = 'dictionary', false)
     FROM jsonb_array_elements(coalesce(p_glossary -> 'matches', '[]'::jsonb)) WITH ORDINALITY AS m (match, n)
     CROSS JOIN LATERAL jsonb_array_elements_text(m.match -> 'terms') AS o (term)
     UNION ALL
-    SELECT m.n, a.term, false, m.match ->> 'source' = 'dictionary'
+    SELECT m.n, a.term, false, coalesce(m.match ->> 'source' = 'dictionary', false)
     FROM jsonb_array_elements(coalesce(p_glossary -> 'matches', '[]'::jsonb)) WITH ORDINALITY AS m (match, n)
     CROSS JOIN LATERAL jsonb_array_elements_text(m.match -> 'added_terms') AS a (term)
 $$;
@@ -197,6 +197,12 @@ $$;
 COMMENT ON FUNCTION kb_pipeline.lexical_term_weights(text[], jsonb, jsonb, integer) IS
 'The BM25 weight of each query term (and of the terms a glossary expansion adds): df and Robertson idf from the corpus statistics, how many of its highest-impact postings the leg reads (p_per_term, NULL: all) and whether that truncates it, and whether a chunk''s coverage counts it (the query''s own terms but CJK bigrams straddling two of its words). Inlined.';
 
+-- Candidates from the postings of each term (at most its read_limit best, by
+-- impact, in the namespaces of the scope), a shortlist of the best p_shortlist by
+-- their partial score (NULL: all), and for those the exact score: the truncated
+-- terms' weights looked up per chunk. With a glossary, a concept counts once per
+-- chunk (below). all_read: no posting was left unread (no term truncated, nothing
+-- cut from the shortlist), so every score of every chunk with a posting is here.
 CREATE OR REPLACE FUNCTION kb_pipeline.lexical_scores(
     p_terms text[], p_glossary jsonb, p_corpus jsonb, p_namespaces text[], p_per_term integer, p_shortlist integer
 )
@@ -217,13 +223,6 @@ DECLARE
     avgdl double precision := greatest(coalesce(
         (p_corpus ->> 'total_length')::numeric / nullif((p_corpus ->> 'chunk_count')::numeric, 0), 1), 1)::float8;
 BEGIN
-    -- Candidates from the postings of each term (at most its read_limit
-    -- best, by impact, in the namespaces of the scope), a shortlist of the
-    -- best p_shortlist by their partial score (NULL: all), and for those the
-    -- exact score: the truncated terms' weights looked up per chunk. With a
-    -- glossary, a concept counts once per chunk (below). all_read: no
-    -- posting was left unread (no term truncated, nothing cut from the
-    -- shortlist), so every score of every chunk with a posting is here.
     RETURN QUERY
     WITH
     idf AS MATERIALIZED (SELECT * FROM kb_pipeline.lexical_term_weights(p_terms, p_glossary, p_corpus, p_per_term)),
@@ -303,22 +302,15 @@ BEGIN
         ) AS r
         GROUP BY r.chunk_id
     ),
-    -- the share of each dictionary match's added weight a chunk holds (of the
-    -- terms some chunk holds): a word with one translation is covered by it
-    -- whole, one of four equally weighted translations a quarter
+    -- per dictionary match: the weight of its translations that some chunk
+    -- holds (a chunk holding one of four equally weighted ones has a quarter
+    -- of the match), and the idf of its own words
     translation_mass AS (
-        SELECT mt.n, sum(i.idf) AS mass
+        SELECT mt.n, sum(i.idf) FILTER (WHERE NOT mt.own AND i.df > 0) AS mass,
+            sum(i.raw_idf) FILTER (WHERE mt.own) AS word_mass
         FROM match_terms AS mt
         INNER JOIN idf AS i ON mt.term = i.term
-        WHERE NOT mt.own AND mt.translated AND i.df > 0
-        GROUP BY mt.n
-    ),
-    -- the idf of each dictionary match's own words
-    translated_word_mass AS (
-        SELECT mt.n, sum(i.raw_idf) AS mass
-        FROM match_terms AS mt
-        INNER JOIN idf AS i ON mt.term = i.term
-        WHERE mt.own AND mt.translated
+        WHERE mt.translated
         GROUP BY mt.n
     ),
     credits AS (
@@ -341,17 +333,13 @@ BEGIN
             GROUP BY ct.chunk_id, ma.n
         ) AS x
         INNER JOIN translation_mass AS tm ON x.n = tm.n
-        INNER JOIN translated_word_mass AS wm ON x.n = wm.n
-        CROSS JOIN LATERAL (SELECT least(1, x.held_idf / nullif(wm.mass, 0)) AS worth) AS w
+        CROSS JOIN LATERAL (SELECT least(1, x.held_idf / nullif(tm.word_mass, 0)) AS worth) AS w
         INNER JOIN match_terms AS mo ON mo.own AND x.n = mo.n
     ),
     covered AS (
         SELECT c.chunk_id, sum(o.idf * c.worth) AS idf, sum(o.idf * c.credit) AS weighted_idf
-        FROM (
-            SELECT cr.chunk_id, cr.term, max(cr.worth) AS worth, max(cr.credit) AS credit
-            FROM credits AS cr
-            GROUP BY cr.chunk_id, cr.term
-        ) AS c
+        FROM (SELECT cr.chunk_id, cr.term, max(cr.worth) AS worth, max(cr.credit) AS credit FROM credits AS cr
+            GROUP BY cr.chunk_id, cr.term) AS c
         INNER JOIN own AS o ON c.term = o.term
         GROUP BY c.chunk_id
     )
