@@ -102,12 +102,11 @@ DECLARE
     -- most 256 terms): the rest of a longer array is not looked up
     n integer := least(coalesce(cardinality(p_terms), 0), 256);
     short_terms text[];
-    keys text[] := '{}';
-    firsts integer[] := '{}';
-    lasts integer[] := '{}';
+    keys text[];
+    firsts integer[];
+    lasts integer[];
     hits jsonb;
     hit jsonb;
-    other jsonb;
     longest jsonb := '[]';
     c_terms text[] := '{}';
     c_priorities integer[] := '{}';

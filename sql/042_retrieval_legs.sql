@@ -195,7 +195,7 @@ AS $$
     FROM idf AS i
 $$;
 COMMENT ON FUNCTION kb_pipeline.lexical_term_weights(text[], jsonb, jsonb, integer) IS
-'The BM25 weight of each query term (and of the terms a glossary expansion adds): df and Robertson idf from the corpus statistics, how many of its highest-impact postings the leg reads (p_per_term, NULL: all) and whether that truncates it, and whether a chunk''s coverage counts it (the query''s own terms but CJK bigrams straddling two of its words). Inlined.';
+'The BM25 weight of each query term (and of the terms a glossary expansion adds): df and Robertson idf from the corpus statistics (idf weighted as an added term, raw_idf as is), how many of its highest-impact postings the leg reads (p_per_term, NULL: all) and whether that truncates it, and whether a chunk''s coverage counts it (the query''s own terms but CJK bigrams straddling two of its words). Inlined.';
 
 -- Candidates from the postings of each term (at most its read_limit best, by
 -- impact, in the namespaces of the scope), a shortlist of the best p_shortlist by
