@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness import answerability, evaluate, metrics  # noqa: E402
 from harness.db import connect  # noqa: E402
 
-# the shipped defaults of answer_probability and no_evidence_probability (sql/005_settings.sql)
+# the shipped defaults of answer_probability and no_evidence_probability (sql/005_settings/01_catalogue.sql)
 THRESHOLDS = {"answer_probability": 0.5, "no_evidence_probability": 0.08}
 
 

@@ -11,11 +11,11 @@ On a database built by ``bench.retrieval`` (``--build-only``; its documents live
 * per query, interleaved so that background load hits every series alike: ``kb_retrieve`` in
   hybrid, dense and lexical mode as the owner and as the tenant (a session each, with no
   settings of their own; who goes first alternates from one query to the next), the bare BM25
-  leg (``kb_pipeline.lexical_candidates`` with precomputed terms, 100 candidates, as the owner, in a
+  leg (``kb_node.lexical_candidates`` with precomputed terms, 100 candidates, as the owner, in a
   third session) and bare HNSW
   (``ORDER BY embedding <=> q LIMIT n`` through the model's index, with the leg's ef_search) for
   10 and for the leg's candidate count, and the dense leg's own function
-  (``kb_pipeline.dense_candidates``: the same scan with the lifecycle filter, no language
+  (``kb_node.dense_candidates``: the same scan with the lifecycle filter, no language
   correction);
 * checks that the tenant's rows equal the owner's (same chunks, same order) for every query;
 * then, for hybrid and dense mode, where the owner's calls spend their time: each function's own
@@ -131,11 +131,11 @@ def measure(owner, tenant, bare, queries, model: tuple[str, int], candidates: in
         f"SELECT chunk_id FROM kb.embeddings WHERE model = '{name}' "
         f"ORDER BY embedding::vector({dims}) <=> %s::vector({dims}) LIMIT %s"
     )
-    bare_bm25 = "SELECT chunk_id FROM kb_pipeline.lexical_candidates(%s::text[], now(), NULL, '{}', 100)"
+    bare_bm25 = "SELECT chunk_id FROM kb_node.lexical_candidates(%s::text[], now(), NULL, '{}', 100)"
     # the dense leg's own function with the lifecycle filter, one scan over every language (no
     # language correction): what the leg asks of the index, without the pipeline around it
     bare_dense = (
-        f"SELECT chunk_id FROM kb_pipeline.dense_candidates(%s::text, '{name}', {dims}, now(), NULL, '{{}}', %s, "
+        f"SELECT chunk_id FROM kb_node.dense_candidates(%s::text, '{name}', {dims}, now(), NULL, '{{}}', %s, "
         "'{}'::kb.language_moment[])"
     )
     retrieve = "SELECT chunk_id FROM kb_retrieve(%s, 10, NULL, %s)"

@@ -154,6 +154,11 @@ CREATE TYPE kb_pipeline.retrieval_settings AS (
     dictionary_max_terms integer,
     max_per_document integer,
     merge_adjacent boolean,
+    bm25_k1 double precision,
+    bm25_b double precision,
+    bm25_postings_per_term integer,
+    glossary_weight double precision,
+    hnsw_ef_search integer,
     answerability_model jsonb
 );
 
@@ -180,7 +185,8 @@ CREATE TYPE kb_pipeline.retrieval_stage AS (
     glossary jsonb,
     answer_check jsonb,
     signals jsonb,
-    probability double precision
+    probability double precision,
+    dense_query_stage integer
 );
 
 -- Tables
@@ -807,7 +813,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     Creates the partial HNSW indexes of a model that do not exist yet, with the options of the settings hnsw_m and hnsw_ef_construction: one over all its vectors and one per language group, which the language-corrected dense leg scans (kb.register_model and every migrate call it; building them on a large corpus takes minutes).
 -- kb.enter_pipeline()
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
---     Every retrieval door's first step: ACCESS SHARE on kb.pipeline_door to the end of the transaction, so that a migrate never re-creates kb_pipeline under a retrieval in flight (sql/040_pipeline_schema.sql).
+--     Every retrieval door's first step: ACCESS SHARE on kb.pipeline_door to the end of the transaction, so that a migrate never re-creates kb_pipeline under a retrieval in flight (sql/040_pipeline/00_schema.sql).
 -- kb.escape_like(text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Escapes \, % and _ so user text matches literally in LIKE/ILIKE.
@@ -904,9 +910,6 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.ocr_pending(integer)
 --     RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Reads by OCR the image-only pages of up to p_limit documents waiting for it (kb.ocr_queue) that the caller may update, skipping those another worker holds: parses their files again with OCR, which re-chunks and indexes them; returns how many documents. pgkb worker calls it between embedding batches. Runs with the caller's rights.
--- kb.page_of(integer[],integer)
---     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     The 1-based page holding character p_offset of a body whose pages start at p_page_starts (NULL without pages).
 -- kb.parse_retry_reason(text,text,jsonb,boolean)
 --     RETURNS text LANGUAGE sql STABLE PARALLEL SAFE
 --     Why a stored file's parse may turn out otherwise now, or NULL: its conversion changed, or it failed on a limit (too_large: file_max_bytes, too_many_pages: file_max_pages, timeout: file_parse_timeout_s, zip_bomb: file_max_expansion_ratio, no_text_layer: ocr_max_pages) that has changed since, or it was parsed before limits were recorded. kb.reparse_files retries only those; a deterministic failure (corrupt, encrypted, type_mismatch, a crash) with nothing changed fails alike again.
@@ -1023,19 +1026,22 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     The role the session acts as (SET ROLE's, else the login), also inside SECURITY DEFINER functions: whose namespaces the retrieval gateways read (kb.read_scope) and whom the retrieval log names.
 -- kb.setting(text)
 --     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
---     The value of a setting: the session GUC pgkb.<key> where the catalogue allows session overrides, else kb.settings; an unknown key is an error.
+--     The value of a setting: the session GUC pgkb.<key> where the catalogue allows session overrides, else kb.settings (kb.setting_in_force); an unknown key is an error.
+-- kb.setting_in_force(kb.settings)
+--     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     The value of a setting given its row of kb.settings: the session GUC pgkb.<key> where the catalogue allows session overrides (checked against the setting's type, choices and range), else the stored value. kb.setting reads one; kb_pipeline.read_retrieval_settings all of a retrieval's in one statement.
 -- kb.setting_range_error(kb.settings,jsonb)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     What is wrong with a value of a numeric setting ("5 is outside its range 0 to 1"), NULL when it is in range: the one range check of kb.settings' trigger and of session overrides (kb.setting).
 -- kb.shard_corpus(text[],text)
 --     RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
---     A shard's part of a sharded corpus's statistics: the BM25 sizes and df of the terms over every namespace the caller may see here (kb_pipeline.lexical_corpus), and whether it holds vectors of the model.
+--     A shard's part of a sharded corpus's statistics: the BM25 sizes and df of the terms over every namespace the caller may see here (kb_node.lexical_corpus), and whether it holds vectors of the model.
 -- kb.shard_passages(jsonb)
 --     RETURNS SETOF kb.retrieval_row LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
---     The door to a shard's rows of a sharded retrieval (kb_pipeline.shard_rows): the coordinator's ranked hits that are this shard's and the caller's to read.
+--     The door to a shard's rows of a sharded retrieval (kb_node.shard_rows): the coordinator's ranked hits that are this shard's and the caller's to read.
 -- kb.shard_stage_candidates(text,integer,text,jsonb,timestamp with time zone,text[],jsonb)
 --     RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
---     The door to a shard's part of a sharded retrieval (kb_pipeline.shard_gather): every stage's candidates over the namespaces the caller may read here, ranked with the whole corpus's statistics the coordinator gives.
+--     The door to a shard's part of a sharded retrieval (kb_node.shard_gather): every stage's candidates over the namespaces the caller may read here, ranked with the whole corpus's statistics the coordinator gives.
 -- kb.shipped_answerability_model()
 --     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The answerability model a knowledge base uses until pgkb fit-answerability fits its own: logistic coefficients per mode over kb.answerability_signal_names(), fitted on the shared datasets (docs/RETRIEVAL.md, "The decision").
@@ -1123,6 +1129,75 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.visible_sources(text[])
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
 --     Whether every namespace/source in the list names a document the current role can see; the retrieval log accepts only such rows.
+-- kb_node.bm25_weight(double precision,integer,integer,double precision,double precision,double precision)
+--     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     A posting's BM25 weight: idf x tf saturation (k1) with length normalisation (b, average length avgdl). Inlined.
+-- kb_node.candidate_facts(bigint[])
+--     RETURNS kb_pipeline.candidate[] LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     What ranking needs to know of the chunks besides their scores (kb_pipeline.candidate: document, namespace, content hash, title, dates), in one read. Reads the chunks given: the doors' candidates only.
+-- kb_node.dense_candidates(text,text,integer,timestamp with time zone,text[],jsonb,integer,kb.language_moment[],integer)
+--     RETURNS TABLE(chunk_id bigint, similarity double precision, score double precision, language text, noise_z double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     Dense leg: HNSW cosine search over the named model's vectors with the visibility condition inside the scan (iterative scan); with language moments, one scan per language group with the group's query vector, the similarity z-scored within its group as the score, and the group's noise level (kb_pipeline.noise_z).
+-- kb_node.gather_here(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,boolean)
+--     RETURNS kb_pipeline.retrieval_stage[] LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+--     The stages of a call over this database (kb_node.gather_stage with this database's inputs and statistics, judged by kb_pipeline.stage_evidence), until one is at full evidence.
+-- kb_node.gather_stage(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,integer,jsonb,jsonb,jsonb)
+--     RETURNS kb_pipeline.retrieval_stage LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+--     The legs of one stage of the staged fallback over this database: BM25 (trigram when a short query matched nothing) and HNSW, with the inputs given (kb_pipeline.lexical_inputs, kb_pipeline.dense_inputs or a coordinator's) and p_lexical_corpus (a sharded corpus's BM25 statistics; NULL: this database's). Its evidence is kb_pipeline.stage_evidence's.
+-- kb_node.glossary_match_terms(jsonb)
+--     RETURNS TABLE(n bigint, term text, own boolean, translated boolean) LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The terms of each match of an expansion (kb_pipeline.merged_expansions of the glossary's and the dictionary's): its own terms (own) and the terms it adds, numbered by match; translated for a dictionary's match. Pure. Inlined.
+-- kb_node.identifier_candidates(text[],timestamp with time zone,text[],jsonb,integer)
+--     RETURNS TABLE(chunk_id bigint, matched integer) LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     Chunks that contain the query's identifiers verbatim as whole tokens (trigram-indexed ILIKE, escaped input); an identifier of letters only (camelCase) counts only where it is rare (kb_node.rare_identifier_chunks).
+-- kb_node.identifier_chunks(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan)
+--     RETURNS bigint[] LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     Chunks that hold an identifier of the query verbatim (none in dense mode), most identifiers matched first: strong evidence, and boosted.
+-- kb_node.lexical_candidates(text[],timestamp with time zone,text[],jsonb,integer,jsonb,jsonb,kb_pipeline.retrieval_settings)
+--     RETURNS TABLE(chunk_id bigint, score double precision, coverage double precision, weighted_coverage double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage (whole, and with translations weighted by their share: kb_node.lexical_scores), a second pass over every posting when hidden versions crowded the first; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents' terms, a concept counting once per chunk; p_corpus (kb_node.lexical_corpus of a whole sharded corpus) replaces this database's statistics.
+-- kb_node.lexical_corpus(text[],text[])
+--     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     The BM25 corpus statistics of the terms: chunk_count and total_length (summed over the namespaces of p_namespaces, the call's scope; NULL: all the caller may see) and each term's df, as jsonb; sums, so that shards' statistics add up to one node's (kb_node.lexical_candidates ranks with it, or with a coordinator's sum).
+-- kb_node.lexical_scores(text[],jsonb,jsonb,text[],integer,integer,double precision,double precision,double precision)
+--     RETURNS TABLE(chunk_id bigint, document_id bigint, score double precision, coverage double precision, weighted_coverage double precision, all_read boolean) LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     The BM25 score and idf coverage (an expansion's match credited whole, a dictionary's translations at most their own idf against the word's; and weighted: translations also by their share of the match) of every candidate chunk of the terms in the namespaces given (NULL: all), visible or not: the postings each term's weight (kb_node.lexical_term_weights) lets the leg read, the exact score of a shortlist of p_shortlist (NULL: every candidate), a glossary concept counted once per chunk; all_read says that no posting was left unread.
+-- kb_node.lexical_term_weights(text[],jsonb,jsonb,integer,double precision)
+--     RETURNS TABLE(term text, pos bigint, df double precision, idf double precision, raw_idf double precision, read_limit integer, truncated boolean, counted boolean) LANGUAGE sql STABLE PARALLEL SAFE
+--     The BM25 weight of each query term (and of the terms a glossary expansion adds): df and Robertson idf from the corpus statistics (idf weighted as an added term, raw_idf as is), how many of its highest-impact postings the leg reads (p_per_term, NULL: all) and whether that truncates it, and whether a chunk's coverage counts it (the query's own terms but CJK bigrams straddling two of its words). Inlined.
+-- kb_node.merged_passages(kb.retrieval_row[])
+--     RETURNS kb.retrieval_row[] LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     The rows with the chunks of one document that follow each other joined into one passage each: the document's text from the first to the last (their overlap once), at the place and with the scores of its best chunk, the section path of its first, provenance over all of them (provenance.chunks in document order); ranks renumbered.
+-- kb_node.model_has_vectors(text,text[])
+--     RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     Whether the model has vectors of chunks in the namespaces given (NULL: in any the caller may see), of documents the session's role may read: the readiness that mode auto and a shard's corpus statistics report.
+-- kb_node.passage_provenance(kb.documents,kb.chunks)
+--     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The provenance of one chunk as a passage carries it (docs/RETRIEVAL.md): the document's file, parser and chunker versions and when it was indexed, the chunk's heading path, pages, offsets, content hash and ingest time, and the list of its chunks (one here; kb_node.merged_passages joins several).
+-- kb_node.passage_rows(kb_pipeline.ranked_hit[])
+--     RETURNS kb.retrieval_row[] LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     The ranked hits (rank NOT NULL) of this database as kb.retrieval_row, in rank order: the passage, its document, scores per leg, match type, provenance (the document's file, parser and chunker versions, the chunk's heading path, pages, offsets, content hash, ingest time; docs/RETRIEVAL.md). Snippet, answerability and evidence are set later.
+-- kb_node.rare_identifier_chunks(text[])
+--     RETURNS bigint LANGUAGE sql STABLE PARALLEL SAFE
+--     How many chunks a letters-only identifier (camelCase: PostgreSQL) may occur in and still count as an identifier: 1 % of the chunks of the scope (kb.lexical_stats), at least 3. A name common in the corpus would otherwise boost every passage that mentions it.
+-- kb_node.retrieve(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean,boolean)
+--     RETURNS kb_pipeline.retrieval_result LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     A retrieval and its log row: kb_node.retrieve_core on one snapshot, then kb.log_retrieval. What the doors kb_retrieve and kb_retrieve_explain call once they hold kb.pipeline_door.
+-- kb_node.retrieve_core(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean,boolean)
+--     RETURNS kb_pipeline.retrieval_result LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+--     The retrieval pipeline of one database, behind kb_retrieve and kb_retrieve_explain: analyse (request, scope, plan), gather and judge (kb_node.gather_here, kb_pipeline.best_stage), fuse and rank (kb_pipeline.ranked), passages (kb_node.passage_rows, kb_pipeline.result_of). Returns the rows and, with p_explain, the explain object (else what the retrieval log records).
+-- kb_node.shard_gather(text,integer,text,jsonb,timestamp with time zone,text[],jsonb)
+--     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL UNSAFE
+--     A shard's part of a sharded retrieval over all namespaces: every stage's legs (kb_node.gather_stage with the coordinator's inputs: the whole corpus's BM25 statistics, query vectors, language moments, glossary expansions), the identifier hits, and the facts of every candidate (by chunk id); jsonb for the coordinator.
+-- kb_node.shard_rows(jsonb)
+--     RETURNS kb.retrieval_row[] LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     A shard's part of a sharded retrieval: the rows (kb_node.passage_rows) of the coordinator's ranked hits that are this shard's (by chunk id and namespace) and that the caller may read.
+-- kb_node.stage_candidates(kb_pipeline.retrieval_stage,bigint[])
+--     RETURNS bigint[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     Every chunk a stage's legs or the identifier hits named, once: the candidates whose facts ranking needs. Pure.
+-- kb_node.trigram_candidates(text,timestamp with time zone,text[],jsonb,integer)
+--     RETURNS TABLE(chunk_id bigint, score double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     pg_trgm leg for short queries: word_similarity over chunk text via the GIN index (pg_trgm.word_similarity_threshold).
 -- kb_pipeline.abstains(double precision,kb_pipeline.retrieval_settings)
 --     RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Whether a call returns no rows: the cutoff is on and its decision (kb_pipeline.answerability) is no evidence. Pure.
@@ -1153,27 +1228,18 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_pipeline.best_stage(kb_pipeline.retrieval_stage[])
 --     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The judge of a call: which of its stages answers (its place in p_stages): the first at full evidence, else the one with the most evidence (the earlier on a tie); skipped stages never. Pure.
--- kb_pipeline.bm25_weight(double precision,integer,integer,double precision,double precision,double precision)
---     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     A posting's BM25 weight: idf x tf saturation (k1) with length normalisation (b, average length avgdl). Inlined.
 -- kb_pipeline.calibrate(double precision,double precision,double precision)
 --     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Maps a leg's top score to evidence in [0, 1]: 0 at or below the "no evidence" level, 1 at or above the "strong" level. Inlined into its callers.
--- kb_pipeline.candidate_facts(bigint[])
---     RETURNS kb_pipeline.candidate[] LANGUAGE plpgsql STABLE PARALLEL SAFE
---     What ranking needs to know of the chunks besides their scores (kb_pipeline.candidate: document, namespace, content hash, title, dates), in one read. Reads the chunks given: the doors' candidates only.
 -- kb_pipeline.check_filters(jsonb)
 --     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     Validates kb_retrieve filters: bounded size and depth, known keys, each value of its key's type (errors name the key and the expected type).
--- kb_pipeline.coordinator_steps()
---     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     The kb_pipeline functions a shard coordinator, which runs as its caller, may execute (pure, or reading only what every reader may read); 090_grants.sql revokes the others from PUBLIC.
--- kb_pipeline.dense_candidates(text,text,integer,timestamp with time zone,text[],jsonb,integer,kb.language_moment[])
---     RETURNS TABLE(chunk_id bigint, similarity double precision, score double precision, language text, noise_z double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
---     Dense leg: HNSW cosine search over the named model's vectors with the visibility condition inside the scan (iterative scan); with language moments, one scan per language group with the group's query vector, the similarity z-scored within its group as the score, and the group's noise level (kb_pipeline.noise_z).
 -- kb_pipeline.dense_inputs(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,text)
 --     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     What the dense leg of a stage is given, as jsonb: query_vector (kb.embed_query), language_moments (kb.language_moments over the request's scope, when the correction applies), a note when the embedding failed (outside dense mode), embed_ms. Empty outside dense and hybrid mode.
+-- kb_pipeline.embedding_key(text)
+--     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     What a stage's query vector depends on: its text without punctuation and white space. Stages with the same key share one embedding (the question and its form without the question mark rank alike; the core terms do not: docs/RETRIEVAL.md, "Stages and the query vector"). Pure.
 -- kb_pipeline.explain_assembly(integer,boolean,bigint[],kb.retrieval_row[],kb.retrieval_row[])
 --     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The explain entry of passage assembly: the cap in force and which chunks of the uncapped top k it dropped (the next best chunks of other documents took their places), whether adjacent chunks were merged and which passages were (their chunks in document order), chunks selected and rows returned.
@@ -1186,45 +1252,18 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_pipeline.fuse(kb_pipeline.leg_hit[],kb_pipeline.leg_hit[],bigint[],text,double precision,double precision,double precision)
 --     RETURNS SETOF kb_pipeline.fused_hit LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     Fuses the lexical and dense legs' candidates (linear: min-max normalised scores times each hit's evidence, weighted, a dense hit in another language than the question's taking for the lexical leg, which could not read it, the larger of its lexical part and its dense part times what the lexical leg left open; rrf: reciprocal ranks, weighted) and marks identifier hits; a NaN or infinite leg score counts as no evidence, and no fused score is NaN. Pure: testable on hand-made hits.
--- kb_pipeline.gather_here(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,boolean)
---     RETURNS kb_pipeline.retrieval_stage[] LANGUAGE plpgsql STABLE PARALLEL UNSAFE
---     The stages of a call over this database (kb_pipeline.gather_stage with this database's inputs and statistics, judged by kb_pipeline.stage_evidence), until one is at full evidence.
--- kb_pipeline.gather_stage(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,integer,jsonb,jsonb,jsonb)
---     RETURNS kb_pipeline.retrieval_stage LANGUAGE plpgsql STABLE PARALLEL UNSAFE
---     The legs of one stage of the staged fallback over this database: BM25 (trigram when a short query matched nothing) and HNSW, with the inputs given (kb_pipeline.lexical_inputs, kb_pipeline.dense_inputs or a coordinator's) and p_lexical_corpus (a sharded corpus's BM25 statistics; NULL: this database's). Its evidence is kb_pipeline.stage_evidence's.
 -- kb_pipeline.global_id(bigint,text)
 --     RETURNS bigint LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     A shard's chunk or document id as a coordinator knows it: id x 256 + the shard number of its namespace, unique over all shards (the id on its shard: the quotient by 256).
--- kb_pipeline.glossary_match_terms(jsonb)
---     RETURNS TABLE(n bigint, term text, own boolean, translated boolean) LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     The terms of each match of an expansion (kb_pipeline.merged_expansions of the glossary's and the dictionary's): its own terms (own) and the terms it adds, numbered by match; translated for a dictionary's match. Pure. Inlined.
--- kb_pipeline.identifier_candidates(text[],timestamp with time zone,text[],jsonb,integer)
---     RETURNS TABLE(chunk_id bigint, matched integer) LANGUAGE plpgsql STABLE PARALLEL SAFE
---     Chunks that contain the query's identifiers verbatim as whole tokens (trigram-indexed ILIKE, escaped input); an identifier of letters only (camelCase) counts only where it is rare (kb_pipeline.rare_identifier_chunks).
--- kb_pipeline.identifier_chunks(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan)
---     RETURNS bigint[] LANGUAGE plpgsql STABLE PARALLEL SAFE
---     Chunks that hold an identifier of the query verbatim (none in dense mode), most identifiers matched first: strong evidence, and boosted.
 -- kb_pipeline.judged(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage,kb_pipeline.ranked_hit[],kb.retrieval_row[],boolean)
 --     RETURNS kb_pipeline.retrieval_stage LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The judge of a call on its ranked rows: the answer-type check (kb_pipeline.answer_checked), the signals (kb_pipeline.answerability_signals) and the probability (kb_pipeline.answer_probability) set on the stage used. Pure: one node and a shard coordinator judge alike.
 -- kb_pipeline.language_correction_explain(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage)
 --     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The explain entry of the language correction: whether it is on for this model (the setting and the provider's language_correction), whether it applied, the query's offset and scale per language group, and the passage kb_pipeline.own_language_first_kept moved up (its chunk, the dense rank the correction gave it and the rank it kept; NULL when none).
--- kb_pipeline.lexical_candidates(text[],timestamp with time zone,text[],jsonb,integer,jsonb,jsonb)
---     RETURNS TABLE(chunk_id bigint, score double precision, coverage double precision, weighted_coverage double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
---     BM25 lexical leg: top chunks for the terms among visible documents, with score and idf coverage (whole, and with translations weighted by their share: kb_pipeline.lexical_scores), a second pass over every posting when hidden versions crowded the first; p_glossary (kb.glossary_expansion_of_terms) adds the equivalents' terms, a concept counting once per chunk; p_corpus (kb_pipeline.lexical_corpus of a whole sharded corpus) replaces this database's statistics.
--- kb_pipeline.lexical_corpus(text[],text[])
---     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
---     The BM25 corpus statistics of the terms: chunk_count and total_length (summed over the namespaces of p_namespaces, the call's scope; NULL: all the caller may see) and each term's df, as jsonb; sums, so that shards' statistics add up to one node's (kb_pipeline.lexical_candidates ranks with it, or with a coordinator's sum).
 -- kb_pipeline.lexical_inputs(kb_pipeline.retrieval_plan,text[],kb_pipeline.retrieval_settings)
 --     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     What the lexical leg of each stage is given, as a jsonb array: terms (the analysis's stage_terms), skipped (same terms as the stage before) and glossary: the expansion of its terms by the glossary (kb.glossary_expansion_of_terms over the namespaces of p_scope) and the bilingual dictionary (kb.dictionary_expansion_of_terms), merged (kb_pipeline.merged_expansions); NULL when both are off and in dense mode.
--- kb_pipeline.lexical_scores(text[],jsonb,jsonb,text[],integer,integer)
---     RETURNS TABLE(chunk_id bigint, document_id bigint, score double precision, coverage double precision, weighted_coverage double precision, all_read boolean) LANGUAGE plpgsql STABLE PARALLEL SAFE
---     The BM25 score and idf coverage (an expansion's match credited whole, a dictionary's translations at most their own idf against the word's; and weighted: translations also by their share of the match) of every candidate chunk of the terms in the namespaces given (NULL: all), visible or not: the postings each term's weight (kb_pipeline.lexical_term_weights) lets the leg read, the exact score of a shortlist of p_shortlist (NULL: every candidate), a glossary concept counted once per chunk; all_read says that no posting was left unread.
--- kb_pipeline.lexical_term_weights(text[],jsonb,jsonb,integer)
---     RETURNS TABLE(term text, pos bigint, df double precision, idf double precision, raw_idf double precision, read_limit integer, truncated boolean, counted boolean) LANGUAGE sql STABLE PARALLEL SAFE
---     The BM25 weight of each query term (and of the terms a glossary expansion adds): df and Robertson idf from the corpus statistics (idf weighted as an added term, raw_idf as is), how many of its highest-impact postings the leg reads (p_per_term, NULL: all) and whether that truncates it, and whether a chunk's coverage counts it (the query's own terms but CJK bigrams straddling two of its words). Inlined.
 -- kb_pipeline.max_context_turns()
 --     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Most earlier turns kb_retrieve takes in context: a follow-up refers to the last few, and each turn costs query analysis (pgkb_plpy.vocabulary.MAX_CONTEXT_TURNS).
@@ -1246,15 +1285,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_pipeline.merged_leg(jsonb[],integer,text,integer,boolean)
 --     RETURNS kb_pipeline.leg_hit[] LANGUAGE sql STABLE PARALLEL SAFE
 --     One leg (lexical or dense) of one stage merged over the shards' answers, as one node's leg would have found it over all their documents: the best p_limit by score (trigram hits only when no shard has a BM25 hit), or with p_by_language the p_limit nearest of each language group; chunk ids as the coordinator knows them.
--- kb_pipeline.merged_passages(kb.retrieval_row[])
---     RETURNS kb.retrieval_row[] LANGUAGE plpgsql STABLE PARALLEL SAFE
---     The rows with the chunks of one document that follow each other joined into one passage each: the document's text from the first to the last (their overlap once), at the place and with the scores of its best chunk, the section path of its first, provenance over all of them (provenance.chunks in document order); ranks renumbered.
 -- kb_pipeline.merged_stage(jsonb[],kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,integer,jsonb,boolean)
 --     RETURNS kb_pipeline.retrieval_stage LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     One stage of a sharded retrieval: its legs merged over the shards' answers (kb_pipeline.merged_leg) and judged by the node's rule (kb_pipeline.stage_evidence).
--- kb_pipeline.model_has_vectors(text,text[])
---     RETURNS boolean LANGUAGE plpgsql STABLE PARALLEL SAFE
---     Whether the model has vectors of chunks in the namespaces given (NULL: in any the caller may see), of documents the session's role may read: the readiness that mode auto and a shard's corpus statistics report.
 -- kb_pipeline.ms_since(timestamp with time zone)
 --     RETURNS numeric LANGUAGE sql VOLATILE PARALLEL SAFE
 --     Milliseconds elapsed since a clock_timestamp(), for explain timings.
@@ -1263,7 +1296,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     The pattern of the CHECK documents_namespace_valid: a kb_retrieve namespace outside it can name no document.
 -- kb_pipeline.new_stage(kb_pipeline.retrieval_plan,integer,jsonb,jsonb)
 --     RETURNS kb_pipeline.retrieval_stage LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     A stage as its inputs describe it (kb_pipeline.lexical_inputs and kb_pipeline.dense_inputs, or a coordinator's), before any leg ran: one node's kb_pipeline.gather_stage and a coordinator's kb_pipeline.merged_stage start from it. Pure.
+--     A stage as its inputs describe it (kb_pipeline.lexical_inputs and kb_pipeline.dense_inputs, or a coordinator's), before any leg ran: one node's kb_node.gather_stage and a coordinator's kb_pipeline.merged_stage start from it. Pure.
 -- kb_pipeline.noise_z(bigint)
 --     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     sqrt(2 ln n): about the best z-score n unrelated passages reach by chance; the dense leg's evidence thresholds are offsets from it. Inlined into its callers.
@@ -1273,39 +1306,24 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_pipeline.own_language_first_rank()
 --     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The lowest dense rank the passage nearest to the question in its own language can take when the language correction applies (kb_pipeline.own_language_first_kept): the places a reader of the result looks at first.
--- kb_pipeline.passage_provenance(kb.documents,kb.chunks)
---     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     The provenance of one chunk as a passage carries it (docs/RETRIEVAL.md): the document's file, parser and chunker versions and when it was indexed, the chunk's heading path, pages, offsets, content hash and ingest time, and the list of its chunks (one here; kb_pipeline.merged_passages joins several).
--- kb_pipeline.passage_rows(kb_pipeline.ranked_hit[])
---     RETURNS kb.retrieval_row[] LANGUAGE plpgsql STABLE PARALLEL SAFE
---     The ranked hits (rank NOT NULL) of this database as kb.retrieval_row, in rank order: the passage, its document, scores per leg, match type, provenance (the document's file, parser and chunker versions, the chunk's heading path, pages, offsets, content hash, ingest time; docs/RETRIEVAL.md). Snippet, answerability and evidence are set later.
 -- kb_pipeline.plan_retrieval(kb_pipeline.retrieval_request,kb_pipeline.retrieval_settings,boolean,jsonb)
 --     RETURNS kb_pipeline.retrieval_plan LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     What a kb_retrieve call will do: query analysis (its stages and each stage's BM25 terms, one PL/Python call, or p_analysis when the request was analysed before), the mode (auto: hybrid when the active model has vectors the role may read, or, p_model_ready, on any database of a sharded corpus), the active model, base fusion weights and similarity thresholds (used when the language correction does not apply).
 -- kb_pipeline.rank(kb_pipeline.fused_hit[],kb_pipeline.candidate[],text,kb_pipeline.retrieval_settings,integer,integer)
 --     RETURNS SETOF kb_pipeline.ranked_hit LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     The top k of fused hits (kb_pipeline.ranked_hit): identifier and title boosts, a freshness preference among near-equals, one chunk per distinct text, a document's chunks after its p_max_per_document best only where no other candidate is left (NULL: no cap), ranks from 1, then the chunks the cap moved out of the top k (rank NULL). Pure: the facts of every candidate are given (kb_pipeline.candidate_facts, or a sharded corpus's shards).
+--     The top k of fused hits (kb_pipeline.ranked_hit): identifier and title boosts, a freshness preference among near-equals, one chunk per distinct text, a document's chunks after its p_max_per_document best only where no other candidate is left (NULL: no cap), ranks from 1, then the chunks the cap moved out of the top k (rank NULL). Pure: the facts of every candidate are given (kb_node.candidate_facts, or a sharded corpus's shards).
 -- kb_pipeline.ranked(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage,bigint[],kb_pipeline.candidate[])
 --     RETURNS kb_pipeline.ranked_hit[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The best stage's hits fused (kb_pipeline.fuse) and ranked (kb_pipeline.rank: the top k, then the chunks the cap displaced); none when every stage was skipped. Pure: the candidates' facts are given.
--- kb_pipeline.rare_identifier_chunks(text[])
---     RETURNS bigint LANGUAGE sql STABLE PARALLEL SAFE
---     How many chunks a letters-only identifier (camelCase: PostgreSQL) may occur in and still count as an identifier: 1 % of the chunks of the scope (kb.lexical_stats), at least 3. A name common in the corpus would otherwise boost every passage that mentions it.
 -- kb_pipeline.read_retrieval_settings()
---     RETURNS kb_pipeline.retrieval_settings LANGUAGE sql STABLE PARALLEL SAFE
---     The retrieval settings in force for this session, typed, in one composite (read once per kb_retrieve call).
+--     RETURNS kb_pipeline.retrieval_settings LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     The retrieval settings in force for this session (the legs' included), typed, in one composite read by one statement (kb.setting_in_force of each row), once per kb_retrieve call; a setting missing from kb.settings is an error naming it.
 -- kb_pipeline.result_of(kb_pipeline.retrieval_request,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_stage[],kb_pipeline.retrieval_stage,bigint[],kb_pipeline.ranked_hit[],kb.retrieval_row[],jsonb,boolean)
 --     RETURNS kb_pipeline.retrieval_result LANGUAGE plpgsql STABLE PARALLEL UNSAFE
 --     The end of every retrieval, on one node or over shards: the ranked rows with adjacent chunks merged (when asked), snippets and the answerability decision, and the explain object (p_explain; else what the retrieval log records). p_timings: started (the call's clock_timestamp), analysis, identifiers and fuse in ms, and any others to report.
 -- kb_pipeline.retrieval_modes()
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The modes of kb_retrieve: lexical (BM25 + trigram), dense (HNSW), hybrid (both, fused), auto (hybrid when the active model has vectors).
--- kb_pipeline.retrieve(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean,boolean)
---     RETURNS kb_pipeline.retrieval_result LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
---     A retrieval and its log row: kb_pipeline.retrieve_core on one snapshot, then kb.log_retrieval. What the doors kb_retrieve and kb_retrieve_explain call once they hold kb.pipeline_door.
--- kb_pipeline.retrieve_core(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean,boolean)
---     RETURNS kb_pipeline.retrieval_result LANGUAGE plpgsql STABLE PARALLEL UNSAFE
---     The retrieval pipeline of one database, behind kb_retrieve and kb_retrieve_explain: analyse (request, scope, plan), gather and judge (kb_pipeline.gather_here, kb_pipeline.best_stage), fuse and rank (kb_pipeline.ranked), passages (kb_pipeline.passage_rows, kb_pipeline.result_of). Returns the rows and, with p_explain, the explain object (else what the retrieval log records).
 -- kb_pipeline.retrieve_over_shards(text,integer,text,jsonb,timestamp with time zone,text[],integer,boolean,boolean)
 --     RETURNS kb_pipeline.retrieval_result LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     The retrieval pipeline of a shard coordinator over all namespaces (kb_shard.retrieve, kb_shard.retrieve_explain): every stage's inputs and the corpus statistics here (kb_pipeline.stage_inputs_over_shards), the legs on every shard (merged: kb_pipeline.merged_stage), then the node's judge, fusion, ranking and result (kb_pipeline.best_stage, kb_pipeline.ranked, kb_pipeline.result_of), the rows from the shards holding them. Ranks like one node holding every shard's documents. merge_adjacent is refused.
@@ -1317,25 +1335,13 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     The rows, each with the fields of the object at its place in p_fields set (a row without one keeps its own): how snippets and the answer reach the rows. Pure.
 -- kb_pipeline.shard_facts(jsonb[])
 --     RETURNS kb_pipeline.candidate[] LANGUAGE sql STABLE PARALLEL SAFE
---     The facts of every candidate of the shards' answers (kb_pipeline.shard_gather), with chunk and document ids as the coordinator knows them (kb_pipeline.global_id).
--- kb_pipeline.shard_gather(text,integer,text,jsonb,timestamp with time zone,text[],jsonb)
---     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL UNSAFE
---     A shard's part of a sharded retrieval over all namespaces: every stage's legs (kb_pipeline.gather_stage with the coordinator's inputs: the whole corpus's BM25 statistics, query vectors, language moments, glossary expansions), the identifier hits, and the facts of every candidate (by chunk id); jsonb for the coordinator.
--- kb_pipeline.shard_rows(jsonb)
---     RETURNS kb.retrieval_row[] LANGUAGE plpgsql STABLE PARALLEL SAFE
---     A shard's part of a sharded retrieval: the rows (kb_pipeline.passage_rows) of the coordinator's ranked hits that are this shard's (by chunk id and namespace) and that the caller may read.
--- kb_pipeline.stage_candidates(kb_pipeline.retrieval_stage,bigint[])
---     RETURNS bigint[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
---     Every chunk a stage's legs or the identifier hits named, once: the candidates whose facts ranking needs. Pure.
+--     The facts of every candidate of the shards' answers (kb_node.shard_gather), with chunk and document ids as the coordinator knows them (kb_pipeline.global_id).
 -- kb_pipeline.stage_evidence(kb_pipeline.retrieval_stage,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,boolean)
 --     RETURNS kb_pipeline.retrieval_stage LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The evidence of a stage's legs: lexical from the top hit's idf coverage, dense from the z-score of the best hit of each language (the hits carry it) against its group's noise level (with language moments; kb_pipeline.uncorrected_evidence_floor when none stands above it but a raw cosine passes min_similarity) or from the top cosine similarity; the better leg decides, an identifier found verbatim is 1 (kb_pipeline.calibrate against the thresholds). Pure: a coordinator judges the legs it merged from several shards by the rule one node uses.
 -- kb_pipeline.stage_inputs_over_shards(kb_pipeline.retrieval_request,kb_pipeline.retrieval_settings)
 --     RETURNS record LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     The plan of a retrieval over all namespaces (the query analysed once) and what every shard is given for a retrieval over all namespaces: model_ready (any shard has vectors), lexical_corpus (the BM25 statistics summed over the shards: round 1), and each stage's lexical and dense inputs (kb_pipeline.lexical_inputs, kb_pipeline.dense_inputs over the copy of all shards' statistics).
--- kb_pipeline.trigram_candidates(text,timestamp with time zone,text[],jsonb,integer)
---     RETURNS TABLE(chunk_id bigint, score double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
---     pg_trgm leg for short queries: word_similarity over chunk text via the GIN index (pg_trgm.word_similarity_threshold).
 -- kb_pipeline.uncorrected_evidence_floor()
 --     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The stage evidence a language-corrected dense leg keeps when no hit stands above its group's noise level but the raw cosine of one passes the provider's min_similarity (the uncorrected rule): such a stage is preferred over one where nothing passes. The call's decision is its probability (kb_pipeline.judged), which reads the raw cosine as a signal of its own.

@@ -33,8 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote
 
+from pgkb_plpy import vocabulary
+
 from . import loader
-from .config import VOCABULARY as vocabulary
 
 REPORT_VERSION = 1
 KINDS = ("invalid_document", "broken_link", "unknown_supersedes", "missing_effective_from")

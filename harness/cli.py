@@ -260,6 +260,17 @@ def cmd_lab(args) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pgkb", description="Retrieval for RAG inside PostgreSQL")
     sub = parser.add_subparsers(dest="command", required=True)
+    # the order of the calls is the order `pgkb --help` lists the commands in
+    _add_cluster_commands(sub)
+    _add_loading_commands(sub)
+    _add_reading_commands(sub)
+    _add_evaluation_commands(sub)
+    _add_client_commands(sub)
+    return parser
+
+
+def _add_cluster_commands(sub) -> None:
+    """up, down, dsn, migrate, doctor, status."""
     sub.add_parser("up", help="create/start the embedded cluster and migrate (idempotent)").set_defaults(func=cmd_up)
     sub.add_parser("down", help="stop the embedded cluster").set_defaults(func=cmd_down)
     sub.add_parser("dsn", help="print the connection string").set_defaults(func=cmd_dsn)
@@ -272,6 +283,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("status", help="server, extensions, migrations, models, ingest state")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_status)
+
+
+def _add_loading_commands(sub) -> None:
+    """ingest, backfill, worker, reindex-hnsw: what stores, embeds and indexes."""
     p = sub.add_parser("ingest", help="load folders of Markdown/text files")
     p.add_argument("paths", nargs="+")
     p.add_argument("--namespace")
@@ -309,6 +324,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="rebuild even the indexes built with the settings' options")
     p.add_argument("--quiet", action="store_true")
     p.set_defaults(func=cmd_reindex_hnsw)
+
+
+def _add_reading_commands(sub) -> None:
+    """query (kb_retrieve as a table) and check (a folder, offline, before it is ingested)."""
     p = sub.add_parser("query", help="ask kb_retrieve and print a table")
     p.add_argument("text")
     p.add_argument("--k", type=int, default=5)
@@ -334,7 +353,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("path", help="a folder (or file) as given to pgkb ingest")
     p.add_argument("--namespace", help="the namespace pgkb ingest --namespace would give every document")
     p.set_defaults(func=cmd_check)
+
+
+def _add_evaluation_commands(sub) -> None:
+    """eval and fit-answerability."""
     p = sub.add_parser("eval", help="evaluate retrieval on golden cases or a BEIR folder")
+    _add_eval_arguments(p)
+    p.set_defaults(func=cmd_eval)
+    p = sub.add_parser(
+        "fit-answerability",
+        help="fit the answerability model to this knowledge base's golden cases and judgments; "
+        "shows before/after on cross-validation folds; --undo goes back",
+    )
+    p.add_argument("cases", nargs="*", help="golden case files (JSON, the format of pgkb eval)")
+    p.add_argument("--judged", action="store_true", help="also the golden cases the judgments make (kb.judged_cases)")
+    p.add_argument("--mode", default="lexical,dense,hybrid", help="modes to fit (default all three)")
+    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--dry-run", action="store_true", help="fit and validate, write nothing")
+    p.add_argument("--undo", action="store_true", help="deactivate the model in force and go back to the one before")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_fit_answerability)
+
+
+def _add_eval_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("cases", nargs="?")
     p.add_argument("--beir")
     p.add_argument("--queries")
@@ -372,20 +413,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true")
     p.add_argument("--plot")
-    p.set_defaults(func=cmd_eval)
-    p = sub.add_parser(
-        "fit-answerability",
-        help="fit the answerability model to this knowledge base's golden cases and judgments; "
-        "shows before/after on cross-validation folds; --undo goes back",
-    )
-    p.add_argument("cases", nargs="*", help="golden case files (JSON, the format of pgkb eval)")
-    p.add_argument("--judged", action="store_true", help="also the golden cases the judgments make (kb.judged_cases)")
-    p.add_argument("--mode", default="lexical,dense,hybrid", help="modes to fit (default all three)")
-    p.add_argument("--k", type=int, default=10)
-    p.add_argument("--dry-run", action="store_true", help="fit and validate, write nothing")
-    p.add_argument("--undo", action="store_true", help="deactivate the model in force and go back to the one before")
-    p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_fit_answerability)
+
+
+def _add_client_commands(sub) -> None:
+    """mcp, glossary, shards, lab: what assistants, teams and coordinators use."""
     p = sub.add_parser(
         "mcp", help="serve kb_retrieve, kb_explain, kb_status and the documents to AI assistants (MCP over stdio)"
     )
@@ -411,7 +442,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="run as a superuser (or BYPASSRLS role) although row-level security then does not apply",
     )
     p.set_defaults(func=cmd_lab)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,30 +3,24 @@
 from __future__ import annotations
 
 import glob
-import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+from pgkb_plpy import vocabulary
+
+from .install_plpython import PLPYTHON_DIR as PLPYTHON_DIR
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 # PGKB_MIGRATIONS_DIR: another migrations folder (tests use it for edited copies).
 MIGRATIONS_DIR = Path(os.environ.get("PGKB_MIGRATIONS_DIR") or REPO_ROOT / "migrations")
 SQL_DIR = REPO_ROOT / "sql"
-PLPYTHON_DIR = REPO_ROOT / "plpython" / "pgkb_plpy"
 DEFAULT_PORT = 5499
 DATABASE_NAME = "pgkb"
 
-
-def _load_vocabulary():
-    """pgkb_plpy.vocabulary of this checkout (stdlib only), without importing the in-database package:
-    the harness's one source of the modes, limits and character classes the database uses."""
-    spec = importlib.util.spec_from_file_location("pgkb_vocabulary", PLPYTHON_DIR / "vocabulary.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-VOCABULARY = _load_vocabulary()
+# The modes, limits and character classes the database uses (pgkb_plpy.vocabulary), under the
+# name harness.loader imports; other modules import pgkb_plpy.vocabulary themselves.
+VOCABULARY = vocabulary
 
 
 @dataclass(frozen=True)

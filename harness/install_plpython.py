@@ -21,9 +21,11 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-from .config import PLPYTHON_DIR
-
 PACKAGE = "pgkb_plpy"
+# The checkout's copy, found from this file rather than from harness.config, which imports
+# pgkb_plpy: install.sh runs this module with the server venv's Python before pgkb_plpy is
+# importable there.
+PLPYTHON_DIR = Path(__file__).resolve().parent.parent / "plpython" / PACKAGE
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 

@@ -14,9 +14,11 @@ SQL; the ingest trigger inside PostgreSQL chunks and embeds.
   ``metadata``, where the ingest trigger reads them; a value they may not hold is refused with the
   file, the key's line and the rule (one definition: ``pgkb_plpy/front_matter.py``, the one the
   database applies to any SQL client's metadata).
-- PDF, DOCX and HTML files are not parsed here: their bytes go to `kb.ingest_file`, which parses
-  them inside the database exactly as for any other SQL client (docs/INGEST.md). One that cannot
-  be parsed is stored there as failed and reported with the database's error.
+- Which files are read here and which are sent comes from the parsers' format registry
+  (``pgkb_plpy.parsers.formats``): Markdown and text are read here; PDF, DOCX, XLSX, PPTX and
+  HTML are not parsed here: their bytes go to `kb.ingest_file`, which parses them inside the
+  database exactly as for any other SQL client (docs/INGEST.md). One that cannot be parsed is
+  stored there as failed and reported with the database's error.
 - ``--workers N`` is the bulk path: N connections store interleaved shares of the files with
   deferred embedding, many documents per statement (the ingest trigger runs once per statement),
   then N worker connections (:mod:`harness.worker`) embed the queue. What is stored is what the
@@ -27,7 +29,6 @@ SQL; the ingest trigger inside PostgreSQL chunks and embeds.
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import json
 import os
 import re
@@ -38,24 +39,12 @@ from pathlib import Path
 
 import psycopg
 import yaml
+from pgkb_plpy import front_matter, vocabulary
+from pgkb_plpy.parsers import formats
 from tqdm import tqdm
 
 from . import worker
-from .config import PLPYTHON_DIR
-from .config import VOCABULARY as vocabulary
 from .db import connect
-
-
-def _load_front_matter_rules():
-    """pgkb_plpy.front_matter of this checkout (stdlib only), the rules the ingest trigger applies."""
-    spec = importlib.util.spec_from_file_location("pgkb_front_matter", PLPYTHON_DIR / "front_matter.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-front_matter = _load_front_matter_rules()
 
 FRONT_MATTER_KEYS = {
     "title",
@@ -68,12 +57,19 @@ FRONT_MATTER_KEYS = {
     "supersedes",
     "tags",
 }
-TEXT_SUFFIXES = {".md", ".markdown", ".txt"}
-#: Files whose bytes kb.ingest_file parses in the database.
-BINARY_SUFFIXES = {".pdf", ".docx", ".xlsx", ".pptx", ".html", ".htm"}
+#: Files read here, front matter and all: the formats the database decodes as text (Markdown, text).
+TEXT_SUFFIXES = formats.suffixes(isolated=False)
+#: Files whose bytes kb.ingest_file parses in the database: the formats with a parser module.
+BINARY_SUFFIXES = formats.suffixes(isolated=True)
 FILE_SUFFIXES = TEXT_SUFFIXES | BINARY_SUFFIXES
-#: Legacy binary Office files: not sent (the database refuses them too), reported as skipped.
-LEGACY_SUFFIXES = {".doc": ".docx", ".xls": ".xlsx", ".ppt": ".pptx"}
+#: Legacy binary Office files: not sent (the database refuses them too), reported as skipped, with
+#: the suffix to save them as.
+LEGACY_SUFFIXES = {
+    suffix: formats.FORMAT_BY_NAME[f.save_as].suffixes[0]
+    for f in formats.FORMATS
+    if f.family == formats.LEGACY
+    for suffix in f.suffixes
+}
 MAX_FILE_BYTES = 20 * 1024 * 1024
 #: Largest PDF/DOCX/HTML file sent (the database parses at most kb.file_max_bytes() and stores
 #: a larger one as failed; beyond this one the loader does not read it at all).

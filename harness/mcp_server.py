@@ -63,7 +63,7 @@ from pydantic import Field
 
 from . import retrieval, roles, status
 from .config import load_settings
-from .db import connect
+from .db import connect, redacted
 
 ROLE_ENV = "PGKB_MCP_ROLE"
 NAMESPACE_TOOLS_ENV = "PGKB_MCP_NAMESPACE_TOOLS"
@@ -639,7 +639,7 @@ def serve(namespace_tools: bool = False) -> int:
     server = build_server(dsn, role, namespace_tools=namespace_tools, page_size=page_size)
     log.info(
         "serving on stdio; database %s; role %s%s",
-        _redacted(dsn),
+        redacted(dsn),
         role or "(connection user)",
         "; one tool per described namespace" if namespace_tools else "",
     )
@@ -648,13 +648,3 @@ def serve(namespace_tools: bool = False) -> int:
     finally:
         server.pgkb_database.close()  # type: ignore[attr-defined]
     return 0
-
-
-def _redacted(dsn: str) -> str:
-    """The DSN without its password, for logs."""
-    try:
-        parts = conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return "(unparsable DSN)"
-    parts.pop("password", None)
-    return make_conninfo("", **parts)

@@ -86,6 +86,15 @@ def sync_plpython_modules(settings: Settings) -> str | None:
     return site
 
 
+def sql_files(sql_dir: Path) -> list[Path]:
+    """The files of sql/ in the order they run: ``NNN_name.sql`` and the files of ``NNN_name/`` directories
+    (one concern split by seam) by path; ``sql/shards/`` is the coordinator's (harness.shards)."""
+    return sorted(
+        [*sql_dir.glob("[0-9]*.sql"), *sql_dir.glob("[0-9]*/*.sql")],
+        key=lambda p: p.relative_to(sql_dir).as_posix(),
+    )
+
+
 def migrate(
     dsn: str, settings: Settings | None = None, migrations_dir: Path = MIGRATIONS_DIR, sql_dir: Path = SQL_DIR
 ) -> MigrateResult:
@@ -133,7 +142,7 @@ def migrate(
                 # The retrieval door before any other lock: a reader waiting at the door
                 # holds no lock the migrate needs, while one let in would take locks on the
                 # documents that the migrate's earlier files already hold, and wait for it
-                # as it waits for the door (sql/040_pipeline_schema.sql locks it again: a no-op).
+                # as it waits for the door (sql/040_pipeline/00_schema.sql locks it again: a no-op).
                 if conn.execute("SELECT to_regclass('kb.pipeline_door') IS NOT NULL").fetchone()[0]:
                     conn.execute("LOCK TABLE kb.pipeline_door IN ACCESS EXCLUSIVE MODE")
                 for path, version, digest in pending:
@@ -151,9 +160,9 @@ def migrate(
                            WHERE kb.settings.value IS DISTINCT FROM excluded.value""",
                         (site,),
                     )
-                for path in sorted(sql_dir.glob("*.sql")):
+                for path in sql_files(sql_dir):
                     run_file(conn, path, str(path.relative_to(sql_dir.parent)))
-                    result.sql_files.append(path.name)
+                    result.sql_files.append(str(path.relative_to(sql_dir)))
                 # the bilingual dictionary from the modules just installed (once per snapshot);
                 # without settings the server venv is left alone, and so is the dictionary
                 if site:

@@ -14,14 +14,13 @@ from datetime import date, datetime
 from typing import Any
 
 import psycopg
+from pgkb_plpy import vocabulary
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from .config import VOCABULARY
-
 # The retrieval modes kb_retrieve accepts, in the order reports list them (pgkb_plpy.vocabulary's
 # list; tests check that the database agrees).
-MODES = VOCABULARY.RETRIEVAL_MODES
+MODES = vocabulary.RETRIEVAL_MODES
 
 # Optional arguments of kb_retrieve / kb_retrieve_explain with their SQL types, in signature order.
 OPTIONAL_ARGUMENTS = {

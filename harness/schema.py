@@ -42,7 +42,7 @@ FROM pg_type AS t
 JOIN pg_namespace AS n ON n.oid = t.typnamespace
 JOIN pg_class AS c ON c.oid = t.typrelid AND c.relkind = 'c'
 JOIN pg_attribute AS a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
-WHERE n.nspname IN ('kb', 'kb_pipeline')
+WHERE n.nspname IN ('kb', 'kb_pipeline', 'kb_node')
 GROUP BY n.nspname, t.typname
 ORDER BY n.nspname, t.typname
 """
@@ -109,7 +109,7 @@ SELECT p.oid::regprocedure::text AS signature,
        p.prosecdef AS security_definer,
        obj_description(p.oid, 'pg_proc') AS comment
 FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace JOIN pg_language AS l ON l.oid = p.prolang
-WHERE n.nspname IN ('kb', 'kb_pipeline') OR (n.nspname = 'public' AND p.proname LIKE 'kb\\_%')
+WHERE n.nspname IN ('kb', 'kb_pipeline', 'kb_node') OR (n.nspname = 'public' AND p.proname LIKE 'kb\\_%')
 ORDER BY 1
 """
 

@@ -1,4 +1,4 @@
-"""`pgkb shards`: set up and feed a shard coordinator (sql/shards/coordinator.sql; docs/SCALING.md,
+"""`pgkb shards`: set up and feed a shard coordinator (sql/shards/; docs/SCALING.md,
 "Shards"). Thin: the coordinator database keeps the shards and the namespace map and does the
 routing; this module installs its SQL, records shards and namespaces, and sends a folder's
 documents to `kb_shard.upsert_document`, which writes each on the shard of its namespace."""
@@ -19,16 +19,42 @@ from psycopg.types.json import Jsonb
 from . import cluster, loader
 from .config import load_settings
 from .db import connect
-from .migrate import migrate
+from .migrate import MigrationError, checksum, migrate, migration_files, run_file
 
-COORDINATOR_SQL = Path(__file__).resolve().parent.parent / "sql" / "shards" / "coordinator.sql"
+COORDINATOR_DIR = Path(__file__).resolve().parent.parent / "sql" / "shards"
 
 
 def init(dsn: str) -> None:
-    """Install the coordinator's objects (plproxy, schema kb_shard) in a migrated pgkb database;
-    running it again changes nothing."""
+    """Install the coordinator's objects (plproxy, schema kb_shard) in a migrated pgkb database: its
+    migrations (sql/shards/migrations/) once each, recorded in kb_shard.schema_migrations, then its
+    code (sql/shards/NN_*.sql), re-created; running it again changes nothing."""
+    migrations = migration_files(COORDINATOR_DIR / "migrations")
     with connect(dsn) as conn, conn.transaction():
-        conn.execute(COORDINATOR_SQL.read_text(encoding="utf-8"))
+        conn.execute("CREATE SCHEMA IF NOT EXISTS kb_shard")
+        conn.execute(
+            """CREATE TABLE IF NOT EXISTS kb_shard.schema_migrations (
+                   filename text PRIMARY KEY,
+                   checksum text NOT NULL,
+                   applied_at timestamptz NOT NULL DEFAULT now())"""
+        )
+        applied = {
+            r["filename"]: r["checksum"]
+            for r in conn.execute("SELECT filename, checksum FROM kb_shard.schema_migrations").fetchall()
+        }
+        for path in migrations:
+            digest = checksum(path)
+            if path.name in applied:
+                if applied[path.name] != digest:
+                    raise MigrationError(
+                        f"coordinator migration {path} was edited after it was applied: add a new migration instead"
+                    )
+                continue
+            run_file(conn, path, f"coordinator migration {path.name}")
+            conn.execute(
+                "INSERT INTO kb_shard.schema_migrations (filename, checksum) VALUES (%s, %s)", (path.name, digest)
+            )
+        for path in sorted(COORDINATOR_DIR.glob("[0-9]*.sql")):
+            run_file(conn, path, f"sql/shards/{path.name}")
 
 
 def add(dsn: str, name: str, connect_string: str, user: str | None = None) -> int:

@@ -2,7 +2,7 @@
 -- retrieves, pgkb_writer also writes documents (the ingest trigger, SECURITY
 -- DEFINER, then writes chunks, postings, vectors and the statistics),
 -- pgkb_admin also changes settings, models and namespace grants. Grant them to
--- login roles. The privileges are in 090_grants.sql.
+-- login roles. The privileges are in 090_grants/.
 DO $$
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = 'pgkb_reader') THEN

@@ -85,7 +85,7 @@ FOR EACH ROW EXECUTE FUNCTION kb.trg_settings_python_path();
 
 -- SECURITY DEFINER: chunks, postings, vectors and statistics are written as
 -- the owner, never with the writer's privileges or under its row-level
--- security view (sql/020_ingest.sql).
+-- security view (sql/020_ingest/01_documents.sql).
 CREATE OR REPLACE FUNCTION kb.trg_documents_sync()
 RETURNS trigger
 LANGUAGE plpython3u
@@ -99,7 +99,7 @@ $$;
 COMMENT ON FUNCTION kb.trg_documents_sync() IS
 'AFTER UPDATE OF title, body on kb.documents (an INSERT is kb.trg_documents_inserted, once per statement): re-chunk, index terms, embed only new chunk texts (as the owner).';
 
--- called by kb.embed_queue_batch_as (sql/020_ingest.sql), which scopes it to a role's namespaces
+-- called by kb.embed_queue_batch_as (sql/020_ingest/04_embedding_queue.sql), which scopes it to a role's namespaces
 CREATE OR REPLACE FUNCTION kb.py_embed_queue_batch(
     p_model text, p_batch_size integer, p_include_exhausted boolean
 )
@@ -114,7 +114,7 @@ $$;
 COMMENT ON FUNCTION kb.py_embed_queue_batch(text, integer, boolean) IS
 'Claims up to p_batch_size queued chunks of a model with SKIP LOCKED (of the namespaces in pgkb_call.embed_namespaces, when set), embeds and stores them; returns counts and the error, if any.';
 
--- called by kb.register_model (sql/020_ingest.sql), as the owner
+-- called by kb.register_model (sql/020_ingest/02_models.sql), as the owner
 CREATE OR REPLACE FUNCTION kb.py_model_error(p_provider text, p_model text, p_dimensions integer, p_options jsonb)
 RETURNS text
 LANGUAGE plpython3u
@@ -244,7 +244,7 @@ $$;
 COMMENT ON FUNCTION kb.py_snippets(text[], text, integer) IS
 'Snippets of several passages for one query, in one call.';
 
--- called by kb.trg_documents_parse_file (sql/022_files.sql), which runs as the owner
+-- called by kb.trg_documents_parse_file (sql/022_files/02_parse.sql), which runs as the owner
 CREATE OR REPLACE FUNCTION kb.py_parse_file(
     p_content bytea, p_file_name text, p_content_type text, p_limits jsonb, p_ocr text
 )

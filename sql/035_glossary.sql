@@ -5,8 +5,8 @@
 -- terms. docs/GLOSSARY.md describes the rules and the file formats of
 -- `pgkb glossary load`.
 --
--- This file runs before 040_reader_gateways.sql (kb.query_terms) and
--- 090_grants.sql (roles, kb.allowed_namespaces), so its functions are
+-- This file runs before 041_reader_gateways.sql (kb.query_terms) and
+-- 090_grants/ (roles, kb.allowed_namespaces), so its functions are
 -- plpgsql: their bodies are resolved when first called, not when created.
 
 CREATE OR REPLACE FUNCTION kb.trg_glossary_terms()
@@ -46,7 +46,7 @@ STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
-    -- kb.allowed_namespaces is created by 090_grants.sql, after this file;
+    -- kb.allowed_namespaces is created by 090_grants/02_tenants.sql, after this file;
     -- SECURITY INVOKER, so current_user is the role the policy is checked for
     RETURN kb.allowed_namespaces(current_user);
 END;

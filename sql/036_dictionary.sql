@@ -6,7 +6,7 @@
 -- (kb_pipeline.lexical_inputs). docs/RETRIEVAL.md, "Across languages",
 -- describes the rules and what each adds.
 --
--- This file runs before 040_pipeline_schema.sql, so nothing here is in
+-- This file runs before 040_pipeline/00_schema.sql, so nothing here is in
 -- kb_pipeline (dropped and re-created there).
 
 CREATE OR REPLACE VIEW kb.dictionary_translations AS

@@ -1,6 +1,6 @@
 -- The answerability model: which signals it reads (one list), the shipped
 -- default, and the one accessor that checks a fitted model when it is read.
--- The pipeline step that applies it is kb_pipeline.judged (sql/043_answerability.sql);
+-- The pipeline step that applies it is kb_pipeline.judged (sql/040_pipeline/12_answerability.sql);
 -- docs/RETRIEVAL.md, "The decision", says how the default was fitted and validated.
 
 CREATE OR REPLACE FUNCTION kb.answerability_signal_names()

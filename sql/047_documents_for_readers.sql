@@ -2,8 +2,8 @@
 -- the documents current now (kb.current_documents), one document by its
 -- source with its lifecycle and provenance (kb.read_document). Everything
 -- here is SECURITY INVOKER: the caller's grants and the row-level security
--- of kb.documents decide which documents exist (sql/090_grants.sql). The
--- lifecycle rule is kb.document_is_current's (sql/030_lifecycle.sql).
+-- of kb.documents decide which documents exist (sql/090_grants/03_row_security.sql). The
+-- lifecycle rule is kb.document_is_current's (sql/030_lifecycle/01_visibility.sql).
 
 CREATE OR REPLACE FUNCTION kb.document_lifecycle(p_document kb.documents, p_as_of timestamptz)
 RETURNS text
@@ -33,7 +33,7 @@ LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    -- the document-level keys of a passage's provenance (kb_pipeline.passage_provenance),
+    -- the document-level keys of a passage's provenance (kb_node.passage_provenance),
     -- every key always present (NULL where it does not apply: no file, no pages)
     SELECT jsonb_build_object(
         'file_name', p_document.file_name,

@@ -1,7 +1,7 @@
 -- Who may read and write the namespace descriptions (table
 -- kb.namespace_descriptions, migration 0029): the documents' namespace
 -- security. A role reads the descriptions of the namespaces it may read
--- (kb.allowed_namespaces, sql/090_grants.sql, which this file follows);
+-- (kb.allowed_namespaces, sql/090_grants/02_tenants.sql, which this file follows);
 -- admins write those of the namespaces they may read. The table's owner and
 -- roles that bypass row-level security see every row.
 

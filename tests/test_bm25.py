@@ -3,7 +3,7 @@
 import pytest
 from helpers import insert_document
 
-LEG = "SELECT chunk_id, score, coverage FROM kb_pipeline.lexical_candidates(%s::text[], now(), NULL, %s::jsonb, %s)"
+LEG = "SELECT chunk_id, score, coverage FROM kb_node.lexical_candidates(%s::text[], now(), NULL, %s::jsonb, %s)"
 
 
 def leg(conn, query: str, limit: int = 50, filters: str = "{}") -> list[tuple]:

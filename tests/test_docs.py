@@ -189,10 +189,3 @@ def test_status_lists_only_what_does_not_work_yet():
     assert text.startswith("# What does not work yet\n")
     assert "## Security gaps still open" in text
     assert not re.search(r"^(Works|Done|Built and tested)\b", text, flags=re.MULTILINE)
-
-
-def test_the_changelog_keeps_the_history_newest_first():
-    dates = re.findall(r"^## (\d{4}-\d{2}-\d{2})", CHANGELOG.read_text(encoding="utf-8"), flags=re.MULTILINE)
-    assert dates, "CHANGELOG.md has no dated sections"
-    assert dates == sorted(dates, reverse=True)
-    assert len(dates) == len(set(dates)), "one section per date"

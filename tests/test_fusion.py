@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import psycopg
 import pytest
 from helpers import insert_document
 
@@ -126,6 +127,15 @@ def test_nan_weights_give_scores_of_zero_not_nan(module_db):
         assert [r["fused_score"] for r in got.values()] == [0], method
 
 
+def test_every_fusion_method_of_the_catalogue_fuses_and_no_other(module_db):
+    choices = module_db.execute("SELECT choices FROM kb.settings_catalogue WHERE key = 'fusion'").fetchone()["choices"]
+    assert set(choices) == {"linear", "rrf"}
+    for method in choices:
+        assert fuse(module_db, method=method, lexical=hits((1, 4.0)), dense=hits((1, 0.9)))[1]["fused_score"] > 0
+    with pytest.raises(psycopg.errors.RaiseException, match='unknown fusion method "borda"'):
+        fuse(module_db, method="borda", lexical=hits((1, 4.0)))
+
+
 def test_no_candidates_fuse_to_nothing(module_db):
     assert fuse(module_db) == {}
     assert (
@@ -204,7 +214,7 @@ def test_the_own_language_guard_leaves_the_leg_alone_when_it_need_not_act(module
     assert [r[1] for r in kept(module_db, short, "zh")] == [1, 2]
 
 
-# fused hits ranked (kb_pipeline.rank, with their facts) and shaped into rows (kb_pipeline.passage_rows)
+# fused hits ranked (kb_pipeline.rank, with their facts) and shaped into rows (kb_node.passage_rows)
 PASSAGES = """WITH
 fused AS (
     SELECT ARRAY(SELECT f FROM kb_pipeline.fuse(%(lexical)s::kb_pipeline.leg_hit[], '{}', %(identifiers)s::bigint[],
@@ -215,9 +225,9 @@ settings AS (
         '{"boost_identifier": 0.5, "boost_title": 0.1, "freshness_margin": 0}') AS s
 )
 SELECT p.*
-FROM fused, settings, unnest(kb_pipeline.passage_rows(ARRAY(
+FROM fused, settings, unnest(kb_node.passage_rows(ARRAY(
     SELECT r FROM kb_pipeline.rank(fused.hits,
-        kb_pipeline.candidate_facts(ARRAY(SELECT h.chunk_id FROM unnest(fused.hits) AS h)),
+        kb_node.candidate_facts(ARRAY(SELECT h.chunk_id FROM unnest(fused.hits) AS h)),
         %(core)s, settings.s, %(k)s, NULL) AS r
 ))) AS p"""
 

@@ -351,18 +351,17 @@ def test_reviewed_definer_functions_answer_tenant_a_alike_with_or_without_tenant
 
 def test_no_tenant_role_may_run_a_pipeline_internal_directly(world):
     """The legs, the pipeline and the log writer read every tenant's rows as the owner behind the
-    gateways; called directly they would skip the scope, the request's bounds and the log. Of
-    kb_pipeline a tenant may run only the steps a shard coordinator runs as its caller."""
+    gateways; called directly they would skip the scope, the request's bounds and the log. They are
+    the functions of kb_node; kb_pipeline holds only the steps a shard coordinator runs as its caller."""
     internals = [
         r["f"]
         for r in world.execute(
             """SELECT p.oid::regprocedure::text AS f FROM pg_proc AS p
-               WHERE p.pronamespace = 'kb_pipeline'::regnamespace
-                 AND NOT p.proname = ANY(kb_pipeline.coordinator_steps())"""
+               WHERE p.pronamespace = 'kb_node'::regnamespace"""
         ).fetchall()
     ]
-    assert any(f.startswith("kb_pipeline.retrieve_core(") for f in internals)
-    assert any(f.startswith("kb_pipeline.lexical_candidates(") for f in internals)
+    assert any(f.startswith("kb_node.retrieve_core(") for f in internals)
+    assert any(f.startswith("kb_node.lexical_candidates(") for f in internals)
     internals += [
         "kb.visible_documents(timestamp with time zone,text[],jsonb,boolean)",
         "kb.log_retrieval(jsonb,kb.retrieval_row[],text,integer)",
@@ -374,7 +373,7 @@ def test_no_tenant_role_may_run_a_pipeline_internal_directly(world):
         ).fetchall()
         assert allowed == [], name
     with acting_as(world, role("acme_reader")), pytest.raises(psycopg.errors.InsufficientPrivilege):
-        world.execute("SELECT * FROM kb_pipeline.trigram_candidates('refund', now(), NULL, '{}', 10)")
+        world.execute("SELECT * FROM kb_node.trigram_candidates('refund', now(), NULL, '{}', 10)")
 
 
 def test_a_shard_passage_call_naming_another_tenants_chunk_returns_nothing(world, separation):

@@ -456,7 +456,6 @@ def test_admin_actions_appear_only_for_roles_that_may_use_them(world, labs, modu
         reader = labs("acme_reader").get(f"/documents/{document_id['id']}")
         admin = labs("acme_admin").get(f"/documents/{document_id['id']}")
         assert "data-retry" not in reader.text and "data-retry" in admin.text
-        assert "data-reindex" not in admin.text  # this database offers no kb.reindex_document
         token = labs("acme_reader").app.state.token
         refused = labs("acme_reader").post("/actions/retry-failed", data={"token": token})
         assert refused.status_code == 403 and "may not run the embedding queue" in text(refused)
@@ -480,8 +479,8 @@ def test_retry_failed_embeds_the_queued_chunks(fresh_db, dsn):
 def test_actions_need_this_processs_form_token(labs):
     answer = labs("acme_admin").post("/actions/retry-failed", data={"token": "guessed"})
     assert answer.status_code == 403 and "form token" in text(answer)
-    reindex = labs("acme_admin").post("/documents/1/reindex", data={})
-    assert reindex.status_code == 403
+    started = labs("acme_admin").post("/eval/start", data={"source": "judged"})
+    assert started.status_code == 403 and "form token" in text(started)
 
 
 # -- evaluation ---------------------------------------------------------------------------

@@ -354,6 +354,26 @@ def test_bulk_load_reports_documents_whose_embedding_failed_as_stored(fresh_db, 
     assert count_rows_in(fresh_db, "kb.chunks") == 2  # nothing lost: chunks stored, queued with the error
 
 
+def test_the_loader_stores_what_kb_upsert_document_stores(fresh_db, dsn, tmp_path):
+    # two writes of the same rule (the loader's statement batches documents, which the one-document
+    # function cannot): each finds the other's row unchanged, front matter, dates and metadata too
+    from psycopg.types.json import Jsonb
+
+    def upsert(path: Path) -> list:
+        doc = loader.read_document(path, path.name, None)
+        document = json.loads(json.dumps(dict(doc.__dict__, origin=str(tmp_path.resolve())), default=str))
+        return fresh_db.execute("SELECT * FROM kb.upsert_document(%s)", (Jsonb(document),)).fetchall()
+
+    loaded = write(tmp_path, "refunds.md", POLICY)
+    ingest(dsn, tmp_path)
+    assert upsert(loaded) == []
+
+    travel = POLICY.replace("Refund policy", "Travel policy").replace("supersedes: refund-v2.md\n", "")
+    assert len(upsert(write(tmp_path, "travel.md", travel))) == 1
+    again = ingest(dsn, tmp_path)
+    assert (again.synced, sorted(again.skipped)) == ([], ["refunds.md", "travel.md"])
+
+
 def test_workers_out_of_range_is_a_clear_error(dsn, tmp_path):
     with pytest.raises(ValueError, match="--workers must be between 1 and 64"):
         ingest(dsn, tmp_path, workers=0)

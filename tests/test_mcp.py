@@ -18,6 +18,7 @@ import anyio
 import pytest
 from helpers import insert_document, insert_refund_corpus, temporary_role
 
+from harness.db import redacted
 from harness.retrieval import retrieve
 
 mcp = pytest.importorskip("mcp")
@@ -332,6 +333,14 @@ def test_stdout_carries_only_protocol_messages(corpus, dsn):
     assert replies[5]["result"]["structuredContent"]["model"] == "hash-64"
     assert "pgkb mcp: INFO serving on stdio" in stderr
     assert "kb_retrieve mode=auto" in stderr
+
+
+def test_the_connection_string_the_server_logs_has_no_password():
+    shown = redacted("postgresql://reader:s3cret@db.example:5432/pgkb?sslmode=require")
+    assert "s3cret" not in shown
+    assert all(part in shown for part in ("reader", "db.example", "5432", "pgkb", "sslmode=require"))
+    assert "s3cret" not in redacted("host=db.example password=s3cret dbname=pgkb")
+    assert redacted("host=db.example password='s3cret") == "(unparsable DSN)"  # never echoed half-parsed
 
 
 def test_retrieve_passes_the_assembly_options_and_returns_provenance(fresh_db, dsn):

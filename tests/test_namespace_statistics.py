@@ -19,10 +19,7 @@ B_WORD = "glxquasarsecret"
 NOWHERE_WORD = "zqvnowherefound"
 CHUNKS_PER_TENANT = 1050
 ROLES = {"acme_reader": ("pgkb_reader", "acme"), "globex_reader": ("pgkb_reader", "globex")}
-LEG = (
-    "SELECT chunk_id, score, coverage "
-    "FROM kb_pipeline.lexical_candidates(%s::text[], now(), %s::text[], '{}'::jsonb, 20)"
-)
+LEG = "SELECT chunk_id, score, coverage FROM kb_node.lexical_candidates(%s::text[], now(), %s::text[], '{}'::jsonb, 20)"
 
 
 def role(name: str) -> str:

@@ -324,7 +324,7 @@ def test_assembly_shows_a_tenant_nothing_of_another(fresh_db):
             # merging a forged row naming the other tenant's chunks is not the reader's to run
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(
-                    """SELECT kb_pipeline.merged_passages(ARRAY(
+                    """SELECT kb_node.merged_passages(ARRAY(
                            SELECT jsonb_populate_record(NULL::kb.retrieval_row, jsonb_build_object('rank', 1,
                                'chunk_id', c, 'provenance', jsonb_build_object('chunks', jsonb_build_array(
                                    jsonb_build_object('chunk_id', c)))))

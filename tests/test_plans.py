@@ -43,17 +43,17 @@ def plans(rolled_back_db):
     [
         "kb.in_force(",
         "kb.visible_candidate(",
-        "kb_pipeline.bm25_weight(",
+        "kb_node.bm25_weight(",
         "kb_pipeline.calibrate(",
         "kb_pipeline.noise_z(",
-        "kb_pipeline.lexical_term_weights(",
-        "kb_pipeline.glossary_match_terms(",
+        "kb_node.lexical_term_weights(",
+        "kb_node.glossary_match_terms(",
     ],
 )
 def test_the_inlined_functions_never_appear_as_calls_in_a_plan(plans, function):
     explained = plans("SELECT * FROM kb_retrieve('refunds days', mode => 'hybrid')")
     queries = "\n".join(explained)
-    assert "kb.visible_candidate(" in queries and "kb_pipeline.bm25_weight(" in queries, "auto_explain saw the legs"
+    assert "kb.visible_candidate(" in queries and "kb_node.bm25_weight(" in queries, "auto_explain saw the legs"
     assert not [q for q, plan in explained.items() if function in plan]
 
 

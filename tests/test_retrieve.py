@@ -125,7 +125,7 @@ def test_dense_filter_excluding_most_rows_still_returns_k(rolled_back_db):
     assert all(int(s.removeprefix("doc-").removesuffix(".md")) % 10 == 0 for s in sources(rows))
     assert [r["dense_rank"] for r in rows] == list(range(1, 21))
 
-    # the query shape of kb_pipeline.dense_candidates uses the model's partial HNSW index
+    # the query shape of kb_node.dense_candidates uses the model's partial HNSW index
     vector = rolled_back_db.execute("SELECT kb.embed_query(%s, 'hash-64') AS v", [query]).fetchone()["v"]
     plan = "\n".join(
         r["QUERY PLAN"]
@@ -264,7 +264,7 @@ def test_wildcards_do_not_match_everything(identifiers):
     # a literal percent sign is found where it really is
     assert identifiers.execute("SELECT kb.escape_like('a%b_c\\d') AS e").fetchone()["e"] == "a\\%b\\_c\\\\d"
     got = identifiers.execute(
-        "SELECT chunk_id FROM kb_pipeline.identifier_candidates(ARRAY['20%', 'a_b', 'x%y'], now(), NULL, '{}', 10)"
+        "SELECT chunk_id FROM kb_node.identifier_candidates(ARRAY['20%', 'a_b', 'x%y'], now(), NULL, '{}', 10)"
     ).fetchall()
     assert len(got) == 1
 

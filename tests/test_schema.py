@@ -26,7 +26,7 @@ def test_every_function_has_a_comment(migrated_db):
     missing = migrated_db.execute(
         """SELECT p.oid::regprocedure::text AS fn FROM pg_proc AS p
            JOIN pg_namespace AS n ON n.oid = p.pronamespace
-           WHERE (n.nspname IN ('kb', 'kb_pipeline') OR p.proname LIKE 'kb\\_%')
+           WHERE (n.nspname IN ('kb', 'kb_pipeline', 'kb_node') OR p.proname LIKE 'kb\\_%')
              AND obj_description(p.oid, 'pg_proc') IS NULL"""
     ).fetchall()
     assert missing == []
@@ -54,7 +54,7 @@ def test_no_function_body_is_longer_than_150_lines_and_orchestrators_are_short(m
         for r in migrated_db.execute(
             """SELECT p.oid::regprocedure::text AS fn, array_length(string_to_array(p.prosrc, E'\\n'), 1) AS lines
                FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
-               WHERE n.nspname IN ('kb', 'kb_pipeline') OR p.proname LIKE 'kb\\_%'"""
+               WHERE n.nspname IN ('kb', 'kb_pipeline', 'kb_node') OR p.proname LIKE 'kb\\_%'"""
         ).fetchall()
     }
     assert {fn: n for fn, n in lengths.items() if n > 150} == {}
@@ -64,9 +64,9 @@ def test_no_function_body_is_longer_than_150_lines_and_orchestrators_are_short(m
 
 
 ORCHESTRATORS = {
-    "kb_pipeline.retrieve_core",
+    "kb_node.retrieve_core",
     "kb_pipeline.retrieve_over_shards",
-    "kb_pipeline.retrieve",
+    "kb_node.retrieve",
     "kb_retrieve",
     "kb_retrieve_explain",
 }

@@ -1,4 +1,4 @@
-"""The settings catalogue: every key in one list (sql/005_settings.sql) with its type, default and
+"""The settings catalogue: every key in one list (sql/005_settings/01_catalogue.sql) with its type, default and
 description; one accessor, kb.setting, for SQL and the in-database Python alike."""
 
 from __future__ import annotations
@@ -30,9 +30,18 @@ def test_every_key_the_code_reads_is_in_the_catalogue(module_db):
     """A setting read anywhere (SQL or Python) is listed in the catalogue, so it has one default."""
     catalogue = {r["key"] for r in module_db.execute("SELECT key FROM kb.settings").fetchall()}
     read = set()
-    for path in [*REPO.glob("sql/*.sql"), *REPO.glob("plpython/pgkb_plpy/**/*.py")]:
+    for path in [*REPO.glob("sql/**/*.sql"), *REPO.glob("plpython/pgkb_plpy/**/*.py")]:
         read |= set(re.findall(r"kb\.setting\('([a-z0-9_]+)'\)", path.read_text(encoding="utf-8")))
     assert read, "the code reads settings through kb.setting"
+    # a retrieval reads its settings by the fields of kb_pipeline.retrieval_settings
+    read |= {
+        r["attname"]
+        for r in module_db.execute(
+            """SELECT attname FROM pg_attribute WHERE attrelid = 'kb_pipeline.retrieval_settings'::regclass
+               AND attnum > 0 AND attname <> 'answerability_model'"""
+        ).fetchall()
+    }
+    assert {"bm25_k1", "hnsw_ef_search", "fusion"} <= read
     assert read <= catalogue, read - catalogue
 
 
@@ -53,6 +62,17 @@ def test_a_session_overrides_a_retrieval_setting_for_itself_only(rolled_back_db)
     assert (
         rolled_back_db.execute("SELECT value FROM kb.settings WHERE key = 'weight_dense'").fetchone()["value"] == 0.45
     )
+
+
+def test_a_retrieval_reads_its_settings_the_legs_included_in_one_statement(rolled_back_db):
+    rolled_back_db.execute("SET LOCAL pgkb.bm25_k1 = '1.5'")
+    rolled_back_db.execute("SET LOCAL pgkb.hnsw_ef_search = '64'")
+    read = rolled_back_db.execute("SELECT (kb_pipeline.read_retrieval_settings()).*").fetchone()
+    assert (read["bm25_k1"], read["hnsw_ef_search"], read["fusion"]) == (1.5, 64, "linear")
+    assert read["answerability_model"] is not None
+    rolled_back_db.execute("DELETE FROM kb.settings WHERE key = 'glossary_weight'")
+    with pytest.raises(psycopg.errors.RaiseException, match='unknown setting "glossary_weight"'):
+        rolled_back_db.execute("SELECT kb_pipeline.read_retrieval_settings()")
 
 
 def test_a_session_cannot_switch_off_tenant_isolation(rolled_back_db):

@@ -1,4 +1,4 @@
-"""Shards on PL/Proxy (sql/shards/coordinator.sql, sql/045_shard_parts.sql): three shard clusters,
+"""Shards on PL/Proxy (sql/shards/, sql/045_shard/01_shard_doors.sql): three shard clusters,
 a coordinator, and a single-node reference holding the same documents, all real clusters of this
 module's own (temporary folders, free ports). The example corpus's three namespaces go one to each
 shard through the coordinator's routed ingest, and to the reference by the folder loader, in the
@@ -122,7 +122,7 @@ def test_sharded_corpus_statistics_equal_one_node(sharded):
     coordinator's copy of the language statistics pools to the same moments."""
     terms = ["refund", "退款", "postgr", "queue", "absent-term"]
     with connect(sharded["reference"]) as ref, connect(sharded["coordinator"]) as coord:
-        one = ref.execute("SELECT kb_pipeline.lexical_corpus(%s, NULL) AS c", (terms,)).fetchone()["c"]
+        one = ref.execute("SELECT kb_node.lexical_corpus(%s, NULL) AS c", (terms,)).fetchone()["c"]
         parts = coord.execute("SELECT c FROM kb_shard.corpus_on_shards(%s, 'hash-64') AS c", (terms,)).fetchall()
         assert sum(p["c"]["lexical"]["chunk_count"] for p in parts) == one["chunk_count"] > 0
         assert sum(p["c"]["lexical"]["total_length"] for p in parts) == one["total_length"]

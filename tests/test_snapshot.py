@@ -78,7 +78,7 @@ def test_every_retrieval_sees_the_document_while_it_is_rewritten(fresh_db, dsn):
 
 
 def test_the_retrieval_log_is_written_after_the_retrieval(fresh_db):
-    """The log row comes from kb_retrieve itself (kb_pipeline.retrieve_core writes nothing, so it can be
+    """The log row comes from kb_retrieve itself (kb_node.retrieve_core writes nothing, so it can be
     STABLE): one row per call of either entry point."""
     insert_document(fresh_db, "expense.md", BODIES[0].format(n=1))
     fresh_db.execute("UPDATE kb.settings SET value = 'true' WHERE key = 'retrieval_log'")
@@ -89,7 +89,7 @@ def test_the_retrieval_log_is_written_after_the_retrieval(fresh_db):
         r["proname"]: r["provolatile"]
         for r in fresh_db.execute(
             """SELECT p.proname, p.provolatile FROM pg_proc AS p
-               WHERE p.oid IN ('kb_pipeline.retrieve_core'::regproc, 'kb_pipeline.gather_stage'::regproc,
+               WHERE p.oid IN ('kb_node.retrieve_core'::regproc, 'kb_node.gather_stage'::regproc,
                                'kb_pipeline.dense_inputs'::regproc)"""
         ).fetchall()
     }

@@ -33,7 +33,7 @@ def store_chain(conn, namespace: str, versions: int) -> None:
 def counted(conn, namespace: str) -> dict:
     return conn.execute(
         """SELECT s.chunk_count,
-                  (kb_pipeline.lexical_corpus(ARRAY['refund'], ARRAY[%(ns)s]) -> 'df' ->> 'refund')::int AS df,
+                  (kb_node.lexical_corpus(ARRAY['refund'], ARRAY[%(ns)s]) -> 'df' ->> 'refund')::int AS df,
                   (SELECT count(*) FROM kb.chunks AS c JOIN kb.documents AS d ON d.id = c.document_id
                    WHERE d.namespace = %(ns)s AND d.source = (
                        SELECT max(d2.source COLLATE "C") FROM kb.documents AS d2 WHERE d2.namespace = %(ns)s

@@ -128,7 +128,7 @@ def test_every_function_pins_search_path_and_ignores_a_malicious_one(fresh_db):
            FROM pg_proc AS p
            JOIN pg_namespace AS n ON n.oid = p.pronamespace
            JOIN pg_language AS l ON l.oid = p.prolang
-           WHERE (n.nspname IN ('kb', 'kb_pipeline') OR p.proname IN ('kb_retrieve', 'kb_retrieve_explain'))
+           WHERE (n.nspname IN ('kb', 'kb_pipeline', 'kb_node') OR p.proname IN ('kb_retrieve', 'kb_retrieve_explain'))
              AND p.prokind = 'f'
              AND NOT EXISTS (SELECT 1 FROM unnest(p.proconfig) AS c WHERE c LIKE 'search_path=%')
            ORDER BY 1"""
@@ -138,10 +138,10 @@ def test_every_function_pins_search_path_and_ignores_a_malicious_one(fresh_db):
         "kb.in_force(text,date,date,timestamp with time zone,timestamp with time zone)",
         "kb.may_read_document(oid[])",
         "kb.visible_candidate(bigint,timestamp with time zone,text[],jsonb,boolean)",
-        "kb_pipeline.bm25_weight(double precision,integer,integer,double precision,double precision,double precision)",
+        "kb_node.bm25_weight(double precision,integer,integer,double precision,double precision,double precision)",
+        "kb_node.glossary_match_terms(jsonb)",
+        "kb_node.lexical_term_weights(text[],jsonb,jsonb,integer,double precision)",
         "kb_pipeline.calibrate(double precision,double precision,double precision)",
-        "kb_pipeline.glossary_match_terms(jsonb)",
-        "kb_pipeline.lexical_term_weights(text[],jsonb,jsonb,integer)",
         "kb_pipeline.noise_z(bigint)",
     ]
     assert all(r["lanname"] == "sql" and not r["prosecdef"] and r["says_inlined"] for r in unpinned)

@@ -5,7 +5,7 @@ real question (half short, half long; its vector from ``kb.embed_query``), inter
 ``jit = off`` as inside ``kb_retrieve``:
 
 * ``language_moments``: ``kb.language_moments`` of the query (PL/Python, per language group);
-* ``dense_corrected_100``: ``kb_pipeline.dense_candidates(..., 100, kb.language_moments(...))``, the call
+* ``dense_corrected_100``: ``kb_node.dense_candidates(..., 100, kb.language_moments(...))``, the call
   ``kb_retrieve`` makes for a model with language correction (one HNSW scan per group);
 * ``dense_raw_100``: the same without moments (one scan of the model's index of all languages);
 * ``dense_raw_10``: the same with limit 10;
@@ -31,11 +31,11 @@ from .timing import pct, prewarm
 
 CALLS = {
     "language_moments": "SELECT kb.language_moments(%(m)s, %(v)s, NULL, %(n)s, %(q)s)",
-    "dense_corrected_100": "SELECT count(*) FROM kb_pipeline.dense_candidates(%(v)s, %(m)s, %(d)s, now(), NULL, '{}', "
+    "dense_corrected_100": "SELECT count(*) FROM kb_node.dense_candidates(%(v)s, %(m)s, %(d)s, now(), NULL, '{}', "
     "100, kb.language_moments(%(m)s, %(v)s, NULL, %(n)s, %(q)s))",
-    "dense_raw_100": "SELECT count(*) FROM kb_pipeline.dense_candidates(%(v)s, %(m)s, %(d)s, now(), NULL, '{}', 100, "
+    "dense_raw_100": "SELECT count(*) FROM kb_node.dense_candidates(%(v)s, %(m)s, %(d)s, now(), NULL, '{}', 100, "
     "'{}'::kb.language_moment[])",
-    "dense_raw_10": "SELECT count(*) FROM kb_pipeline.dense_candidates(%(v)s, %(m)s, %(d)s, now(), NULL, '{}', 10, "
+    "dense_raw_10": "SELECT count(*) FROM kb_node.dense_candidates(%(v)s, %(m)s, %(d)s, now(), NULL, '{}', 10, "
     "'{}'::kb.language_moment[])",
 }
 

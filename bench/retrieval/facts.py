@@ -17,7 +17,7 @@ def setting(conn, key: str, default):
 
 
 def current_ef_search(conn) -> int:
-    """The ef_search kb_pipeline.dense_candidates uses: the hnsw_ef_search setting (default 100)."""
+    """The ef_search kb_node.dense_candidates uses: the hnsw_ef_search setting (default 100)."""
     return int(setting(conn, "hnsw_ef_search", 100))
 
 

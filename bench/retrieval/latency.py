@@ -13,7 +13,7 @@ Per query, interleaved so that background load hits every leg alike:
   ``hnsw_ef_search`` setting;
 * ``bare_trigram``: ``WHERE $1 <% content ORDER BY word_similarity($1, content) DESC LIMIT 10``,
   only for the first ``trigram_queries`` queries of each kind (it is slow);
-* ``bare_bm25``: ``kb_pipeline.lexical_candidates(terms, now(), NULL, '{}', 100)`` with precomputed terms.
+* ``bare_bm25``: ``kb_node.lexical_candidates(terms, now(), NULL, '{}', 100)`` with precomputed terms.
 
 Before measuring, ``warmup`` queries of each kind run every leg once, untimed (PL/Python imports,
 plan caches). Timeouts and budgets: see ``timing``.
@@ -34,7 +34,7 @@ BM25_LIMIT = 100
 Q_HYBRID = "SELECT chunk_id, score FROM kb_retrieve(%s, 10, NULL, 'hybrid')"
 Q_EXPLAIN = "SELECT kb_retrieve_explain(%s, 10, NULL, 'hybrid')"
 Q_TRIGRAM = "SELECT id FROM kb.chunks WHERE %s <%% content ORDER BY word_similarity(%s, content) DESC LIMIT 10"
-Q_BM25 = "SELECT chunk_id FROM kb_pipeline.lexical_candidates(%s::text[], now(), NULL, '{}', 100)"
+Q_BM25 = "SELECT chunk_id FROM kb_node.lexical_candidates(%s::text[], now(), NULL, '{}', 100)"
 
 SERIES = (
     "hybrid",
@@ -69,7 +69,7 @@ def measure(
     conn.execute(f"SET hnsw.ef_search = {int(ef_search)}")  # the hnsw_ef_search setting
     conn.execute(f"SET statement_timeout = {int(TIMEOUT_MS)}")
     # as inside kb_retrieve (SET jit = off): a bare leg called at top level would otherwise pay
-    # JIT compilation (seconds for kb_pipeline.lexical_candidates when its estimates pass jit_above_cost)
+    # JIT compilation (seconds for kb_node.lexical_candidates when its estimates pass jit_above_cost)
     conn.execute("SET jit = off")
     prepared = {
         kind: list(zip(qs, query_vectors(conn, qs, model), [lexical.query_terms(q) for q in qs], strict=True))

@@ -3,7 +3,7 @@
 ``recall`` measures, for every ef_search of the sweep and per query vector, interleaved so that
 background load hits every value alike (after ``RECALL_WARMUP`` untimed queries):
 
-* ``filtered``: ``kb_pipeline.dense_candidates`` itself, as retrieval calls it (visibility judged per
+* ``filtered``: ``kb_node.dense_candidates`` itself, as retrieval calls it (visibility judged per
   candidate inside the HNSW scan), limit 10; recall@10 strict and tie-aware, by kind of query,
   and p50/p95 client wall time;
 * ``filtered_limit100``: the same call with limit 100 (what ``kb_retrieve`` asks the dense leg
@@ -202,7 +202,7 @@ def vector_stats(
 
 
 def _corrected_score(sim: float, han: float | None, m: dict) -> float:
-    """kb_pipeline.dense_candidates' score of a hit of language group ``m`` (its z-score within the group;
+    """kb_node.dense_candidates' score of a hit of language group ``m`` (its z-score within the group;
     a zh or en passage between the two groups' moments by its share of Chinese)."""
     both = m.get("zh_offset") is not None and m.get("en_offset") is not None
     if both and han is not None and m["language"] in ("zh", "en"):
@@ -213,13 +213,13 @@ def _corrected_score(sim: float, han: float | None, m: dict) -> float:
 
 
 def recall(conn, queries: list[tuple[str, str]], model: BenchModel, ef_values: list[int], current_ef: int) -> dict:
-    """HNSW recall@10 and latency of kb_pipeline.dense_candidates per ef_search, against exact search.
+    """HNSW recall@10 and latency of kb_node.dense_candidates per ef_search, against exact search.
 
     Per query vector: the exact 100 nearest chunks of the visible documents and the exact 10 nearest
     of all chunks (no index); then, for every ef_search of the sweep, interleaved so that background
     load hits every value alike:
 
-    * ``filtered``: kb_pipeline.dense_candidates (7 arguments, visibility judged per candidate inside the HNSW
+    * ``filtered``: kb_node.dense_candidates (7 arguments, visibility judged per candidate inside the HNSW
       scan) as retrieval calls it, limit 10;
     * ``filtered_limit100``: the same with limit 100 (what kb_retrieve asks the dense leg for at
       k = 10: candidates_per_leg), recall of its 10 nearest rows;
@@ -233,12 +233,12 @@ def recall(conn, queries: list[tuple[str, str]], model: BenchModel, ef_values: l
     The first three pass no language moments (raw cosine over the model's index of all languages).
 
     ef_search is set per value by ``SET LOCAL pgkb.hnsw_ef_search`` (kb.setting's session override,
-    which kb_pipeline.dense_candidates reads) inside a transaction: kb.settings is not written. The function
+    which kb_node.dense_candidates reads) inside a transaction: kb.settings is not written. The function
     raises hnsw.ef_search to 1.5 x its limit (at most 1000), so the limit-100 leg runs at ef_search
     150 or more whatever the sweep sets.
 
     psycopg's automatic server-side prepare is off here: a prepared statement keeps the plan made
-    at its first executions, whatever ef_search is set later, whereas kb_pipeline.dense_candidates plans its
+    at its first executions, whatever ef_search is set later, whereas kb_node.dense_candidates plans its
     EXECUTE afresh on every call (and pgvector's cost estimate depends on ef_search)."""
     prepare_threshold, conn.prepare_threshold = conn.prepare_threshold, None
     register_vector(conn)  # vectors in and out as numpy arrays (pgvector.Vector when read)
@@ -269,14 +269,14 @@ def recall(conn, queries: list[tuple[str, str]], model: BenchModel, ef_values: l
     exact_all_sql = f"""
         SELECT chunk_id, (embedding <=> %s::vector)::float8 AS d FROM kb.embeddings
         WHERE model = '{name}' ORDER BY d, chunk_id LIMIT 10"""
-    # kb_pipeline.dense_candidates takes the query vector as text (what kb.embed_query returns)
+    # kb_node.dense_candidates takes the query vector as text (what kb.embed_query returns)
     function_sql = (
         "SELECT chunk_id, (1 - score)::float8 "
-        "FROM kb_pipeline.dense_candidates(%s::text, %s, %s, now(), NULL, '{}', %s, "
+        "FROM kb_node.dense_candidates(%s::text, %s, %s, now(), NULL, '{}', %s, "
         "'{}'::kb.language_moment[])"
     )
     corrected_sql = (
-        "SELECT chunk_id, score FROM kb_pipeline.dense_candidates(%s::text, %s, %s, now(), NULL, '{}', 100, "
+        "SELECT chunk_id, score FROM kb_node.dense_candidates(%s::text, %s, %s, now(), NULL, '{}', 100, "
         "kb.language_moments(%s, %s::text, NULL, %s, %s))"
     )
     moments_sql = (
@@ -326,7 +326,7 @@ def recall(conn, queries: list[tuple[str, str]], model: BenchModel, ef_values: l
         return embeddings_scan("\n".join(line[0] for line in plan))
 
     def function_plan(vec: np.ndarray, ef: int, limit: int) -> str | None:
-        """The plan of the query kb_pipeline.dense_candidates EXECUTEs, from auto_explain (nested statements,
+        """The plan of the query kb_node.dense_candidates EXECUTEs, from auto_explain (nested statements,
         sent to this client as notices); None if auto_explain cannot be loaded."""
         notes: list[str] = []
 
@@ -433,13 +433,13 @@ def recall(conn, queries: list[tuple[str, str]], model: BenchModel, ef_values: l
         "queries": len(queries),
         "queries_by_kind": dict(Counter(kind for kind, _ in queries)),
         "ef_search": current_ef,
-        "hnsw_query": "kb_pipeline.dense_candidates(vector, model, dims, now(), NULL, '{}', limit, moments): "
+        "hnsw_query": "kb_node.dense_candidates(vector, model, dims, now(), NULL, '{}', limit, moments): "
         "'{}' moments (raw cosine) for filtered*, kb.language_moments(...) for corrected_limit100",
         "language_groups_searched": dict(Counter(groups_searched)),
         "hnsw_indexes": hnsw_indexes(conn, name),
         "ef_search_set_by": "SET LOCAL pgkb.hnsw_ef_search = <n> per statement's transaction "
-        "(kb.setting's session override, read by kb_pipeline.dense_candidates); kb.settings untouched; "
-        "kb_pipeline.dense_candidates raises hnsw.ef_search to 1.5 x its limit (max 1000): limit 100 runs at >= 150",
+        "(kb.setting's session override, read by kb_node.dense_candidates); kb.settings untouched; "
+        "kb_node.dense_candidates raises hnsw.ef_search to 1.5 x its limit (max 1000): limit 100 runs at >= 150",
         "plan_note": "sweep[].plans: how each leg scans kb.embeddings at that ef_search (pgvector's cost "
         "estimate grows with ef_search, so the planner may choose an exact sequential scan instead of HNSW)",
         "hidden_documents": hidden[0],

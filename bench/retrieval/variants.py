@@ -11,7 +11,7 @@ keep these indexes, since ``kb.ensure_hnsw_indexes`` only creates missing ones, 
 other functions).
 
 ``--halfvec`` instead adds, on the copy, one index over ``embedding::halfvec(D)`` of the model's
-vectors (half-precision; kb_pipeline.dense_candidates casts to ``vector(D)`` and would not use it), and
+vectors (half-precision; kb_node.dense_candidates casts to ``vector(D)`` and would not use it), and
 measures in the same run, per ef_search, the bare query through that index against the bare query
 through the model's ``vector`` index: recall@10 against exact float32 search over all the model's
 vectors, and p50/p95 client wall time, with real questions embedded by the database
@@ -166,7 +166,7 @@ def halfvec(conn, datasets: Path, seed: int, n_queries: int, ef_values: list[int
         "vector_index_bytes": vec_bytes,
         "uses_index": {leg: "Index Scan using" in p for leg, p in plans.items()},
         "note": "bare queries over all the model's vectors, no lifecycle filter; recall against exact float32 "
-        "search; kb_pipeline.dense_candidates casts to vector(D), so the product would not use a halfvec index",
+        "search; kb_node.dense_candidates casts to vector(D), so the product would not use a halfvec index",
         "sweep": sweep,
     }
 

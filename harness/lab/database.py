@@ -23,10 +23,9 @@ from typing import TypeVar
 
 import psycopg
 from psycopg import sql
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from .. import roles
-from ..db import connect
+from ..db import connect, redacted
 
 ROLE_ENV = "PGKB_LAB_ROLE"
 POOL_SIZE = 4
@@ -83,16 +82,6 @@ def db_message(exc: psycopg.Error) -> tuple[str, str | None]:
     diag = getattr(exc, "diag", None)
     message = (diag.message_primary if diag else None) or str(exc).strip() or type(exc).__name__
     return message, (diag.message_hint if diag else None)
-
-
-def redacted(dsn: str) -> str:
-    """The DSN without its password, for pages and logs."""
-    try:
-        parts = conninfo_to_dict(dsn)
-    except psycopg.ProgrammingError:
-        return "(unparsable DSN)"
-    parts.pop("password", None)
-    return make_conninfo("", **parts)
 
 
 class LabDatabase:

@@ -153,13 +153,10 @@ def failures(conn: psycopg.Connection, namespace: str | None = None) -> list[dic
 
 def permissions(conn: psycopg.Connection) -> dict[str, bool]:
     """What the role may do beyond reading documents: retry failed embeddings (run the embedding queue),
-    re-index one document (only when the database offers kb.reindex_document(bigint)), read evaluation
-    runs, read kb.ingest_failures (migrate grants it to pgkb_admin only)."""
+    read evaluation runs, read kb.ingest_failures (migrate grants it to pgkb_admin only)."""
     return conn.execute(
         """SELECT
              has_function_privilege('kb.embed_queue_batch(text, integer, boolean)', 'EXECUTE') AS retry,
-             coalesce(has_function_privilege(to_regprocedure('kb.reindex_document(bigint)'), 'EXECUTE'), false)
-                 AS reindex,
              has_table_privilege('kb.eval_runs', 'SELECT') AND has_table_privilege('kb.eval_results', 'SELECT')
                  AS eval,
              has_table_privilege('kb.ingest_failures', 'SELECT') AS failures"""
@@ -170,10 +167,6 @@ def retry_failed(conn: psycopg.Connection) -> None:
     """Embed every queued chunk of the active model the role may see, failed ones (even exhausted) included:
     kb.embed_pending, the procedure `pgkb backfill` calls. Runs outside a transaction block (it commits)."""
     conn.execute("CALL kb.embed_pending(32, NULL, true)")
-
-
-def reindex(conn: psycopg.Connection, document_id: int) -> None:
-    conn.execute("SELECT kb.reindex_document(%s)", (document_id,))
 
 
 # A run is visible to a role that isolation restricts when it ran in a namespace the role was granted, or

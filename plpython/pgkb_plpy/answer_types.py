@@ -32,7 +32,7 @@ from __future__ import annotations
 import re
 
 from . import lexical
-from .query_analysis import _language, core_terms, han_share, passage_language
+from .query_analysis import core_terms, han_share, passage_language, text_language
 
 __all__ = ["MIN_SUBJECT_SHARE", "TYPES", "answer_type", "bound_value", "subject_terms", "values"]
 
@@ -148,7 +148,7 @@ def _typed(question: str | None) -> tuple[str, str] | None:
     text = (question or "").strip()[:2000]
     if not text:
         return None
-    language = _language(text)
+    language = text_language(text)
     if language in ("zh", "mixed") and _ZH_INTERROGATIVE.search(text):
         for kind, pattern in _ZH_RULES:
             m = pattern.search(text)
@@ -361,7 +361,7 @@ def anchors(question: str | None) -> list[str]:
     (above 50,000), or writes another way (20 万)."""
     text = (question or "")[:2000]
     found = [i.lower() for i in lexical.identifiers(text)]
-    if _language(text) in ("zh", "mixed"):
+    if text_language(text) in ("zh", "mixed"):
         found += [w.lower() for w in _LATIN_WORD_RE.findall(text)]
     return list(dict.fromkeys(found))
 
@@ -382,7 +382,7 @@ def bound_value(kind: str | None, question: str | None, passage: str | None) -> 
     question = (question or "")[:2000]
     passage = passage[:MAX_PASSAGE_CHARS]
     subject = subject_terms(question)
-    question_language = _language(question)
+    question_language = text_language(question)
     other_language = question_language in ("zh", "en") and _language_of(passage) != question_language
     # an identifier names one thing exactly, in any language: a value next to another
     # contract's number is about that contract
@@ -432,7 +432,7 @@ def check(kind: str | None, question: str | None, passages: list[str | None] | N
     result: dict = {"answer_type": kind, "subject_terms": subject, "passages_read": 0, "bound": None}
     if kind not in TYPES:
         return result
-    question_language = _language((question or "")[:2000])
+    question_language = text_language((question or "")[:2000])
     for place, passage in enumerate((passages or [])[:MAX_PASSAGES], start=1):
         result["passages_read"] = place
         if place == 1 and kind in OPEN_TYPES and question_language in ("zh", "en"):

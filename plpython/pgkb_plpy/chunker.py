@@ -76,8 +76,8 @@ from .vocabulary import CJK_ONE_TOKEN_EACH, is_blank
 
 __all__ = ["CHUNKER_VERSION", "Chunk", "chunk_document", "describe_code", "estimate_tokens", "strip_front_matter"]
 
-#: The version of the chunking rules (``kb.chunker_version()`` in sql/022_files.sql holds the same
-#: literal; a test compares them). Bump both when chunk boundaries, paths or embed texts change:
+#: The version of the chunking rules (``kb.chunker_version()`` in sql/022_files/01_versions_and_limits.sql
+#: holds the same literal; a test compares them). Bump both when chunk boundaries, paths or embed texts change:
 #: documents chunked with another version are stale (``kb.stale_documents``).
 #: 2: numbered and Chinese headings (第X章, 一、, 1.1 ...), code and diagrams embedded as descriptions.
 #: 3: front-matter concept keys, aliases and backticked terms weigh in the postings.

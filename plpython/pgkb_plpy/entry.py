@@ -14,7 +14,7 @@ stores this module in ``GD["pgkb"]``.
 SQL function                        entry point
 ==================================  =====================================
 ``kb.trg_documents_sync()``         :func:`sync_document`
-``kb.trg_documents_inserted()``     :func:`sync_inserted_documents` (sql/020_ingest.sql)
+``kb.trg_documents_inserted()``     :func:`sync_inserted_documents` (sql/020_ingest/01_documents.sql)
 ``kb.embed_queue_batch(...)``       :func:`embed_queue_batch`
 ``kb.py_embed_query(text, text)``   :func:`embed_query`
 ``kb.py_query_terms(text)``         :func:`query_terms`

@@ -71,7 +71,15 @@ from . import lexical
 from .vocabulary import HAN, MAX_CONTEXT_TURNS, MAX_QUERY_CHARS, strip_blank
 
 # MAX_QUERY_CHARS is re-exported: callers cut queries where analysis does
-__all__ = ["MAX_QUERY_CHARS", "analyze", "core_terms", "normalize_question"]
+__all__ = [
+    "MAX_QUERY_CHARS",
+    "analyze",
+    "core_terms",
+    "han_share",
+    "normalize_question",
+    "passage_language",
+    "text_language",
+]
 
 _MAX_RULE_PASSES = 8
 
@@ -102,7 +110,11 @@ def _letter_counts(text: str, skip_identifiers: bool) -> tuple[int, int, int]:
     return han, latin, other
 
 
-def _language(text: str) -> str:
+def text_language(text: str) -> str:
+    """The language of a question (or any short text) by its letters: ``'zh'`` or ``'en'`` when
+    Han characters or Latin letters make 80 % of them, ``'mixed'`` when the two together do,
+    else ``'other'``. Identifiers (``max_connections``, ``P1``) are not counted unless they are
+    all the text has: a Chinese question about a setting stays Chinese."""
     han, latin, other = _letter_counts(text, skip_identifiers=True)
     if han + latin + other == 0:
         han, latin, other = _letter_counts(text, skip_identifiers=False)
@@ -415,7 +427,7 @@ def analyze(query: str, context: list[str] | None = None) -> dict:
 
     return {
         "original": original,
-        "language": _language(original),
+        "language": text_language(original),
         "is_short": is_short,
         "identifiers": idents,
         "looks_exact": looks_exact,

@@ -73,9 +73,11 @@ MAX_CONTEXT_TURNS = 20
 # ---------------------------------------------------------------------------- Unicode blocks
 
 CJK_RADICALS = "\u2e80-\u2fdf"  # CJK Radicals Supplement, Kangxi Radicals
+CJK_SYMBOLS_PUNCTUATION = "\u3000-\u303f"  # ideographic space, 、。「」【】, 々 〆 〇, Hangzhou numerals
 HAN_ITERATION_MARKS = "\u3005-\u3007"  # 々 〆 〇
 IDEOGRAPHIC_MARKS = "\u3021-\u3029\u3031-\u3035\u303b"  # Hangzhou numerals, kana repeat marks, 〻
 HAN_UNIFIED = "\u3400-\u4dbf\u4e00-\u9fff"  # CJK Unified Ideographs and extension A
+YIJING_HEXAGRAMS = "\u4dc0-\u4dff"  # Yijing Hexagram Symbols, between extension A and the unified block
 HAN_COMPATIBILITY = "\uf900-\ufaff"  # CJK Compatibility Ideographs
 HAN_SUPPLEMENTARY_B_F = "\U00020000-\U0002fa1f"  # plane 2: extensions B-F, compatibility supplement
 HAN_SUPPLEMENTARY_B_G = "\U00020000-\U0003134f"  # planes 2-3 through extension G
@@ -87,6 +89,7 @@ BOPOMOFO = "\u3100-\u312f\u31a0-\u31bf"  # Bopomofo and Bopomofo Extended
 HANGUL_JAMO = "\u1100-\u11ff\u3131-\u318e\ua960-\ua97f\ud7b0-\ud7ff"  # jamo, compatibility, extended A/B
 HANGUL_SYLLABLES = "\uac00-\ud7af"
 HALFWIDTH_HANGUL = "\uffa0-\uffdc"
+HALFWIDTH_FULLWIDTH_FORMS = "\uff00-\uffef"  # full-width ASCII and punctuation (，（）：), half-width kana, Hangul
 
 KANA = HIRAGANA_KATAKANA + KATAKANA_PHONETIC_EXTENSIONS + HALFWIDTH_KATAKANA
 HANGUL = HANGUL_JAMO + HANGUL_SYLLABLES

@@ -1,13 +1,16 @@
 """Files to text: PDF, DOCX, XLSX, PPTX, HTML, Markdown and plain text become the Markdown-like body the
 chunker reads (headings as ``#`` lines, lists, tables as ``|`` rows), with page offsets for PDFs.
 
+The formats are :data:`FORMATS` (``formats.py``): one :class:`Format` each, with its suffixes,
+content types, conversion version and parser module; every lookup here is derived from them.
+
 * :func:`detect` decides the format from the bytes (magic numbers, an HTML sniff), and refuses a
   file whose name or declared content type says another format (a lying extension).
 * :func:`parse_bytes` parses in this process (pure; used by the worker and by tests).
 * :func:`parse_isolated` runs :func:`parse_bytes` in a child process with a memory limit
   (``RLIMIT_AS``), a CPU limit and a wall-clock timeout, so that a hostile or broken file can
-  neither crash nor exhaust the PostgreSQL backend that asked. Text formats are decoded in the
-  caller (cheap, pure Python); PDF, DOCX and HTML always go through a child.
+  neither crash nor exhaust the PostgreSQL backend that asked. Markdown and text are decoded in
+  the caller (cheap, pure Python); a format with a parser module always goes through a child.
 
 Every failure is a :class:`ParseError` whose ``kind`` is one of :data:`ERROR_KINDS` and whose
 message names the problem ("PDF has no text layer (scanned?): OCR is not supported").
@@ -15,7 +18,7 @@ message names the problem ("PDF has no text layer (scanned?): OCR is not support
 The limits are settings of kb.settings (``file_max_bytes``, ``file_max_pages``,
 ``file_parse_timeout_s``, ``file_max_expansion_ratio``, ``ocr_max_pages``); the database passes the
 values in force to :func:`parse_file`, and the constants here are their defaults (a test compares
-them with sql/005_settings.sql). An error caused by a limit names the setting.
+them with sql/005_settings/01_catalogue.sql). An error caused by a limit names the setting.
 
 Warnings (a page without text, a page awaiting OCR or that OCR could not read, a sheet that is not
 a table) are ``{"page", "kind", "message"}`` dicts in :attr:`ParsedFile.warnings`; the database
@@ -24,6 +27,7 @@ stores them (``kb.documents.parse_warnings``, view ``kb.file_warnings``).
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -33,9 +37,26 @@ import unicodedata
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ..vocabulary import CJK_SYMBOLS_PUNCTUATION, HALFWIDTH_FULLWIDTH_FORMS, HAN_UNIFIED, HIRAGANA_KATAKANA
+from .formats import (
+    BINARY,
+    CONTENT_TYPE_FORMATS,
+    CONTENT_TYPES,
+    FORMAT_BY_NAME,
+    FORMAT_VERSIONS,
+    FORMATS,
+    LEGACY_FORMATS,
+    SUFFIX_FORMATS,
+    TEXT,
+    Format,
+)
+
 __all__ = [
+    "CONTENT_TYPES",
     "ERROR_KINDS",
+    "FORMATS",
     "FORMAT_VERSIONS",
+    "Format",
     "MAX_FILE_BYTES",
     "ParseError",
     "ParsedFile",
@@ -97,25 +118,6 @@ def limit_message(what: str, key: str) -> str:
     return f"{what}; the limit {key} is {LIMITS[key]} (kb.settings)"
 
 
-#: The version of pgkb's conversion of each format (bump when the text a format yields changes:
-#: documents parsed with another version are stale, and kb.reparse_files re-parses them).
-#: 2 (pdf, docx, html): page furniture dropped, literal text escaped, Word notes, revisions, content
-#: controls and text boxes kept, HTML chrome scored out, spans placed.
-#: 3 (docx): numbered and list-style paragraphs stay list items (never numbered headings); an unstyled
-#: first line set apart (centred, bold, larger) is the title. 3 (pdf): an outline title heads one line
-#: of its page, the best match; table cells placed in columns found over the table's lines. All three:
-#: headings numbered 第X章/第X条/一、/（一） nest by their numbers when untagged lines carry the numbering.
-#: 4 (pdf): image-only pages read by OCR (tesseract, chi_sim+eng), per-page warnings. 1 (xlsx, pptx): new.
-FORMAT_VERSIONS = {
-    "pdf": "4",
-    "docx": "3",
-    "xlsx": "1",
-    "pptx": "1",
-    "html": "3",
-    "markdown": "1",
-    "text": "1",
-}
-
 #: What a ParseError's kind can be.
 ERROR_KINDS = (
     "too_large",
@@ -133,51 +135,6 @@ ERROR_KINDS = (
     "parser_crashed",
 )
 
-_FORMAT_NAMES = {
-    "pdf": "a PDF",
-    "docx": "a DOCX (Word) file",
-    "xlsx": "an XLSX (Excel) workbook",
-    "pptx": "a PPTX (PowerPoint) presentation",
-    "doc": "a legacy Word .doc file",
-    "xls": "a legacy Excel .xls workbook",
-    "ppt": "a legacy PowerPoint .ppt presentation",
-    "zip": "a zip archive",
-    "ole": "a legacy Office (OLE) file",
-    "html": "an HTML page",
-    "text": "text",
-    "markdown": "Markdown",
-    "binary": "binary data",
-}
-_SUFFIX_FORMATS = {
-    ".pdf": "pdf",
-    ".docx": "docx",
-    ".xlsx": "xlsx",
-    ".pptx": "pptx",
-    ".doc": "doc",
-    ".xls": "xls",
-    ".ppt": "ppt",
-    ".html": "html",
-    ".htm": "html",
-    ".xhtml": "html",
-    ".md": "markdown",
-    ".markdown": "markdown",
-    ".txt": "text",
-    ".text": "text",
-}
-_CONTENT_TYPE_FORMATS = {
-    "application/pdf": "pdf",
-    "application/vnd.openxmlformats-officedocument.wordprocessingml.document": "docx",
-    "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet": "xlsx",
-    "application/vnd.openxmlformats-officedocument.presentationml.presentation": "pptx",
-    "application/msword": "doc",
-    "application/vnd.ms-excel": "xls",
-    "application/vnd.ms-powerpoint": "ppt",
-    "text/html": "html",
-    "application/xhtml+xml": "html",
-    "text/markdown": "markdown",
-    "text/x-markdown": "markdown",
-    "text/plain": "text",
-}
 #: Declared content types that say nothing of the format (S3, web forms, most HTTP clients send
 #: application/octet-stream): the content decides, as for no type at all.
 GENERIC_CONTENT_TYPES = frozenset(
@@ -194,20 +151,18 @@ GENERIC_CONTENT_TYPES = frozenset(
         "*/*",
     }
 )
-#: Legacy binary Office formats: refused by name (save as the OOXML format).
-LEGACY_FORMATS = {"doc": "docx", "xls": "xlsx", "ppt": "pptx"}
-#: The content type stored for each format.
-CONTENT_TYPES = {
-    "pdf": "application/pdf",
-    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-    "html": "text/html",
-    "markdown": "text/markdown",
-    "text": "text/plain",
-}
 #: Formats whose name or declared type may describe the same bytes as another's.
-_TEXT_FAMILY = {"html", "markdown", "text"}
+_TEXT_FAMILY = frozenset(f.name for f in FORMATS if f.family == TEXT)
+#: Formats the content alone decides (a magic number, a zip package's main part).
+_BINARY_FAMILY = frozenset(f.name for f in FORMATS if f.family == BINARY)
+#: The part of an OOXML package that says which kind it is, in the order they are looked for.
+_OOXML_MAIN_PARTS = tuple((f.main_part, f.name) for f in FORMATS if f.main_part)
+_OOXML = frozenset(name for _, name in _OOXML_MAIN_PARTS)
+
+
+def _human(fmt: str) -> str:
+    """How errors name a format: "a PDF"."""
+    return FORMAT_BY_NAME[fmt].human
 
 
 class ParseError(Exception):
@@ -226,7 +181,7 @@ class ParseError(Exception):
 class ParsedFile:
     """What a parser made of a file."""
 
-    format: str  # pdf | docx | html | markdown | text
+    format: str  # the name of one of FORMATS: pdf, docx, xlsx, pptx, html, markdown, text
     text: str  # the body: Markdown-like text the chunker reads
     title: str | None = None
     content_type: str = ""
@@ -266,10 +221,6 @@ def _sniff(data: bytes) -> str:
     return "text"
 
 
-#: The part of an OOXML package that says which kind it is.
-_OOXML_MAIN_PARTS = (("word/document.xml", "docx"), ("xl/workbook.xml", "xlsx"), ("ppt/presentation.xml", "pptx"))
-
-
 def _sniff_zip(data: bytes) -> str:
     """docx, xlsx or pptx by the package's main part (read from the zip's directory, nothing
     expanded); a damaged zip by the names in its first bytes; else ``zip``."""
@@ -285,8 +236,8 @@ def _sniff_zip(data: bytes) -> str:
             return fmt
     if names is None:
         head = data[:65536]
-        for prefix, fmt in ((b"word/", "docx"), (b"xl/", "xlsx"), (b"ppt/", "pptx")):
-            if prefix in head:
+        for part, fmt in _OOXML_MAIN_PARTS:
+            if part.split("/")[0].encode() + b"/" in head:  # the main part's folder: word/, xl/, ppt/
                 return fmt
     if b"[Content_Types].xml" in data[:65536] or (names is not None and "[Content_Types].xml" in names):
         return "docx"  # an OOXML package without a known main part: the DOCX parser names what is missing
@@ -305,18 +256,18 @@ def _ole_kind(data: bytes) -> str:
 def _legacy_error(kind: str, how: str) -> ParseError:
     return ParseError(
         "unsupported_format",
-        f"{_FORMAT_NAMES[kind]} ({how}) is not supported: save it as .{LEGACY_FORMATS[kind]}",
+        f"{_human(kind)} ({how}) is not supported: save it as .{LEGACY_FORMATS[kind]}",
     )
 
 
 def _declared(filename: str, content_type: str | None) -> tuple[str | None, str | None]:
     suffix = Path(filename or "").suffix.lower()
-    by_name = _SUFFIX_FORMATS.get(suffix)
+    by_name = SUFFIX_FORMATS.get(suffix)
     by_type = None
     if content_type:
         media = content_type.split(";")[0].strip().lower()
         if media and media not in GENERIC_CONTENT_TYPES:
-            by_type = _CONTENT_TYPE_FORMATS.get(media)
+            by_type = CONTENT_TYPE_FORMATS.get(media)
             if by_type is None:
                 raise ParseError("unsupported_format", f"content type {content_type!r} is not supported")
     if by_type in LEGACY_FORMATS:
@@ -339,13 +290,12 @@ def detect(data: bytes, filename: str = "", content_type: str | None = None) -> 
         raise _legacy_error(_ole_kind(data), "OLE content")
     if sniffed in ("zip", "binary"):
         claimed = by_type or by_name
-        if claimed and claimed not in ("docx", "xlsx", "pptx"):
+        if claimed and claimed not in _OOXML:
             raise ParseError(
                 "type_mismatch",
-                f"{filename or 'the file'} is declared {_FORMAT_NAMES[claimed]} but its content is "
-                f"{_FORMAT_NAMES[sniffed]}",
+                f"{filename or 'the file'} is declared {_human(claimed)} but its content is {_human(sniffed)}",
             )
-        raise ParseError("unsupported_format", f"the content is {_FORMAT_NAMES[sniffed]}, not a supported document")
+        raise ParseError("unsupported_format", f"the content is {_human(sniffed)}, not a supported document")
     for claimed, how in ((by_type, "content type"), (by_name, "name")):
         if claimed is None or claimed == sniffed:
             continue
@@ -354,9 +304,9 @@ def detect(data: bytes, filename: str = "", content_type: str | None = None) -> 
         what = f"{filename!r}" if how == "name" else f"content type {content_type!r}"
         raise ParseError(
             "type_mismatch",
-            f"{what} says {_FORMAT_NAMES[claimed]} but the content is {_FORMAT_NAMES[sniffed]}",
+            f"{what} says {_human(claimed)} but the content is {_human(sniffed)}",
         )
-    if sniffed in ("pdf", "docx", "xlsx", "pptx"):
+    if sniffed in _BINARY_FAMILY:
         return sniffed
     declared = by_type or by_name
     if declared in _TEXT_FAMILY:
@@ -367,7 +317,9 @@ def detect(data: bytes, filename: str = "", content_type: str | None = None) -> 
 # ------------------------------------------------------------------------------- text
 
 _CONTROL_RE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
-_CJK_RE = re.compile("[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef]")
+#: What counts toward a GB18030 decoding being "mostly Chinese": CJK punctuation, kana, Han and
+#: full-width forms (GB2312, which GB18030 extends, encodes all of them).
+_CJK_RE = re.compile(f"[{CJK_SYMBOLS_PUNCTUATION}{HIRAGANA_KATAKANA}{HAN_UNIFIED}{HALFWIDTH_FULLWIDTH_FORMS}]")
 
 
 def sanitize_text(text: str) -> str:
@@ -511,6 +463,13 @@ def _parse_text(data: bytes, fmt: str) -> ParsedFile:
 # ----------------------------------------------------------------------------- parsing
 
 
+def _parse_function(entry: Format):
+    """The parse function of a format with a parser module, imported when first needed: a
+    process that reads only text never loads pypdfium2 or lxml."""
+    module, _, function = entry.parser.rpartition(".")
+    return getattr(importlib.import_module(f".{module}", __name__), function)
+
+
 def parse_bytes(
     data: bytes,
     filename: str = "",
@@ -529,28 +488,11 @@ def parse_bytes(
     if not data:
         raise ParseError("empty", "the file is empty (0 bytes)")
     fmt = detect(data, filename, content_type)
-    if fmt == "pdf":
-        from .pdf import parse_pdf
-
-        parsed = parse_pdf(data, ocr=ocr)
-    elif fmt == "docx":
-        from .docx import parse_docx
-
-        parsed = parse_docx(data)
-    elif fmt == "xlsx":
-        from .xlsx import parse_xlsx
-
-        parsed = parse_xlsx(data)
-    elif fmt == "pptx":
-        from .pptx import parse_pptx
-
-        parsed = parse_pptx(data)
-    elif fmt == "html":
-        from .html import parse_html
-
-        parsed = parse_html(data)
-    else:
+    entry = FORMAT_BY_NAME[fmt]
+    if entry.parser is None:
         parsed = _parse_text(data, fmt)
+    else:
+        parsed = _parse_function(entry)(data, **({"ocr": ocr} if entry.ocr else {}))
     if len(parsed.text) > MAX_TEXT_CHARS:
         raise ParseError(
             "too_large", f"the file yields {len(parsed.text)} characters of text; the limit is {MAX_TEXT_CHARS}"
@@ -563,7 +505,7 @@ def parse_bytes(
             elif parsed.ocr.get("unavailable"):
                 why = f"OCR is not available here ({parsed.ocr['unavailable']})"
             raise ParseError("no_text_layer", f"PDF has no text layer (scanned?) and {why}")
-        raise ParseError("empty", f"the {_FORMAT_NAMES[fmt]} contains no text")
+        raise ParseError("empty", f"the {_human(fmt)} contains no text")
     return parsed
 
 
@@ -612,7 +554,7 @@ def parse_isolated(
     if len(data) > limits["file_max_bytes"]:
         raise ParseError("too_large", limit_message(f"the file is {len(data)} bytes", "file_max_bytes"))
     fmt = detect(data, filename, content_type)
-    if fmt in ("markdown", "text"):
+    if FORMAT_BY_NAME[fmt].parser is None:  # text decoded here: nothing for a child to guard against
         return parse_bytes(data, filename, content_type, limits=limits)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),

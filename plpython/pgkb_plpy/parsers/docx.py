@@ -36,12 +36,11 @@ cost of a large file.
 
 from __future__ import annotations
 
-import io
 import re
-import zipfile
 
 from . import (
     CONTENT_TYPES,
+    FORMAT_BY_NAME,
     ParsedFile,
     ParseError,
     clean_title,
@@ -71,9 +70,14 @@ _OFF = ("0", "false", "off", "none")
 _ZH_DIGITS = "零一二三四五六七八九"
 
 
-def check_zip(data: bytes) -> None:
-    """Refuse a zip that is not a readable DOCX or that would expand beyond the limits."""
-    ooxml.check_zip(data, "DOCX", "word/document.xml", "a Word document")
+_WHAT = "DOCX"
+_MAIN_PART = FORMAT_BY_NAME["docx"].main_part
+
+
+def check_zip(data: bytes):
+    """The package of ``data``; refused when it is not a readable DOCX or would expand beyond the
+    limits."""
+    return ooxml.check_zip(data, _WHAT, _MAIN_PART, "a Word document")
 
 
 def zh_numeral(n: int) -> str:
@@ -147,7 +151,6 @@ def _format_number(n: int, fmt: str) -> str:
 
 W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
 _MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
-_DC_TITLE = "{http://purl.org/dc/elements/1.1/}title"
 _P, _TBL, _TR, _TC, _SDT, _SDT_CONTENT = W + "p", W + "tbl", W + "tr", W + "tc", W + "sdt", W + "sdtContent"
 _T, _TAB, _BR, _CR = W + "t", W + "tab", W + "br", W + "cr"
 _FOOTNOTE_REF, _ENDNOTE_REF = W + "footnoteReference", W + "endnoteReference"
@@ -175,20 +178,6 @@ _SKIP = frozenset(
         _MC + "Fallback",
     }
 )
-
-
-def _xml(archive, name: str):
-    from lxml import etree
-
-    try:
-        data = archive.read(name)
-    except KeyError:
-        return None
-    parser = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=True, recover=False)
-    try:
-        return etree.fromstring(data, parser)
-    except etree.XMLSyntaxError as exc:
-        raise ParseError("corrupt", f"not a readable DOCX: {name} is not well-formed XML: {exc}") from None
 
 
 def _val(el, name: str, default: str | None = None) -> str | None:
@@ -378,24 +367,74 @@ def _showing_placeholder(sdt) -> bool:
     return pr is not None and pr.find(W + "showingPlcHdr") is not None
 
 
+def _rows_of(el):
+    """The table rows of ``el``, inside content controls and custom XML too."""
+    for child in el:
+        if child.tag == _TR:
+            yield child
+        elif child.tag in (_SDT, W + "customXml", _SDT_CONTENT):
+            yield from _rows_of(child)
+
+
+def _cells_of(el):
+    """The cells of row ``el``, inside content controls and custom XML too."""
+    for child in el:
+        if child.tag == _TC:
+            yield child
+        elif child.tag in (_SDT, W + "customXml", _SDT_CONTENT):
+            yield from _cells_of(child)
+
+
+def _table_rows(tbl, cell_text) -> list[list[str]]:
+    """The non-empty rows of table ``tbl`` as cells of text (``cell_text`` of a ``w:tc``): a cell
+    merged across columns keeps its text in its first column, a cell merged down rows repeats it
+    in every row it spans, so that each row reads whole."""
+    rows: list[list[str]] = []
+    above: dict[int, str] = {}  # grid column -> text of the cell a vertical merge continues
+    for tr in _rows_of(tbl):
+        cells: list[str] = []
+        for tc in _cells_of(tr):
+            pr = tc.find(W + "tcPr")
+            span = int(_val(pr, "gridSpan", "1") or 1) if pr is not None else 1
+            merge = pr.find(W + "vMerge") if pr is not None else None
+            column = len(cells)
+            if merge is not None and merge.get(W + "val", "continue") == "continue":
+                text = above.get(column, "")
+            else:
+                text = cell_text(tc)
+                above[column] = text
+            cells.append(text)
+            cells.extend([""] * (max(1, span) - 1))
+        if any(cells):
+            rows.append(cells)
+    return rows
+
+
+def _join_blocks(blocks: list[tuple[str, str]]) -> str:
+    """The blocks as text: consecutive list items line by line, everything else as paragraphs."""
+    parts: list[str] = []
+    previous = ""
+    for kind, text in blocks:
+        parts.append(("\n" if kind == previous == "item" else "\n\n") + text)
+        previous = kind
+    return "".join(parts)
+
+
 def parse_docx(data: bytes) -> ParsedFile:
-    check_zip(data)
+    archive = check_zip(data)
     from lxml import etree
 
-    archive = zipfile.ZipFile(io.BytesIO(data))
-    document = _xml(archive, "word/document.xml")
+    document = ooxml.read_xml(archive, _MAIN_PART, _WHAT)
     body = document.find(W + "body") if document is not None else None
     if body is None:
-        raise ParseError("corrupt", "not a readable DOCX: word/document.xml has no body")
-    styles = _Styles(_xml(archive, "word/styles.xml"))
-    numbering = _Numbering(_xml(archive, "word/numbering.xml"))
+        raise ParseError("corrupt", f"not a readable DOCX: {_MAIN_PART} has no body")
+    styles = _Styles(ooxml.read_xml(archive, "word/styles.xml", _WHAT))
+    numbering = _Numbering(ooxml.read_xml(archive, "word/numbering.xml", _WHAT))
     notes = {
-        _FOOTNOTE_REF: _Notes(_xml(archive, "word/footnotes.xml"), "footnote"),
-        _ENDNOTE_REF: _Notes(_xml(archive, "word/endnotes.xml"), "endnote"),
+        _FOOTNOTE_REF: _Notes(ooxml.read_xml(archive, "word/footnotes.xml", _WHAT), "footnote"),
+        _ENDNOTE_REF: _Notes(ooxml.read_xml(archive, "word/endnotes.xml", _WHAT), "endnote"),
     }
-    core = _xml(archive, "docProps/core.xml")
-    core_title = core.find(_DC_TITLE) if core is not None else None
-    title = clean_title(core_title.text if core_title is not None else None)
+    title = clean_title(ooxml.core_title(archive, _WHAT))
     blocks: list[tuple[str, str]] = []  # (kind, text): kind "item" joins the previous item line by line
 
     def read(p) -> tuple[str, list]:
@@ -471,51 +510,10 @@ def parse_docx(data: bytes) -> ParsedFile:
         for box in boxes:
             content(box)
 
-    def cell_text(tc) -> str:
-        words = []
-        for p in tc.iter(_P):
-            words.append(" ".join(read(p)[0].split()))
-        return " ".join(w for w in words if w).replace("|", "\\|")
-
-    def rows_of(el):
-        for child in el:
-            if child.tag == _TR:
-                yield child
-            elif child.tag in (_SDT, W + "customXml", _SDT_CONTENT):
-                yield from rows_of(child)
-
-    def cells_of(el):
-        for child in el:
-            if child.tag == _TC:
-                yield child
-            elif child.tag in (_SDT, W + "customXml", _SDT_CONTENT):
-                yield from cells_of(child)
-
     def table_block(tbl) -> None:
-        rows: list[list[str]] = []
-        above: dict[int, str] = {}  # grid column -> text of the cell a vertical merge continues
-        for tr in rows_of(tbl):
-            cells: list[str] = []
-            for tc in cells_of(tr):
-                pr = tc.find(W + "tcPr")
-                span = int(_val(pr, "gridSpan", "1") or 1) if pr is not None else 1
-                merge = pr.find(W + "vMerge") if pr is not None else None
-                column = len(cells)
-                if merge is not None and merge.get(W + "val", "continue") == "continue":
-                    text = above.get(column, "")
-                else:
-                    text = cell_text(tc)
-                    above[column] = text
-                cells.append(text)
-                cells.extend([""] * (max(1, span) - 1))
-            if any(cells):
-                rows.append(cells)
-        if not rows:
-            return
-        width = max(len(r) for r in rows)
-        lines = ["| " + " | ".join(r + [""] * (width - len(r))) + " |" for r in rows]
-        lines.insert(1, "|" + "---|" * width)
-        blocks.append(("table", "\n".join(lines)))
+        rows = _table_rows(tbl, lambda tc: ooxml.cell_text(" ".join(read(p)[0] for p in tc.iter(_P))))
+        if rows:
+            blocks.append(("table", ooxml.markdown_table(rows)))
 
     def content(container) -> None:
         for child in container:
@@ -535,12 +533,7 @@ def parse_docx(data: bytes) -> ParsedFile:
                 content(child)
 
     content(body)
-    parts: list[str] = []
-    previous = ""
-    for kind, text in blocks:
-        parts.append(("\n" if kind == previous == "item" else "\n\n") + text)
-        previous = kind
-    text = "".join(parts)
+    text = _join_blocks(blocks)
     if numbered_lines_divide(text):
         text = nest_by_numbers(text)
     return ParsedFile(

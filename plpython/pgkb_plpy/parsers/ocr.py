@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from ..vocabulary import CJK_SYMBOLS_PUNCTUATION, HALFWIDTH_FULLWIDTH_FORMS, HAN_UNIFIED
+
 #: Languages read (tesseract's names), Chinese first: mixed pages are read as Chinese with English.
 LANGUAGES = "chi_sim+eng"
 #: Rendering resolution: 300 dpi is tesseract's recommendation for body text.
@@ -17,7 +19,8 @@ DPI = 300
 #: A page whose mean confidence is below this, or which yields no letter, is "unreadable" (a warning).
 MIN_CONFIDENCE = 40.0
 
-_CJK = "\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uff00-\uffef"
+#: Between two of these a space tesseract wrote is no word boundary: Han, CJK and full-width punctuation.
+_CJK = CJK_SYMBOLS_PUNCTUATION + HAN_UNIFIED + HALFWIDTH_FULLWIDTH_FORMS
 _CJK_GAP_RE = re.compile(f"(?<=[{_CJK}]) +(?=[{_CJK}])")
 
 

@@ -43,6 +43,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from ..vocabulary import HAN_COMPATIBILITY, HAN_UNIFIED, YIJING_HEXAGRAMS
 from . import (
     CONTENT_TYPES,
     LIMITS,
@@ -85,8 +86,12 @@ _NUMBERED_RE = re.compile(r"^(\d{1,2}(?:\.\d{1,2}){0,4})\.?(?:\s+|$)")
 _PAGE_NUMBER_END_RE = re.compile(r"^\d{1,5}\s|\s\d{1,5}$")
 _EDGE_DIGITS_RE = re.compile(r"\d+")
 
-_CJK_END_RE = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]$")
-_CJK_START_RE = re.compile(r"^[\u3400-\u9fff\uf900-\ufaff\uff08\u201c]")
+#: Chinese lines broken at the page edge (or a cell wrapped over lines) join without a space: one ends
+#: in a Han character and the next starts with one, a full-width parenthesis or an opening quote.
+#: The hexagram symbols sit between the Han blocks and are taken along (U+3400-U+9FFF as one run).
+_HAN_RUN = HAN_UNIFIED + YIJING_HEXAGRAMS + HAN_COMPATIBILITY
+_CJK_END_RE = re.compile(f"[{_HAN_RUN}]$")
+_CJK_START_RE = re.compile(f"^[{_HAN_RUN}\uff08\u201c]")
 _PUNCT_END = tuple("。！？；：.!?;:")
 
 
@@ -460,6 +465,25 @@ def _ocr_pages(pdf, scanned: list[int], ocr: str, warnings: list[dict]) -> tuple
     return {"status": "done", "engine": name, "pages": pages, "pending_pages": []}, lines_by_page
 
 
+def _text_by_size(page_lines: list[list[tuple[str, float, list[Segment]]]]) -> Counter[float]:
+    """Characters of text at each font size (rounded to 0.1 pt) over all pages."""
+    sizes: Counter[float] = Counter()
+    for lines in page_lines:
+        for text, size, _ in lines:
+            sizes[round(size, 1)] += len(text)
+    return sizes
+
+
+def _join_pages(pieces: list[str]) -> tuple[str, list[int]]:
+    """The pages' texts joined by a blank line, and where each page starts in it (page_starts[n]:
+    page n + 1)."""
+    page_starts, pos = [], 0
+    for piece in pieces:
+        page_starts.append(pos)
+        pos += len(piece) + 2
+    return "\n\n".join(pieces), page_starts
+
+
 def parse_pdf(data: bytes, ocr: str = "defer") -> ParsedFile:
     import pypdfium2 as pdfium
     import pypdfium2.raw as raw
@@ -524,10 +548,7 @@ def parse_pdf(data: bytes, ocr: str = "defer") -> ParsedFile:
     levels: list[dict[int, int]] = []
     for index, lines in enumerate(page_lines):
         levels.append(_outline_lines(outline.get(index, {}), [text for text, _, _ in lines]))
-    all_sizes: Counter[float] = Counter()
-    for lines in page_lines:
-        for text, size, _ in lines:
-            all_sizes[round(size, 1)] += len(text)
+    all_sizes = _text_by_size(page_lines)
     large = all_sizes.most_common(1)[0][0] * HEADING_SIZE_RATIO if all_sizes else 0.0
     keep = [
         set(found) | {i for i, (_, size, _) in enumerate(lines) if large and size >= large}
@@ -540,10 +561,7 @@ def parse_pdf(data: bytes, ocr: str = "defer") -> ParsedFile:
         for p, found in enumerate(levels)
     ]
 
-    sizes: Counter[float] = Counter()
-    for lines in page_lines:
-        for text, size, _ in lines:
-            sizes[round(size, 1)] += len(text)
+    sizes = _text_by_size(page_lines)
     body_size = sizes.most_common(1)[0][0] if sizes else 0.0
     heading_sizes = sorted({s for s in sizes if body_size and s >= body_size * HEADING_SIZE_RATIO}, reverse=True)[
         :HEADING_LEVELS
@@ -588,12 +606,7 @@ def parse_pdf(data: bytes, ocr: str = "defer") -> ParsedFile:
         pieces.append(sanitize_text("\n\n".join(blocks)))
     if numbered_lines_divide("\n".join(pieces)):
         pieces = [nest_by_numbers(piece) for piece in pieces]
-    # pages joined by a blank line; page_starts[n] is where page n + 1 starts
-    page_starts, pos = [], 0
-    for piece in pieces:
-        page_starts.append(pos)
-        pos += len(piece) + 2
-    text = "\n\n".join(pieces)
+    text, page_starts = _join_pages(pieces)
     parser = f"pypdfium2 {PYPDFIUM_INFO} (pdfium {PDFIUM_INFO})"
     if ocr_record and ocr_record.get("pages"):
         # every passage's provenance names its parser: text read by OCR says so, with its confidence

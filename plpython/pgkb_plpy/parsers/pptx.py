@@ -16,12 +16,13 @@ Read with lxml from the package's XML (:mod:`.ooxml`: zip-bomb checks, no entiti
 
 from __future__ import annotations
 
-from . import CONTENT_TYPES, ParsedFile, clean_title, escape_line, format_version, ooxml, sanitize_text
+from . import CONTENT_TYPES, FORMAT_BY_NAME, ParsedFile, clean_title, escape_line, format_version, ooxml, sanitize_text
 
 P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
 _CHART_URI = "http://schemas.openxmlformats.org/drawingml/2006/chart"
 _WHAT = "PPTX"
+_MAIN_PART = FORMAT_BY_NAME["pptx"].main_part
 _TITLE_TYPES = ("title", "ctrTitle")
 _FURNITURE_TYPES = ("sldNum", "dt", "ftr", "hdr", "sldImg")
 
@@ -124,9 +125,9 @@ def _slide(archive, part: str, number: int, warnings: list[dict]) -> str:
 
 
 def parse_pptx(data: bytes) -> ParsedFile:
-    archive = ooxml.check_zip(data, _WHAT, "ppt/presentation.xml", "a PowerPoint presentation")
-    presentation = ooxml.read_xml(archive, "ppt/presentation.xml", _WHAT)
-    rels = ooxml.relationships(archive, "ppt/presentation.xml", _WHAT)
+    archive = ooxml.check_zip(data, _WHAT, _MAIN_PART, "a PowerPoint presentation")
+    presentation = ooxml.read_xml(archive, _MAIN_PART, _WHAT)
+    rels = ooxml.relationships(archive, _MAIN_PART, _WHAT)
     warnings: list[dict] = []
     pieces: list[str] = []
     ids = presentation.find(P + "sldIdLst")

@@ -18,10 +18,11 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-from . import CONTENT_TYPES, ParsedFile, clean_title, escape_line, format_version, ooxml, sanitize_text
+from . import CONTENT_TYPES, FORMAT_BY_NAME, ParsedFile, clean_title, escape_line, format_version, ooxml, sanitize_text
 
 S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 _WHAT = "XLSX"
+_MAIN_PART = FORMAT_BY_NAME["xlsx"].main_part
 #: Built-in number formats that are dates or times (ECMA-376 18.8.30).
 _DATE_FORMAT_IDS = frozenset({14, 15, 16, 17, 18, 19, 20, 21, 22, 45, 46, 47})
 _DATE_CODE_RE = re.compile(r"[dmyhs]", re.IGNORECASE)
@@ -94,9 +95,9 @@ def _cell_value(c, shared: list[str], date_styles: set[int]) -> str:
 
 
 def parse_xlsx(data: bytes) -> ParsedFile:
-    archive = ooxml.check_zip(data, _WHAT, "xl/workbook.xml", "an Excel workbook")
-    workbook = ooxml.read_xml(archive, "xl/workbook.xml", _WHAT)
-    rels = ooxml.relationships(archive, "xl/workbook.xml", _WHAT)
+    archive = ooxml.check_zip(data, _WHAT, _MAIN_PART, "an Excel workbook")
+    workbook = ooxml.read_xml(archive, _MAIN_PART, _WHAT)
+    rels = ooxml.relationships(archive, _MAIN_PART, _WHAT)
     strings_root = ooxml.read_xml(archive, "xl/sharedStrings.xml", _WHAT)
     shared = [_text_of(si) for si in strings_root.iter(S + "si")] if strings_root is not None else []
     date_styles = _date_styles(archive)

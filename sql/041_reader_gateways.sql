@@ -2,7 +2,7 @@
 -- that role may read (kb.read_scope): the retrieval gateways (044, 045) run
 -- as the owner and apply that scope in every leg. And SECURITY DEFINER SQL
 -- functions over the PL/Python functions of 010_plpython.sql, which readers
--- may not call themselves (090_grants.sql revokes them), for the code that
+-- may not call themselves (090_grants/01_privileges.sql revokes them), for the code that
 -- still runs as its caller (the shard coordinator).
 
 CREATE OR REPLACE FUNCTION kb.enter_pipeline()
@@ -13,14 +13,14 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
     -- Held to the end of the transaction: a migrate re-creating kb_pipeline
-    -- waits for it (sql/040_pipeline_schema.sql). Taking a table lock also
+    -- waits for it (sql/040_pipeline/00_schema.sql). Taking a table lock also
     -- makes this backend read the catalogue changes committed meanwhile, so
     -- the door's next statement calls the kb_pipeline that exists now.
     LOCK TABLE kb.pipeline_door IN ACCESS SHARE MODE;
 END;
 $$;
 COMMENT ON FUNCTION kb.enter_pipeline() IS
-'Every retrieval door''s first step: ACCESS SHARE on kb.pipeline_door to the end of the transaction, so that a migrate never re-creates kb_pipeline under a retrieval in flight (sql/040_pipeline_schema.sql).';
+'Every retrieval door''s first step: ACCESS SHARE on kb.pipeline_door to the end of the transaction, so that a migrate never re-creates kb_pipeline under a retrieval in flight (sql/040_pipeline/00_schema.sql).';
 
 CREATE OR REPLACE FUNCTION kb.session_role()
 RETURNS name

@@ -1,11 +1,11 @@
 -- What a shard answers a coordinator (sql/shards/coordinator.sql and
--- kb_pipeline.retrieve_over_shards, 046_shard_coordinator_steps.sql;
+-- kb_pipeline.retrieve_over_shards, 03_coordinator_steps.sql;
 -- docs/SCALING.md, "Shards"). Every pgkb database has these, so any of them can
 -- be a shard: a namespace lives wholly on one shard, and a retrieval over
 -- several shards' namespaces runs here in three parts, each with the
 -- statistics of the whole sharded corpus that the coordinator summed or pooled:
 --   1. kb.shard_corpus: this database's BM25 sizes and document frequencies;
---   2. kb.shard_stage_candidates: every stage's legs (kb_pipeline.gather_stage)
+--   2. kb.shard_stage_candidates: every stage's legs (kb_node.gather_stage)
 --      with the coordinator's inputs, and the facts of their candidates;
 --   3. kb.shard_passages: the rows of the coordinator's ranked hits that are its own.
 -- The three are doors as kb_retrieve is: the owner's rights over the caller's
@@ -23,16 +23,16 @@ BEGIN
     PERFORM kb.enter_pipeline();
     RETURN (
         SELECT jsonb_build_object(
-            'lexical', kb_pipeline.lexical_corpus(p_terms, s.namespaces),
-            'model_ready', kb_pipeline.model_has_vectors(p_model, s.namespaces))
+            'lexical', kb_node.lexical_corpus(p_terms, s.namespaces),
+            'model_ready', kb_node.model_has_vectors(p_model, s.namespaces))
         FROM (SELECT kb.read_scope(NULL) AS namespaces) AS s
     );
 END;
 $$;
 COMMENT ON FUNCTION kb.shard_corpus(text[], text) IS
-'A shard''s part of a sharded corpus''s statistics: the BM25 sizes and df of the terms over every namespace the caller may see here (kb_pipeline.lexical_corpus), and whether it holds vectors of the model.';
+'A shard''s part of a sharded corpus''s statistics: the BM25 sizes and df of the terms over every namespace the caller may see here (kb_node.lexical_corpus), and whether it holds vectors of the model.';
 
-CREATE OR REPLACE FUNCTION kb_pipeline.shard_gather(
+CREATE OR REPLACE FUNCTION kb_node.shard_gather(
     p_query text,
     p_k integer,
     p_mode text,
@@ -43,7 +43,7 @@ CREATE OR REPLACE FUNCTION kb_pipeline.shard_gather(
 )
 RETURNS jsonb
 LANGUAGE plpgsql
--- STABLE: one snapshot for all stages, as kb_pipeline.retrieve_core
+-- STABLE: one snapshot for all stages, as kb_node.retrieve_core
 STABLE PARALLEL UNSAFE
 SET search_path = pg_catalog, public, pg_temp
 SET jit = 'off'  -- noqa: PRS
@@ -68,12 +68,12 @@ BEGIN
     plan := kb_pipeline.plan_retrieval(request, settings, (p_inputs ->> 'model_ready')::boolean);
     identifiers := coalesce((
         SELECT jsonb_agg(jsonb_build_object('chunk_id', i.chunk_id, 'matched', i.matched))
-        FROM kb_pipeline.identifier_candidates(plan.identifiers, request.as_of, request.scope, request.filters,
+        FROM kb_node.identifier_candidates(plan.identifiers, request.as_of, request.scope, request.filters,
             plan.candidates) AS i
         WHERE cardinality(plan.identifiers) > 0 AND plan.mode <> 'dense'
     ), '[]');
     FOR stage_no IN 1 .. coalesce(cardinality(plan.stages), 0) LOOP
-        stage := kb_pipeline.gather_stage(request, plan, settings, stage_no,
+        stage := kb_node.gather_stage(request, plan, settings, stage_no,
             p_inputs -> 'stages' -> (stage_no - 1) -> 'lexical', p_inputs -> 'stages' -> (stage_no - 1) -> 'dense',
             p_inputs -> 'lexical_corpus');
         stages := stages || jsonb_build_array(jsonb_build_object(
@@ -82,7 +82,7 @@ BEGIN
     -- facts by chunk id: the coordinator looks up each hit's namespace (its shard)
     RETURN jsonb_build_object('identifiers', identifiers, 'stages', stages,
         'facts', coalesce((SELECT jsonb_object_agg(f.chunk_id::text, to_jsonb(f))
-            FROM unnest(kb_pipeline.candidate_facts(ARRAY(
+            FROM unnest(kb_node.candidate_facts(ARRAY(
                 SELECT (h.value ->> 'chunk_id')::bigint
                 FROM jsonb_array_elements(stages) AS s
                 CROSS JOIN LATERAL jsonb_array_elements((s.value -> 'lexical') || (s.value -> 'dense')) AS h
@@ -91,8 +91,8 @@ BEGIN
             ))) AS f), '{}'));
 END;
 $$;
-COMMENT ON FUNCTION kb_pipeline.shard_gather(text, integer, text, jsonb, timestamptz, text[], jsonb) IS
-'A shard''s part of a sharded retrieval over all namespaces: every stage''s legs (kb_pipeline.gather_stage with the coordinator''s inputs: the whole corpus''s BM25 statistics, query vectors, language moments, glossary expansions), the identifier hits, and the facts of every candidate (by chunk id); jsonb for the coordinator.';
+COMMENT ON FUNCTION kb_node.shard_gather(text, integer, text, jsonb, timestamptz, text[], jsonb) IS
+'A shard''s part of a sharded retrieval over all namespaces: every stage''s legs (kb_node.gather_stage with the coordinator''s inputs: the whole corpus''s BM25 statistics, query vectors, language moments, glossary expansions), the identifier hits, and the facts of every candidate (by chunk id); jsonb for the coordinator.';
 
 CREATE OR REPLACE FUNCTION kb.shard_stage_candidates(
     p_query text,
@@ -111,13 +111,13 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
     PERFORM kb.enter_pipeline();
-    RETURN kb_pipeline.shard_gather(p_query, p_k, p_mode, p_filters, p_as_of, p_context, p_inputs);
+    RETURN kb_node.shard_gather(p_query, p_k, p_mode, p_filters, p_as_of, p_context, p_inputs);
 END;
 $$;
 COMMENT ON FUNCTION kb.shard_stage_candidates(text, integer, text, jsonb, timestamptz, text[], jsonb) IS
-'The door to a shard''s part of a sharded retrieval (kb_pipeline.shard_gather): every stage''s candidates over the namespaces the caller may read here, ranked with the whole corpus''s statistics the coordinator gives.';
+'The door to a shard''s part of a sharded retrieval (kb_node.shard_gather): every stage''s candidates over the namespaces the caller may read here, ranked with the whole corpus''s statistics the coordinator gives.';
 
-CREATE OR REPLACE FUNCTION kb_pipeline.shard_rows(p_ranked jsonb)
+CREATE OR REPLACE FUNCTION kb_node.shard_rows(p_ranked jsonb)
 RETURNS kb.retrieval_row[]
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
@@ -129,7 +129,7 @@ BEGIN
     -- p_ranked: the coordinator's ranked hits (kb_pipeline.ranked_hit fields,
     -- this database's chunk ids); those of this shard's namespaces that the
     -- caller may read are its own
-    RETURN kb_pipeline.passage_rows(ARRAY(
+    RETURN kb_node.passage_rows(ARRAY(
         SELECT h
         FROM jsonb_populate_recordset(NULL::kb_pipeline.ranked_hit, p_ranked) AS h
         INNER JOIN kb.chunks AS c ON c.id = h.chunk_id AND c.namespace = h.namespace
@@ -138,8 +138,8 @@ BEGIN
     ));
 END;
 $$;
-COMMENT ON FUNCTION kb_pipeline.shard_rows(jsonb) IS
-'A shard''s part of a sharded retrieval: the rows (kb_pipeline.passage_rows) of the coordinator''s ranked hits that are this shard''s (by chunk id and namespace) and that the caller may read.';
+COMMENT ON FUNCTION kb_node.shard_rows(jsonb) IS
+'A shard''s part of a sharded retrieval: the rows (kb_node.passage_rows) of the coordinator''s ranked hits that are this shard''s (by chunk id and namespace) and that the caller may read.';
 
 CREATE OR REPLACE FUNCTION kb.shard_passages(p_ranked jsonb)
 RETURNS SETOF kb.retrieval_row
@@ -150,11 +150,11 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
     PERFORM kb.enter_pipeline();
-    RETURN QUERY SELECT r.* FROM unnest(kb_pipeline.shard_rows(p_ranked)) AS r;
+    RETURN QUERY SELECT r.* FROM unnest(kb_node.shard_rows(p_ranked)) AS r;
 END;
 $$;
 COMMENT ON FUNCTION kb.shard_passages(jsonb) IS
-'The door to a shard''s rows of a sharded retrieval (kb_pipeline.shard_rows): the coordinator''s ranked hits that are this shard''s and the caller''s to read.';
+'The door to a shard''s rows of a sharded retrieval (kb_node.shard_rows): the coordinator''s ranked hits that are this shard''s and the caller''s to read.';
 
 CREATE OR REPLACE FUNCTION kb.upsert_document(p_document jsonb)
 RETURNS TABLE (id bigint, ingest_status text, ingest_error text)

@@ -2,201 +2,6 @@
 -- and the plan for it (kb_pipeline.plan_retrieval): query analysis, mode, model,
 -- weights and evidence thresholds.
 
-CREATE OR REPLACE FUNCTION kb_pipeline.read_retrieval_settings()
-RETURNS kb_pipeline.retrieval_settings
-LANGUAGE sql
-STABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$
-    SELECT ROW(
-        (kb.setting('candidates_per_leg') #>> '{}')::integer,
-        kb.setting('fusion') #>> '{}',
-        (kb.setting('weight_dense') #>> '{}')::float8,
-        (kb.setting('weight_lexical') #>> '{}')::float8,
-        (kb.setting('rrf_k') #>> '{}')::float8,
-        (kb.setting('boost_identifier') #>> '{}')::float8,
-        (kb.setting('boost_title') #>> '{}')::float8,
-        (kb.setting('min_lexical_coverage') #>> '{}')::float8,
-        (kb.setting('strong_lexical_coverage') #>> '{}')::float8,
-        (kb.setting('no_evidence_cutoff') #>> '{}')::boolean,
-        (kb.setting('snippets') #>> '{}')::boolean,
-        (kb.setting('language_correction') #>> '{}')::boolean,
-        (kb.setting('language_min_vectors') #>> '{}')::integer,
-        (kb.setting('min_dense_z') #>> '{}')::float8,
-        (kb.setting('same_language_z_margin') #>> '{}')::float8,
-        (kb.setting('strong_dense_z') #>> '{}')::float8,
-        (kb.setting('answer_probability') #>> '{}')::float8,
-        (kb.setting('no_evidence_probability') #>> '{}')::float8,
-        (kb.setting('freshness_margin') #>> '{}')::float8,
-        (kb.setting('glossary_expansion') #>> '{}')::boolean,
-        (kb.setting('glossary_max_terms') #>> '{}')::integer,
-        (kb.setting('dictionary_expansion') #>> '{}')::boolean,
-        (kb.setting('dictionary_max_terms') #>> '{}')::integer,
-        (kb.setting('max_per_document') #>> '{}')::integer,
-        (kb.setting('merge_adjacent') #>> '{}')::boolean,
-        kb.answerability_model()
-    )::kb_pipeline.retrieval_settings
-$$;
-COMMENT ON FUNCTION kb_pipeline.read_retrieval_settings() IS
-'The retrieval settings in force for this session, typed, in one composite (read once per kb_retrieve call).';
-
-CREATE OR REPLACE FUNCTION kb_pipeline.max_filters_bytes()
-RETURNS integer
-LANGUAGE sql
-IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT 8192 $$;
-COMMENT ON FUNCTION kb_pipeline.max_filters_bytes() IS
-'Largest kb_retrieve filters argument (bytes of its JSON text): a filter lists a few values, and a bigger one would cost every candidate''s visibility check.';
-
-CREATE OR REPLACE FUNCTION kb_pipeline.max_filters_depth()
-RETURNS integer
-LANGUAGE sql
-IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT 8 $$;
-COMMENT ON FUNCTION kb_pipeline.max_filters_depth() IS
-'Deepest nesting of values inside kb_retrieve filters ({"metadata": {"a": 1}} is 2 deep): enough for metadata objects, and containment of deeper ones costs more than it selects.';
-
-CREATE OR REPLACE FUNCTION kb_pipeline.filter_value_error(p_key text, p_value jsonb)
-RETURNS text
-LANGUAGE sql
-IMMUTABLE PARALLEL SAFE STRICT
-SET search_path = pg_catalog, public, pg_temp
-AS $$
-    -- NULL when the value has the key's type; otherwise what is wrong, for the error
-    SELECT CASE
-        WHEN p_key IN ('doc_type', 'status', 'tags') THEN
-            CASE
-                WHEN jsonb_typeof(p_value) = 'string' THEN NULL
-                WHEN jsonb_typeof(p_value) <> 'array' THEN 'got ' || jsonb_typeof(p_value)
-                WHEN jsonb_array_length(p_value) = 0 THEN 'got an empty array'
-                WHEN jsonb_path_exists(p_value, 'strict $[*] ? (@.type() != "string")') THEN
-                    'got an array with a non-string element ('
-                    || (jsonb_path_query_first(p_value, 'strict $[*] ? (@.type() != "string").type()') #>> '{}') || ')'
-            END
-        WHEN p_key = 'source_prefix' AND jsonb_typeof(p_value) <> 'string' THEN 'got ' || jsonb_typeof(p_value)
-        WHEN p_key = 'metadata' AND jsonb_typeof(p_value) <> 'object' THEN 'got ' || jsonb_typeof(p_value)
-        WHEN p_key = 'include_history' AND jsonb_typeof(p_value) <> 'boolean' THEN 'got ' || jsonb_typeof(p_value)
-    END
-$$;
-COMMENT ON FUNCTION kb_pipeline.filter_value_error(text, jsonb) IS
-'What is wrong with the value of one kb_retrieve filter key (NULL when it has the key''s type): doc_type, status and tags take a string or a non-empty array of strings, source_prefix a string, metadata an object, include_history a boolean.';
-
-CREATE OR REPLACE FUNCTION kb_pipeline.check_filters(p_filters jsonb)
-RETURNS jsonb
-LANGUAGE plpgsql
-IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$
-DECLARE
-    key text;
-    problem text;
-    bytes integer;
-    expected constant jsonb := jsonb_build_object(
-        'doc_type', 'a string or a non-empty array of strings',
-        'status', 'a string or a non-empty array of strings',
-        'tags', 'a string or a non-empty array of strings',
-        'source_prefix', 'a string',
-        'metadata', 'an object (matched by containment)',
-        'include_history', 'true or false');
-    example constant jsonb := jsonb_build_object(
-        'doc_type', '{"doc_type": "policy"} or {"doc_type": ["policy", "faq"]}; leave the key out for any type',
-        'status', '{"status": "active"} or {"status": ["active", "deprecated"]}',
-        'tags', '{"tags": "finance"} or {"tags": ["finance", "hr"]} (any of them)',
-        'source_prefix', '{"source_prefix": "policies/"}',
-        'metadata', '{"metadata": {"owner": "finance"}}',
-        'include_history', '{"include_history": true}');
-BEGIN
-    IF p_filters IS NULL THEN
-        RETURN '{}'::jsonb;
-    END IF;
-    -- sizes first, so a huge or deeply nested argument costs nothing more than this
-    bytes := pg_column_size(p_filters);
-    IF bytes <= 4 * kb_pipeline.max_filters_bytes() THEN
-        bytes := octet_length(p_filters::text);
-    END IF;
-    IF bytes > kb_pipeline.max_filters_bytes() THEN
-        RAISE EXCEPTION 'kb_retrieve: filters are too large (% bytes of JSON; at most %)', bytes, kb_pipeline.max_filters_bytes()
-            USING HINT = 'filter on fewer values: doc_type, status and tags lists match any of their values';
-    END IF;
-    IF jsonb_path_exists(p_filters, format('strict $.**{%s}', kb_pipeline.max_filters_depth() + 1)::jsonpath) THEN
-        RAISE EXCEPTION 'kb_retrieve: filters are nested too deeply (more than % levels)', kb_pipeline.max_filters_depth()
-            USING HINT = 'a metadata filter matches by containment: a shallower object selects the same documents and more';
-    END IF;
-    IF jsonb_typeof(p_filters) <> 'object' THEN
-        RAISE EXCEPTION 'kb_retrieve: filters must be a JSON object, got %', jsonb_typeof(p_filters)
-            USING HINT = 'e.g. {"doc_type": "policy", "metadata": {"owner": "finance"}}; ''{}'' for none';
-    END IF;
-    FOR key IN SELECT jsonb_object_keys(p_filters) LOOP
-        IF NOT expected ? key THEN
-            RAISE EXCEPTION 'kb_retrieve: unknown filter key "%"', left(key, 64)
-                USING HINT = 'known keys: doc_type, status, include_history, metadata, tags, source_prefix';
-        END IF;
-        problem := kb_pipeline.filter_value_error(key, p_filters -> key);
-        IF problem IS NOT NULL THEN
-            RAISE EXCEPTION 'kb_retrieve: filters.% must be %, %', key, expected ->> key, problem
-                USING HINT = 'e.g. ' || (example ->> key);
-        END IF;
-    END LOOP;
-    IF p_filters ? 'status' AND EXISTS (
-        SELECT 1 FROM unnest(kb.json_text_list(p_filters -> 'status')) AS s (status)
-        WHERE s.status NOT IN ('draft', 'active', 'deprecated')
-    ) THEN
-        RAISE EXCEPTION 'kb_retrieve: filters.status must be draft, active or deprecated, got %', p_filters -> 'status'
-            USING HINT = 'a status filter also lifts the lifecycle rule: it returns every version with that status';
-    END IF;
-    RETURN p_filters;
-END;
-$$;
-COMMENT ON FUNCTION kb_pipeline.check_filters(jsonb) IS
-'Validates kb_retrieve filters: bounded size and depth, known keys, each value of its key''s type (errors name the key and the expected type).';
-
-CREATE OR REPLACE FUNCTION kb_pipeline.retrieval_modes()
-RETURNS text[]
-LANGUAGE sql
-IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT ARRAY['lexical', 'dense', 'hybrid', 'auto'] $$;
-COMMENT ON FUNCTION kb_pipeline.retrieval_modes() IS
-'The modes of kb_retrieve: lexical (BM25 + trigram), dense (HNSW), hybrid (both, fused), auto (hybrid when the active model has vectors).';
-
-CREATE OR REPLACE FUNCTION kb_pipeline.max_query_chars()
-RETURNS integer
-LANGUAGE sql
-IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT 2000 $$;
-COMMENT ON FUNCTION kb_pipeline.max_query_chars() IS
-'Characters of a query kb_retrieve uses; a longer query is cut there, with a note in the explain output.';
-
-CREATE OR REPLACE FUNCTION kb_pipeline.max_namespace_chars()
-RETURNS integer
-LANGUAGE sql
-IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT 63 $$;
-COMMENT ON FUNCTION kb_pipeline.max_namespace_chars() IS
-'Longest namespace: the limit of the CHECK documents_namespace_valid, so a longer kb_retrieve namespace can name no document.';
-
-CREATE OR REPLACE FUNCTION kb_pipeline.namespace_pattern()
-RETURNS text
-LANGUAGE sql
-IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT '^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$' $$;
-COMMENT ON FUNCTION kb_pipeline.namespace_pattern() IS
-'The pattern of the CHECK documents_namespace_valid: a kb_retrieve namespace outside it can name no document.';
-
-CREATE OR REPLACE FUNCTION kb_pipeline.max_context_turns()
-RETURNS integer
-LANGUAGE sql
-IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT 20 $$;
-COMMENT ON FUNCTION kb_pipeline.max_context_turns() IS
-'Most earlier turns kb_retrieve takes in context: a follow-up refers to the last few, and each turn costs query analysis (pgkb_plpy.vocabulary.MAX_CONTEXT_TURNS).';
-
 CREATE OR REPLACE FUNCTION kb_pipeline.validated_request(
     p_query text,
     p_k integer,
@@ -319,7 +124,7 @@ $$;
 COMMENT ON FUNCTION kb_pipeline.assembly_merge_adjacent(kb_pipeline.retrieval_request, kb_pipeline.retrieval_settings) IS
 'Whether a call merges adjacent chunks: its merge_adjacent argument, else the setting merge_adjacent. Pure.';
 
-CREATE OR REPLACE FUNCTION kb_pipeline.model_has_vectors(p_model text, p_namespaces text[])
+CREATE OR REPLACE FUNCTION kb_node.model_has_vectors(p_model text, p_namespaces text[])
 RETURNS boolean
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
@@ -345,7 +150,7 @@ BEGIN
     );
 END;
 $$;
-COMMENT ON FUNCTION kb_pipeline.model_has_vectors(text, text[]) IS
+COMMENT ON FUNCTION kb_node.model_has_vectors(text, text[]) IS
 'Whether the model has vectors of chunks in the namespaces given (NULL: in any the caller may see), of documents the session''s role may read: the readiness that mode auto and a shard''s corpus statistics report.';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.plan_retrieval(
@@ -363,9 +168,6 @@ DECLARE
     plan kb_pipeline.retrieval_plan;
     provider kb.embedding_providers;
 BEGIN
-    IF NOT p_settings.fusion = ANY(ARRAY['linear', 'rrf']) THEN
-        RAISE EXCEPTION 'kb_retrieve: unknown fusion "%" (setting fusion: linear or rrf)', p_settings.fusion;
-    END IF;
     -- p_analysis: this request's analysis when a plan was made before (a coordinator plans
     -- twice: before and after the shards say whether they have vectors)
     plan.analysis := coalesce(p_analysis, kb.analyze_query(p_request.query, p_request.context));
@@ -380,10 +182,10 @@ BEGIN
     -- only the one asked for: a namespace without documents answers with no
     -- rows, as under isolation off); p_model_ready: whether any database of
     -- a sharded corpus has them (its coordinator found out)
-    -- (a statement of its own: a coordinator's caller may not run kb_pipeline.model_has_vectors)
+    -- (a statement of its own: a coordinator's caller may not run kb_node.model_has_vectors)
     plan.model_ready := (plan.model).name IS NOT NULL AND p_model_ready;
     IF (plan.model).name IS NOT NULL AND p_model_ready IS NULL THEN
-        plan.model_ready := kb_pipeline.model_has_vectors((plan.model).name,
+        plan.model_ready := kb_node.model_has_vectors((plan.model).name,
             CASE WHEN p_request.scope IS NOT NULL THEN kb.allowed_namespaces(kb.session_role()) END);
     END IF;
     -- a model's options may override its provider's similarity thresholds
@@ -407,3 +209,10 @@ END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.plan_retrieval(kb_pipeline.retrieval_request, kb_pipeline.retrieval_settings, boolean, jsonb) IS
 'What a kb_retrieve call will do: query analysis (its stages and each stage''s BM25 terms, one PL/Python call, or p_analysis when the request was analysed before), the mode (auto: hybrid when the active model has vectors the role may read, or, p_model_ready, on any database of a sharded corpus), the active model, base fusion weights and similarity thresholds (used when the language correction does not apply).';
+CREATE OR REPLACE FUNCTION kb_pipeline.ms_since(p_start timestamptz)
+RETURNS numeric
+LANGUAGE sql
+VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT round((extract(epoch FROM clock_timestamp() - p_start) * 1000)::numeric, 2) $$;
+COMMENT ON FUNCTION kb_pipeline.ms_since(timestamptz) IS 'Milliseconds elapsed since a clock_timestamp(), for explain timings.';

@@ -1,6 +1,6 @@
 -- The steps only a shard coordinator runs (docs/SCALING.md, "Shards"): a
 -- retrieval over all namespaces of a sharded corpus. It is the node's
--- pipeline with the gathering done on the shards (045_shard_parts.sql):
+-- pipeline with the gathering done on the shards (01_shard_doors.sql):
 --   analyse   the plan, with every stage's terms and glossary expansion here
 --   round 1   the BM25 statistics of those terms on every shard, summed
 --             (kb.shard_corpus), and whether any shard has vectors
@@ -9,120 +9,15 @@
 --             (kb_shard.sync_statistics), so they pool as one node's do
 --   round 2   every shard's legs with those inputs (kb.shard_stage_candidates),
 --             merged into one node's legs (kb_pipeline.merged_stage)
---   judge, fuse, rank, explain: the node's own steps (044)
+--   judge, fuse, rank, explain: the node's own steps (sql/040_pipeline/)
 --   round 3   the rows of the ranked hits from the shards holding them
 --             (kb.shard_passages)
 -- A chunk is known here by its id x 256 + its shard's number (chunk and
 -- document ids are per shard). These functions call kb_shard's PL/Proxy
--- functions, which exist on a coordinator only (sql/shards/coordinator.sql);
+-- functions, which exist on a coordinator only (sql/shards/);
 -- elsewhere they are never called. They run as the caller (each caller
--- reaches the shards as itself), so 090_grants.sql lets every role execute
--- them (kb_pipeline.coordinator_steps).
-
-CREATE OR REPLACE FUNCTION kb_pipeline.global_id(p_id bigint, p_namespace text)
-RETURNS bigint
-LANGUAGE plpgsql
-STABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$
-BEGIN
-    -- plpgsql: kb_shard exists on a coordinator only, and a SQL body is checked when created
-    RETURN p_id * 256 + kb_shard.partition_of(p_namespace);
-END;
-$$;
-COMMENT ON FUNCTION kb_pipeline.global_id(bigint, text) IS
-'A shard''s chunk or document id as a coordinator knows it: id x 256 + the shard number of its namespace, unique over all shards (the id on its shard: the quotient by 256).';
-
-CREATE OR REPLACE FUNCTION kb_pipeline.shard_facts(p_parts jsonb[])
-RETURNS kb_pipeline.candidate[]
-LANGUAGE sql
-STABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$
-    SELECT ARRAY(
-        SELECT ROW(kb_pipeline.global_id(f.chunk_id, f.namespace), kb_pipeline.global_id(f.document_id, f.namespace),
-            f.namespace, f.content_hash, f.title, f.effective_from, f.created_at)::kb_pipeline.candidate
-        FROM unnest(p_parts) AS p
-        CROSS JOIN LATERAL jsonb_each(p -> 'facts') AS e
-        CROSS JOIN LATERAL jsonb_populate_record(NULL::kb_pipeline.candidate, e.value) AS f
-    )
-$$;
-COMMENT ON FUNCTION kb_pipeline.shard_facts(jsonb[]) IS
-'The facts of every candidate of the shards'' answers (kb_pipeline.shard_gather), with chunk and document ids as the coordinator knows them (kb_pipeline.global_id).';
-
-CREATE OR REPLACE FUNCTION kb_pipeline.merged_leg(
-    p_parts jsonb[], p_stage_no integer, p_leg text, p_limit integer, p_by_language boolean
-)
-RETURNS kb_pipeline.leg_hit[]
-LANGUAGE sql
-STABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$
-    -- One leg of one stage over all shards, as one node's leg would have
-    -- found it: the best p_limit hits by score (the lexical leg: its trigram
-    -- hits only when BM25 found nothing on any shard); the dense leg with the
-    -- language correction (p_by_language): the p_limit nearest of each
-    -- language group (the order of its HNSW scan), then by score.
-    WITH hits AS (
-        SELECT h.*, kb_pipeline.global_id(h.chunk_id, p -> 'facts' -> h.chunk_id::text ->> 'namespace') AS gid
-        FROM unnest(p_parts) AS p
-        CROSS JOIN LATERAL jsonb_populate_recordset(NULL::kb_pipeline.leg_hit, p -> 'stages' -> (p_stage_no - 1) -> p_leg)
-            AS h
-    ),
-    kept AS (
-        SELECT x.*
-        FROM (
-            SELECT h.*, row_number() OVER (
-                PARTITION BY CASE WHEN p_by_language THEN h.language ELSE '' END
-                ORDER BY CASE WHEN p_by_language THEN h.similarity ELSE h.score END DESC, h.gid) AS nth
-            FROM hits AS h
-            WHERE h.trigram = (p_leg = 'lexical' AND NOT EXISTS (SELECT 1 FROM hits AS b WHERE NOT b.trigram))
-        ) AS x
-        WHERE x.nth <= p_limit
-    )
-    SELECT ARRAY(
-        SELECT ROW(k.gid, row_number() OVER (ORDER BY k.score DESC, k.gid), k.score, k.coverage, k.trigram,
-            k.similarity, k.evidence, k.other_language, k.language, k.weighted_coverage)::kb_pipeline.leg_hit
-        FROM kept AS k
-        ORDER BY k.score DESC, k.gid
-    )
-$$;
-COMMENT ON FUNCTION kb_pipeline.merged_leg(jsonb[], integer, text, integer, boolean) IS
-'One leg (lexical or dense) of one stage merged over the shards'' answers, as one node''s leg would have found it over all their documents: the best p_limit by score (trigram hits only when no shard has a BM25 hit), or with p_by_language the p_limit nearest of each language group; chunk ids as the coordinator knows them.';
-
-CREATE OR REPLACE FUNCTION kb_pipeline.merged_stage(
-    p_parts jsonb[],
-    p_plan kb_pipeline.retrieval_plan,
-    p_settings kb_pipeline.retrieval_settings,
-    p_stage_no integer,
-    p_inputs jsonb,
-    p_identifier_found boolean
-)
-RETURNS kb_pipeline.retrieval_stage
-LANGUAGE plpgsql
-STABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$
-DECLARE
-    stage kb_pipeline.retrieval_stage;
-BEGIN
-    -- the stage as one node would have gathered it (kb_pipeline.gather_stage's
-    -- shape), judged by the node's rule (kb_pipeline.stage_evidence)
-    stage := kb_pipeline.new_stage(p_plan, p_stage_no, p_inputs -> 'lexical', p_inputs -> 'dense');
-    IF stage.skipped THEN
-        RETURN stage;
-    END IF;
-    stage.lexical := kb_pipeline.merged_leg(p_parts, p_stage_no, 'lexical', p_plan.candidates, false);
-    stage.dense := kb_pipeline.merged_leg(p_parts, p_stage_no, 'dense', p_plan.candidates,
-        cardinality(stage.language_moments) > 0);
-    RETURN kb_pipeline.stage_evidence(stage, p_plan, p_settings, p_identifier_found);
-END;
-$$;
-COMMENT ON FUNCTION kb_pipeline.merged_stage(
-    jsonb[], kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, integer, jsonb,
-    boolean
-) IS
-'One stage of a sharded retrieval: its legs merged over the shards'' answers (kb_pipeline.merged_leg) and judged by the node''s rule (kb_pipeline.stage_evidence).';
+-- reaches the shards as itself), so they are in kb_pipeline, which every role
+-- may execute (kb_node holds the steps that read the corpus as the owner).
 
 CREATE OR REPLACE FUNCTION kb_pipeline.stage_inputs_over_shards(
     p_request kb_pipeline.retrieval_request,
@@ -139,6 +34,8 @@ DECLARE
     -- hybrid alike), so a plan before the shards said whether they have vectors will do
     provisional kb_pipeline.retrieval_plan := kb_pipeline.plan_retrieval(p_request, p_settings, true);
     lexical jsonb := kb_pipeline.lexical_inputs(provisional, NULL, p_settings);
+    dense jsonb;
+    dense_by_stage jsonb := '[]';
     parts jsonb[];
 BEGIN
     -- round 1: the BM25 statistics of every stage's terms and of the terms
@@ -151,6 +48,21 @@ BEGIN
     -- the plan, the query analysed once
     plan := kb_pipeline.plan_retrieval(p_request, p_settings,
         (SELECT bool_or((p ->> 'model_ready')::boolean) FROM unnest(parts) AS p), provisional.analysis);
+    -- the query vectors and their language moments, here once for all shards:
+    -- one per embedding key, as on one node (kb_node.gather_here)
+    FOR stage_no IN 1 .. jsonb_array_length(lexical) LOOP
+        IF (lexical -> (stage_no - 1) ->> 'skipped')::boolean THEN
+            dense_by_stage := dense_by_stage || 'null'::jsonb;
+            CONTINUE;
+        END IF;
+        IF dense IS NULL OR dense ->> 'key' IS DISTINCT FROM kb_pipeline.embedding_key(plan.stages[stage_no]) THEN
+            dense := kb_pipeline.dense_inputs(p_request, plan, p_settings, plan.stages[stage_no])
+                || jsonb_build_object('key', kb_pipeline.embedding_key(plan.stages[stage_no]), 'query_stage', stage_no);
+            dense_by_stage := dense_by_stage || jsonb_build_array(dense);
+        ELSE
+            dense_by_stage := dense_by_stage || jsonb_build_array(dense - 'note' || jsonb_build_object('embed_ms', 0));
+        END IF;
+    END LOOP;
     inputs := jsonb_build_object(
         'model_ready', plan.model_ready,
         'lexical_corpus', jsonb_build_object(
@@ -160,11 +72,9 @@ BEGIN
                 SELECT e.key AS term, sum(e.value::text::numeric) AS df
                 FROM unnest(parts) AS p CROSS JOIN LATERAL jsonb_each(p -> 'lexical' -> 'df') AS e
                 GROUP BY e.key) AS d)),
-        -- each stage's query vector and language moments, here once for all shards
         'stages', coalesce((
-            SELECT jsonb_agg(jsonb_build_object('lexical', l.value, 'dense', CASE
-                WHEN NOT (l.value ->> 'skipped')::boolean
-                    THEN kb_pipeline.dense_inputs(p_request, plan, p_settings, plan.stages[l.n]) END) ORDER BY l.n)
+            SELECT jsonb_agg(jsonb_build_object('lexical', l.value,
+                'dense', nullif(dense_by_stage -> (l.n::integer - 1), 'null')) ORDER BY l.n)
             FROM jsonb_array_elements(lexical) WITH ORDINALITY AS l (value, n)
         ), '[]'));
 END;

@@ -1,6 +1,6 @@
--- kb_pipeline: the retrieval pipeline's types and internal functions (sql/041
--- to 044), dropped and re-created by every migrate, so that they change with
--- the code (a type gains a field by editing its definition here, never by
+-- kb_pipeline and kb_node: the retrieval pipeline's types and internal
+-- functions (this directory), dropped and re-created by every migrate, so that
+-- they change with the code (a type gains a field by editing its definition here, never by
 -- ALTER TYPE). What a table, constraint, policy or trigger uses stays in kb
 -- (migrations/), and so do the doors readers and shards call by name
 -- (kb_retrieve, kb_retrieve_explain, kb.shard_*) and their row type,
@@ -15,10 +15,14 @@
 -- first statement into kb_pipeline then resolves the new functions.
 
 LOCK TABLE kb.pipeline_door IN ACCESS EXCLUSIVE MODE;
+DROP SCHEMA IF EXISTS kb_node CASCADE;
 DROP SCHEMA IF EXISTS kb_pipeline CASCADE;
 CREATE SCHEMA kb_pipeline;
 COMMENT ON SCHEMA kb_pipeline IS
-'The retrieval pipeline: its types and steps, re-created by every migrate. Readers reach it only through kb_retrieve, kb_retrieve_explain and the shard doors (sql/040_pipeline_schema.sql).';
+'The retrieval pipeline: its types and the steps every caller may run (pure, or reading only what the caller may read: a shard coordinator runs them as its caller), re-created by every migrate (sql/040_pipeline/00_schema.sql).';
+CREATE SCHEMA kb_node;
+COMMENT ON SCHEMA kb_node IS
+'The retrieval pipeline''s steps that read this database''s corpus as the owner (the legs, the candidates'' facts, the passages, one node''s orchestrator), re-created by every migrate: no role but the owner may execute them (090_grants/01_privileges.sql); readers reach them only through kb_retrieve, kb_retrieve_explain and the shard doors.';
 
 -- A candidate of one retrieval leg, in the leg's order. score is the leg's
 -- own score (BM25, the language-corrected z or the cosine similarity, or
@@ -98,6 +102,12 @@ CREATE TYPE kb_pipeline.retrieval_settings AS (
     dictionary_max_terms integer,
     max_per_document integer,
     merge_adjacent boolean,
+    -- the legs': BM25, the glossary's weight, HNSW
+    bm25_k1 double precision,
+    bm25_b double precision,
+    bm25_postings_per_term integer,
+    glossary_weight double precision,
+    hnsw_ef_search integer,
     -- the answerability model in force (kb.answerability_model), checked when read
     answerability_model jsonb
 );
@@ -149,7 +159,10 @@ CREATE TYPE kb_pipeline.retrieval_stage AS (
     -- the call's answerability (kb_pipeline.judged): the signals the model reads and
     -- the probability that the top 3 passages answer the question; NULL before judging
     signals jsonb,
-    probability double precision
+    probability double precision,
+    -- the stage whose text the dense leg's query vector embeds (this one or an
+    -- earlier one with the same kb_pipeline.embedding_key); NULL: no dense leg
+    dense_query_stage integer
 );
 
 -- What ranking needs to know of a candidate chunk besides its scores (one
@@ -183,7 +196,7 @@ CREATE TYPE kb_pipeline.ranked_hit AS (
     uncapped_rank integer
 );
 
--- What kb_pipeline.retrieve_core returns: the passages and the explain object.
+-- What kb_node.retrieve_core returns: the passages and the explain object.
 CREATE TYPE kb_pipeline.retrieval_result AS (
     rows kb.retrieval_row[],  -- noqa: LT01
     explain jsonb

@@ -1,0 +1,249 @@
+"""The question pages: query (results and the answerability decision), explain (kb_retrieve_explain of the
+same form) and compare (one question under two modes/settings side by side).
+
+The forms are posted (a long question does not fit in a URL) or sent as GET by links; a result card's judge
+button posts the form again with the judgment, which kb.record_judgment stores as the lab's role.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import psycopg
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+
+from .. import queries, render
+from ..context import STALE_TOKEN, LabContext, parameters
+from ..database import LabError, NotPermitted, QueryFailed
+from ..forms import FormError, QueryForm, query_form
+
+
+def form_meta(lab: LabContext) -> dict[str, Any]:
+    """What the form offers: the namespaces the role sees and the settings a query may override."""
+
+    def work(conn):
+        return {"namespaces": queries.namespaces(conn), "settings": queries.query_settings(conn)}
+
+    return lab.db.run(work)
+
+
+def read_form(lab: LabContext, params: Any, meta: dict[str, Any], side: str = "") -> tuple[QueryForm, str | None]:
+    """The form of one side (``side``: the compare page's ``a.``/``b.`` prefix) and its problem, if any."""
+    allowed = {s["key"]: s for s in meta["settings"]}
+    try:
+        form = query_form(params, set(allowed), side)
+    except FormError as exc:
+        return query_form(params, None, side), str(exc)
+    known = {n["namespace"] for n in meta["namespaces"]}
+    if form.namespace.strip() and form.namespace.strip() not in known:
+        seen = ", ".join(sorted(known)) or "none"
+        return form, (
+            f"unknown namespace {form.namespace.strip()!r}: the role {lab.db.role_label} sees no document in it "
+            f"(namespaces it sees: {seen})"
+        )
+    return form, None
+
+
+def inline_error(exc: Exception) -> dict[str, Any]:
+    """An error shown above the form, which stays filled in (rather than an error page)."""
+    if isinstance(exc, LabError):
+        return {"title": exc.title, "message": exc.message, "hint": exc.hint, "status": exc.status}
+    return {"title": "The form has a mistake", "message": str(exc), "hint": None, "status": 400}
+
+
+def judge(lab: LabContext, params: Any, form: QueryForm) -> dict[str, Any] | None:
+    """Record the judgment a result card's button sent with the form (``judge``: JSON of judgment,
+    namespace and source), as the lab's role through kb.record_judgment; None when none was sent.
+    A judgment writes, so it needs this process's form token."""
+    raw = params.get("judge") if hasattr(params, "get") else None
+    if not raw:
+        return None
+    if not lab.token_matches(params.get("token", "")):
+        raise HTTPException(403, STALE_TOKEN)
+    try:
+        choice = json.loads(str(raw))
+        judgment, namespace, source = str(choice["j"]), str(choice["ns"]), str(choice["src"])
+    except (ValueError, KeyError, TypeError):
+        raise HTTPException(400, "the judgment is not one a result card sends") from None
+    turns = form.arguments().get("context")
+    lab.db.run(
+        lambda conn: queries.record_judgment(
+            conn,
+            namespace=namespace,
+            query=form.q,
+            source=source,
+            judgment=judgment,
+            context=turns,
+            as_of=form.as_of.strip() or None,
+        )
+    )
+    return {"judgment": judgment, "namespace": namespace, "source": source}
+
+
+async def query_page(lab: LabContext, request: Request) -> Response:
+    params = await parameters(request)
+    return await run_in_threadpool(_query_page, lab, request, params)
+
+
+def _query_page(lab: LabContext, request: Request, params: Any) -> Response:
+    meta = form_meta(lab)
+    form, problem = read_form(lab, params, meta)
+    context: dict[str, Any] = {
+        "nav": "query",
+        "form": form,
+        "meta": meta,
+        "rows": None,
+        "explain": None,
+        "group": params.get("group") == "1",
+        "error": None,
+        "judged": None,
+        "judgments": {},
+    }
+    if problem:
+        context["error"] = inline_error(FormError(problem))
+    elif form.q:
+        try:
+            context["judged"] = judge(lab, params, form)
+            req = form.request()
+
+            def work(conn):
+                rows = queries.retrieve(conn, req)
+                # the reason of the answerability decision (probability, thresholds, signals) is in the
+                # explain object (a second retrieval of the same request, in the same transaction)
+                explained = queries.explain(conn, req)
+                docs = queries.documents_by_id(conn, [r["document_id"] for r in rows], req["arguments"].get("as_of"))
+                judged = queries.judgments_for(conn, sorted({(r["namespace"], form.q) for r in rows}))
+                return rows, explained, docs, judged
+
+            context["rows"], context["explain"], context["docs"], context["judgments"] = lab.db.run(
+                work, settings=form.settings
+            )
+        except (FormError, QueryFailed, NotPermitted) as exc:
+            context["error"] = inline_error(exc)
+    if context["rows"] is not None:
+        context["groups"] = render.group_by_document(context["rows"])
+        context["answer"] = render.answer_summary(context["rows"], context["explain"])
+        context["dense_label"] = render.dense_score_label(context["explain"])
+    status = context["error"]["status"] if context["error"] else 200
+    return lab.page(request, "query.html", context, status)
+
+
+async def explain_page(lab: LabContext, request: Request) -> Response:
+    params = await parameters(request)
+    return await run_in_threadpool(_explain_page, lab, request, params)
+
+
+def _explain_page(lab: LabContext, request: Request, params: Any) -> Response:
+    meta = form_meta(lab)
+    form, problem = read_form(lab, params, meta)
+    context: dict[str, Any] = {
+        "nav": "explain",
+        "form": form,
+        "meta": meta,
+        "explain": None,
+        "error": None,
+        "hidden": [],
+        "passage_docs": {},
+    }
+    if problem:
+        context["error"] = inline_error(FormError(problem))
+    elif form.q:
+        try:
+            req = form.request()
+            context["explain"], context["hidden"], context["passage_docs"] = lab.db.run(
+                lambda conn: _explained_with_hidden(conn, req), settings=form.settings
+            )
+        except (FormError, QueryFailed, NotPermitted) as exc:
+            context["error"] = inline_error(exc)
+    answer = context["explain"]
+    if answer is not None:
+        context["answer"] = render.answer_summary(None, answer)
+        context["dense_label"] = render.dense_score_label(answer)
+        context["segments"], context["total_ms"] = render.timing_segments(answer.get("timings_ms") or {})
+        context["extra"] = render.explain_extra(answer)
+    status = context["error"]["status"] if context["error"] else 200
+    return lab.page(request, "explain.html", context, status)
+
+
+def _explained_with_hidden(
+    conn: psycopg.Connection, req: dict[str, Any]
+) -> tuple[dict[str, Any], list[dict[str, Any]], dict[int, dict[str, Any]]]:
+    """kb_retrieve_explain of a request, the passages the lifecycle rule hid from it, and the documents of both."""
+    answer = queries.explain(conn, req)
+    hidden = []
+    filters = req["arguments"].get("filters") or {}
+    # versions that the lifecycle rule hid: the same retrieval with history allowed, minus the documents
+    # already returned (asked only when the filters do not already lift it)
+    if "include_history" not in filters and "status" not in filters:
+        history = {**req, "arguments": {**req["arguments"], "filters": {**filters, "include_history": True}}}
+        shown = {r["document_id"] for r in answer.get("results") or []}
+        hidden = [r for r in queries.explain(conn, history).get("results") or [] if r["document_id"] not in shown]
+    # every passage's document with its lifecycle at as_of (returned and hidden ones)
+    ids = [r["document_id"] for r in (answer.get("results") or []) + hidden]
+    docs = queries.documents_by_id(conn, ids, req["arguments"].get("as_of"))
+    return answer, hidden, docs
+
+
+async def compare_page(lab: LabContext, request: Request) -> Response:
+    params = await parameters(request)
+    return await run_in_threadpool(_compare_page, lab, request, params)
+
+
+def _compare_page(lab: LabContext, request: Request, params: Any) -> Response:
+    meta = form_meta(lab)
+    sides, problem = {}, None
+    for side in ("a", "b"):
+        sides[side], side_problem = read_form(lab, compare_sides(params), meta, f"{side}.")
+        problem = problem or side_problem
+    context: dict[str, Any] = {
+        "nav": "compare",
+        "a": sides["a"],
+        "b": sides["b"],
+        "meta": meta,
+        "rows_a": None,
+        "rows_b": None,
+        "error": None,
+        "judged": None,
+        "judgments": {},
+    }
+    if problem:
+        context["error"] = inline_error(FormError(problem))
+    elif sides["a"].q:
+        try:
+            context["judged"] = judge(lab, params, sides["a"])
+            for side in ("a", "b"):
+                req = sides[side].request()
+
+                def work(conn, req=req):
+                    rows = queries.retrieve(conn, req)
+                    ids = [r["document_id"] for r in rows]
+                    return rows, queries.documents_by_id(conn, ids, req["arguments"].get("as_of"))
+
+                context[f"rows_{side}"], docs = lab.db.run(work, settings=sides[side].settings)
+                context.setdefault("docs", {}).update(docs)
+            context["changes"] = render.rank_changes(context["rows_a"], context["rows_b"])
+            pairs = sorted({(r["namespace"], sides["a"].q) for r in context["rows_a"] + context["rows_b"]})
+            context["judgments"] = lab.db.run(lambda conn: queries.judgments_for(conn, pairs))
+            context["answer_a"] = render.answer_summary(context["rows_a"], None)
+            context["answer_b"] = render.answer_summary(context["rows_b"], None)
+        except (FormError, QueryFailed, NotPermitted) as exc:
+            context["error"] = inline_error(exc)
+    status = context["error"]["status"] if context["error"] else 200
+    return lab.page(request, "compare.html", context, status)
+
+
+def compare_sides(params: Any) -> dict[str, str]:
+    """The compare form's fields; a query form sent to compare (its mode and set.* unprefixed) becomes both
+    sides with that mode and side A with its settings, so "Compare…" starts from the question as asked."""
+    values = {key: str(value) for key, value in params.items()}
+    if not any(key.startswith(("a.", "b.")) for key in values):
+        for key, value in list(values.items()):
+            if key == "mode":
+                values["a.mode"] = values["b.mode"] = value
+            elif key.startswith("set."):
+                values[f"a.{key}"] = value
+    return values

@@ -1,0 +1,109 @@
+-- Parsing again: why a document's parse may be retried (kb.parse_retry_reason),
+-- kb.reparse_files and kb.reindex_documents, and the documents parsed or chunked
+-- with older rules (kb.stale_documents).
+
+CREATE OR REPLACE FUNCTION kb.parse_retry_reason(
+    p_parse_error text, p_parser_version text, p_parse_limits jsonb, p_failed_only boolean
+)
+RETURNS text
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- why parsing a stored file again can give another outcome now, or NULL:
+    -- a deterministic failure (corrupt, encrypted, type_mismatch ...) with the same
+    -- conversion and limits fails the same way again
+    SELECT CASE
+        WHEN p_parser_version IS NOT NULL AND NOT kb.parser_version_current(p_parser_version)
+            AND (p_parse_error IS NOT NULL OR NOT p_failed_only)
+            THEN 'conversion changed'
+        WHEN p_parse_error IS NULL THEN NULL
+        WHEN p_parse_limits IS NULL THEN 'parsed before limits were recorded'
+        -- the limit each kind of failure can come from: retried once that limit has changed
+        WHEN (p_parse_limits -> l.key) IS DISTINCT FROM (kb.file_limits() -> l.key) THEN l.key || ' changed'
+    END
+    FROM (SELECT CASE split_part(p_parse_error, ':', 1)
+        WHEN 'too_large' THEN 'file_max_bytes'
+        WHEN 'too_many_pages' THEN 'file_max_pages'
+        WHEN 'timeout' THEN 'file_parse_timeout_s'
+        WHEN 'zip_bomb' THEN 'file_max_expansion_ratio'
+        WHEN 'no_text_layer' THEN 'ocr_max_pages'
+        END AS key) AS l
+$$;
+COMMENT ON FUNCTION kb.parse_retry_reason(text, text, jsonb, boolean) IS
+'Why a stored file''s parse may turn out otherwise now, or NULL: its conversion changed, or it failed on a limit (too_large: file_max_bytes, too_many_pages: file_max_pages, timeout: file_parse_timeout_s, zip_bomb: file_max_expansion_ratio, no_text_layer: ocr_max_pages) that has changed since, or it was parsed before limits were recorded. kb.reparse_files retries only those; a deterministic failure (corrupt, encrypted, type_mismatch, a crash) with nothing changed fails alike again.';
+
+CREATE OR REPLACE FUNCTION kb.reparse_files(p_namespace text DEFAULT NULL, p_failed_only boolean DEFAULT false)
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    ids bigint[];
+    batch bigint[];
+    batch_size constant integer := 10;
+    done integer := 0;
+    failed integer := 0;
+    started timestamptz := clock_timestamp();
+BEGIN
+    -- only files whose outcome can differ now (kb.parse_retry_reason); SET file = file fires the
+    -- parse trigger, and only chunks whose text changed are re-embedded
+    ids := ARRAY(
+        SELECT d.id FROM kb.documents AS d
+        WHERE d.file IS NOT NULL
+            AND (p_namespace IS NULL OR d.namespace = p_namespace)
+            AND kb.parse_retry_reason(d.parse_error, d.parser_version, d.parse_limits, p_failed_only) IS NOT NULL
+        ORDER BY d.id
+    );
+    FOR i IN 1 .. coalesce(array_length(ids, 1), 0) BY batch_size LOOP
+        batch := ids[i:i + batch_size - 1];
+        UPDATE kb.documents AS d SET file = d.file WHERE d.id = ANY(batch);
+        done := done + cardinality(batch);
+        failed := failed + (SELECT count(*) FROM kb.documents AS d WHERE d.id = ANY(batch) AND d.parse_error IS NOT NULL);
+        RAISE NOTICE 'kb.reparse_files: % of % files parsed again (% failed), % s',
+            done, cardinality(ids), failed, round(extract(EPOCH FROM clock_timestamp() - started)::numeric, 1);
+    END LOOP;
+    RETURN done;
+END;
+$$;
+COMMENT ON FUNCTION kb.reparse_files(text, boolean) IS
+'Parses again the stored files whose outcome can differ now (kb.parse_retry_reason: parsed with an older conversion, or failed on a limit that has changed since; unless p_failed_only, also successful files of an older conversion), of one namespace or all, in batches of 10 with a progress NOTICE after each; returns how many. A deterministic failure with nothing changed is left alone. Runs with the caller''s rights.';
+
+CREATE OR REPLACE FUNCTION kb.reindex_documents(p_namespace text DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    reparsed integer := kb.reparse_files(p_namespace, false);
+    rechunked integer;
+BEGIN
+    -- clearing chunker_version makes the ingest trigger chunk the document again
+    UPDATE kb.documents AS d SET chunker_version = NULL
+    WHERE (p_namespace IS NULL OR d.namespace = p_namespace)
+        AND d.chunker_version IS DISTINCT FROM kb.chunker_version() AND d.chunker_version IS NOT NULL;
+    GET DIAGNOSTICS rechunked = ROW_COUNT;
+    RETURN reparsed + rechunked;
+END;
+$$;
+COMMENT ON FUNCTION kb.reindex_documents(text) IS
+'Brings stale documents (kb.stale_documents) up to date: re-parses files parsed with an older conversion and re-chunks documents chunked with an older chunker; only chunks whose text changed are re-embedded. Returns the number of documents redone.';
+
+CREATE OR REPLACE VIEW kb.stale_documents WITH (security_invoker = true) AS
+SELECT
+    d.id AS document_id,
+    d.namespace,
+    d.source,
+    d.parser,
+    d.parser_version,
+    d.chunker_version,
+    (d.file IS NOT NULL AND NOT kb.parser_version_current(d.parser_version)) AS parser_stale,
+    coalesce(d.chunker_version <> kb.chunker_version(), true) AS chunker_stale
+FROM kb.documents AS d
+WHERE
+    (d.file IS NOT NULL AND NOT kb.parser_version_current(d.parser_version))
+    OR coalesce(d.chunker_version <> kb.chunker_version(), true);
+COMMENT ON VIEW kb.stale_documents IS
+'Documents parsed or chunked with rules older than the installed ones (kb.parser_versions, kb.chunker_version); kb.reindex_documents() brings them up to date.';

@@ -1,0 +1,210 @@
+-- Fusion: how the legs' candidates become one ranking (kb_pipeline.fuse, pure):
+-- every hit weighed by its own evidence when both legs are calibrated on the
+-- corpus, a hit in another language than the question's not held back by the
+-- lexical leg.
+
+CREATE OR REPLACE FUNCTION kb_pipeline.own_language_first_rank()
+RETURNS integer
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT 3 $$;
+COMMENT ON FUNCTION kb_pipeline.own_language_first_rank() IS
+'The lowest dense rank the passage nearest to the question in its own language can take when the language correction applies (kb_pipeline.own_language_first_kept): the places a reader of the result looks at first.';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.own_language_first_kept(p_dense kb_pipeline.leg_hit[], p_language text)
+RETURNS kb_pipeline.leg_hit[]
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    guard_rank integer := kb_pipeline.own_language_first_rank();
+    nearest kb_pipeline.leg_hit;
+    bar kb_pipeline.leg_hit;
+BEGIN
+    -- The language correction ranks passages by how far each stands above its
+    -- own language group. With few vectors in a group, or a bilingual document
+    -- pulling a group's moments, that estimate is noisy, and it can bury the
+    -- passage that raw cosine ranks first among those written in the question's
+    -- own language, the one an uncorrected search would have returned first.
+    -- That passage is kept at dense rank guard_rank at worst: its score and
+    -- evidence are raised to those of the hit at that rank, so fusion weighs it
+    -- as that hit. Only ranking sees the raised values; the stage's evidence is
+    -- judged before (kb_pipeline.stage_evidence), so abstention is unchanged.
+    -- Hits carry their language only when the correction applied.
+    IF coalesce(p_language, '') NOT IN ('zh', 'en') OR coalesce(cardinality(p_dense), 0) <= guard_rank THEN
+        RETURN p_dense;
+    END IF;
+    SELECT h.* INTO nearest FROM unnest(p_dense) AS h
+    WHERE h.language = p_language ORDER BY h.similarity DESC NULLS LAST, h.rank LIMIT 1;
+    IF nearest.chunk_id IS NULL OR nearest.rank <= guard_rank THEN
+        RETURN p_dense;
+    END IF;
+    SELECT h.* INTO bar FROM unnest(p_dense) AS h WHERE h.rank = guard_rank;
+    nearest.score := greatest(nearest.score, bar.score);
+    nearest.evidence := greatest(nearest.evidence, bar.evidence);
+    -- it takes the place of the hit at guard_rank; that hit and those below
+    -- it (down to its old place) move down one
+    RETURN ARRAY(
+        SELECT ROW(m.chunk_id, m.rank, m.score, m.coverage, m.trigram, m.similarity, m.evidence,
+            m.other_language, m.language, m.weighted_coverage)::kb_pipeline.leg_hit
+        FROM (
+            SELECT h.chunk_id,
+                CASE WHEN h.chunk_id = nearest.chunk_id THEN guard_rank
+                    WHEN h.rank >= guard_rank AND h.rank < nearest.rank THEN h.rank + 1
+                    ELSE h.rank END AS rank,
+                CASE WHEN h.chunk_id = nearest.chunk_id THEN nearest.score ELSE h.score END AS score,
+                h.coverage, h.trigram, h.similarity,
+                CASE WHEN h.chunk_id = nearest.chunk_id THEN nearest.evidence ELSE h.evidence END AS evidence,
+                h.other_language, h.language, h.weighted_coverage
+            FROM unnest(p_dense) AS h
+        ) AS m
+        ORDER BY m.rank
+    );
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.own_language_first_kept(kb_pipeline.leg_hit[], text) IS
+'The dense leg''s hits with the one raw cosine ranks first among those in the question''s language (zh or en) kept at rank kb_pipeline.own_language_first_rank() at worst: its score and evidence raised to those of the hit at that rank, the hits between moved down one. Unchanged when the hits carry no language (no correction), the question is mixed or that hit already ranks there. Pure; ranking only, after the stage''s evidence was judged.';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.weighs_hits_by_evidence(p_moments kb.language_moment[])
+RETURNS boolean
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- Per-hit evidence lets fusion tell a same-language passage that shares a
+    -- few names with a cross-lingual question from the other leg's convincing
+    -- answer in the other language. A scope of one language has no such
+    -- passage to tell apart, and there the weighting only squashes the dense
+    -- leg's lower hits: on the whole SciFact corpus it cost hybrid nDCG@10
+    -- (docs/EVALUATION.md, "Whole corpora").
+    SELECT count(DISTINCT m.language) = 2
+    FROM unnest(p_moments) AS m
+    WHERE m.language IN ('zh', 'en')
+$$;
+COMMENT ON FUNCTION kb_pipeline.weighs_hits_by_evidence(kb.language_moment[]) IS
+'Whether fusion weighs each hit by its own evidence (kb_pipeline.fuse): only when the dense leg is language-corrected over a scope that holds passages in both Chinese and English (language moments of both groups). Otherwise the legs are fused by their plain weighted scores. Pure.';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.fuse(
+    p_lexical kb_pipeline.leg_hit[],
+    p_dense kb_pipeline.leg_hit[],
+    p_identifier_chunks bigint[],
+    p_method text,
+    p_weight_lexical double precision,
+    p_weight_dense double precision,
+    p_rrf_k double precision
+)
+RETURNS SETOF kb_pipeline.fused_hit
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+#variable_conflict use_column
+    -- Every chunk of either leg or of the identifier hits, once.
+    -- linear: each leg's scores min-max normalised to [0, 1] over its own
+    --   candidates (a leg with one distinct score gives 1), times the hit's
+    --   own evidence (kb.leg_hit.evidence, 1 when not given, as kb_pipeline.run_stage
+    --   does when the dense leg is not language-corrected: how much of the
+    --   query a lexical hit covers, how far above its language a dense hit
+    --   stands), weighted; a trigram hit of the lexical leg counts 0.5 / its
+    --   rank instead. So a hit that only one leg ranks high on weak evidence
+    --   (a same-language passage sharing a few names with a cross-lingual
+    --   question) does not outrank the other leg's convincing one. A hit
+    --   without evidence keeps 5 % of its weight, so that the order inside a
+    --   leg survives among the hits below the evidence thresholds.
+    --   A dense hit in another language than the question's
+    --   (kb.leg_hit.other_language) is one the lexical leg could not read,
+    --   beyond the names and numbers both languages share: its silence is no
+    --   vote against it. So its lexical part is the larger of what the lexical
+    --   leg found in it and its dense part, the latter scaled by what the
+    --   lexical leg left open: 1 minus the best evidence the lexical leg found
+    --   anywhere. A lexical leg that found the question convincingly answered
+    --   in its own language keeps its say; one that found little leaves the
+    --   ranking to the dense leg. Otherwise every passage in the question's
+    --   language would start a leg ahead of an answer written in the other.
+    -- rrf: sum of weight / (rrf_k + rank), scaled so that rank 1 in both legs is 1.
+    -- A chunk missing from a leg gets 0 from it.
+    -- A hit whose score is not a finite number (NaN or infinity, e.g. the
+    -- cosine of a vector with no norm) is no evidence: it gets 0 from its leg
+    -- in both methods, its score reads NULL and stays out of the leg's range,
+    -- because NaN sorts above every number and would otherwise make every
+    -- normalised score NaN. The fused score is never NaN (NaN weights give 0).
+BEGIN
+    -- the methods are the choices of the setting fusion (kb.settings), each a branch below
+    IF p_method IS DISTINCT FROM 'linear' AND p_method IS DISTINCT FROM 'rrf' THEN
+        RAISE EXCEPTION 'kb_pipeline.fuse: unknown fusion method "%"', p_method
+            USING HINT = 'SELECT choices FROM kb.settings_catalogue WHERE key = ''fusion''';
+    END IF;
+    RETURN QUERY
+    WITH
+    lexical AS (
+        SELECT h.chunk_id, h.rank, h.trigram, CASE WHEN abs(h.score) < 'Infinity'::float8 THEN h.score END AS score,
+            coalesce(h.evidence, 1) AS evidence
+        FROM unnest(p_lexical) AS h
+    ),
+    dense AS (
+        SELECT h.chunk_id, h.rank, CASE WHEN abs(h.score) < 'Infinity'::float8 THEN h.score END AS score,
+            coalesce(h.evidence, 1) AS evidence, coalesce(h.other_language, false) AS other_language
+        FROM unnest(p_dense) AS h
+    ),
+    identified AS (SELECT DISTINCT i.chunk_id FROM unnest(p_identifier_chunks) AS i (chunk_id)),
+    lexical_range AS (
+        SELECT min(l.score) AS lo, max(l.score) AS hi, coalesce(max(l.evidence), 0) AS evidence
+        FROM lexical AS l WHERE NOT l.trigram
+    ),
+    dense_range AS (SELECT min(d.score) AS lo, max(d.score) AS hi FROM dense AS d),
+    fused AS (
+        SELECT
+            coalesce(l.chunk_id, d.chunk_id, i.chunk_id) AS chunk_id,
+            l.rank AS lexical_rank,
+            CASE WHEN l.trigram THEN NULL ELSE l.score END AS lexical_score,
+            l.trigram,
+            d.rank AS dense_rank,
+            d.score AS dense_score,
+            i.chunk_id IS NOT NULL AS identifier_hit,
+            CASE p_method
+                WHEN 'rrf' THEN
+                    (
+                        CASE WHEN l.score IS NULL THEN 0 ELSE p_weight_lexical / (p_rrf_k + l.rank) END
+                        + CASE WHEN d.score IS NULL THEN 0 ELSE p_weight_dense / (p_rrf_k + d.rank) END
+                    )
+                    / ((p_weight_lexical + p_weight_dense) / (p_rrf_k + 1))
+                WHEN 'linear' THEN
+                    p_weight_lexical * CASE WHEN d.other_language
+                        THEN greatest(part.lexical, part.dense * (1 - lr.evidence)) ELSE part.lexical END
+                    + p_weight_dense * part.dense
+            END AS fused_score
+        FROM lexical AS l
+        FULL JOIN dense AS d ON d.chunk_id = l.chunk_id
+        FULL JOIN identified AS i ON i.chunk_id = coalesce(l.chunk_id, d.chunk_id)
+        CROSS JOIN lexical_range AS lr
+        CROSS JOIN dense_range AS dr
+        -- each leg's part of a linear fusion, before the weights
+        CROSS JOIN LATERAL (
+            SELECT
+                CASE
+                    WHEN l.score IS NULL THEN 0
+                    WHEN l.trigram THEN 0.5 * (1.0 / l.rank)
+                    ELSE coalesce((l.score - lr.lo) / nullif(lr.hi - lr.lo, 0), 1) * (0.05 + 0.95 * l.evidence)
+                END AS lexical,
+                CASE
+                    WHEN d.score IS NULL THEN 0
+                    ELSE coalesce((d.score - dr.lo) / nullif(dr.hi - dr.lo, 0), 1) * (0.05 + 0.95 * d.evidence)
+                END AS dense
+        ) AS part
+    )
+    SELECT
+        f.chunk_id,
+        f.lexical_rank,
+        f.lexical_score,
+        f.trigram,
+        f.dense_rank,
+        f.dense_score,
+        f.identifier_hit,
+        CASE WHEN f.fused_score = 'NaN'::float8 THEN 0 ELSE coalesce(f.fused_score, 0) END
+    FROM fused AS f;
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.fuse(kb_pipeline.leg_hit[], kb_pipeline.leg_hit[], bigint[], text, double precision, double precision, double precision) IS
+'Fuses the lexical and dense legs'' candidates (linear: min-max normalised scores times each hit''s evidence, weighted, a dense hit in another language than the question''s taking for the lexical leg, which could not read it, the larger of its lexical part and its dense part times what the lexical leg left open; rrf: reciprocal ranks, weighted) and marks identifier hits; a NaN or infinite leg score counts as no evidence, and no fused score is NaN. Pure: testable on hand-made hits.';
