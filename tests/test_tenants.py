@@ -142,6 +142,8 @@ def test_every_function_pins_search_path_and_ignores_a_malicious_one(fresh_db):
         "kb_node.glossary_match_terms(jsonb)",
         "kb_node.lexical_term_weights(text[],jsonb,jsonb,integer,double precision)",
         "kb_pipeline.calibrate(double precision,double precision,double precision)",
+        "kb_pipeline.leg_hit_of(bigint,bigint,double precision,double precision,boolean,double precision,"
+        "double precision,boolean,text,double precision)",
         "kb_pipeline.noise_z(bigint)",
     ]
     assert all(r["lanname"] == "sql" and not r["prosecdef"] and r["says_inlined"] for r in unpinned)

@@ -29,6 +29,7 @@ Deterministic, rule based, no labels:
 
 from __future__ import annotations
 
+import functools
 import re
 
 from . import lexical
@@ -207,15 +208,15 @@ _RANGE = rf"{_ANY_NUM}(?:\s*(?:-|–|~|～|至|到|to|or|或)\s*{_ANY_NUM})?"
 
 _CURRENCIES = r"元|块钱|块|美元|欧元|英镑|港币|人民币|yuan|RMB|CNY|USD|EUR|GBP|dollars?|euros?|pounds?"
 _CURRENCY_AFTER = rf"(?:万|千|百|k|K|m|M)?\s*(?:{_CURRENCIES})"
-_PRICE = re.compile(
+_PRICE = (
     rf"(?:[¥￥$€£]|RMB|CNY|USD|EUR|GBP)\s*{_NUM}(?:\s*(?:万|千|k|K|m|M)\b)?|{_RANGE}\s*{_CURRENCY_AFTER}|"
-    r"免费|不收费|free of charge|at no (?:extra )?cost|no charge|\bfree\b",
+    r"免费|不收费|free of charge|at no (?:extra )?cost|no charge|\bfree\b"
 )
 _DURATION_UNIT = (
     r"(?:个)?(?:工作日|自然日|天|日|周|星期|个月|年|小时|钟头|分钟|秒)|\s*(?:business |working |calendar )?"
     r"(?:days?|weeks?|months?|years?|hours?|hrs?|minutes?|mins?|seconds?|secs?|h|d|min|s|ms)\b"
 )
-_DURATION = re.compile(
+_DURATION = (
     rf"{_RANGE}[\s-]*(?:{_DURATION_UNIT})|半(?:个)?(?:小时|天|年|个月)|"
     r"\b(?:an? |one )?(?:hour|day|week|month|year)\b(?= (?:later|before|after|of|from))|"
     r"\b(?:annually|yearly|monthly|weekly|daily|hourly|quarterly|every (?:day|week|month|quarter|year))\b|"
@@ -225,7 +226,7 @@ _MONTHS = (
     r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|Sep(?:t(?:ember)?)?|"
     r"Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)"
 )
-_DATE = re.compile(
+_DATE = (
     r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{4}\s*年(?:\s*\d{1,2}\s*月(?:\s*\d{1,2}\s*[日号])?)?|\d{1,2}\s*月\s*\d{1,2}\s*[日号]|"
     rf"\b{_MONTHS}\.? \d{{1,2}}(?:st|nd|rd|th)?(?:,? \d{{4}})?\b|"
     rf"\b\d{{1,2}}(?:st|nd|rd|th)? (?:of )?{_MONTHS}\b|\b{_MONTHS} \d{{4}}\b|"
@@ -234,7 +235,7 @@ _DATE = re.compile(
     r"\bend of (?:the )?(?:day|week|month|quarter|year)\b|\b(?:19|20)\d{2}\b"
 )
 _PERCENT = rf"{_ANY_NUM}\s*(?:%|％|percent|per cent|个百分点)|百分之{_CN_NUM}"
-_COUNT = re.compile(
+_COUNT = (
     rf"{_PERCENT}|{_NUM}|{_CN_NUM}\s*(?:个|次|位|家|份|条|台|项|张|笔|件|人|名|种|级|倍|遍)|"
     r"\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|fifty|hundred|once|twice)\b"
 )
@@ -255,24 +256,26 @@ _NAME_ZH = (
     r"任沈姚卢姜崔钟谭陆汪范金石廖贾夏韦方白邹孟熊秦邱江尹薛段雷侯龙史陶黎贺顾毛郝龚邵钱严武戴莫孔汤][\u4e00-\u9fff]{1,2}"
     r"(?=[，。、；（(\s]|先生|女士|老师|经理|总)"
 )
-_PERSON = re.compile(rf"{_ROLE_EN}|{_ROLE_ZH}|{_NAME_EN}|{_NAME_ZH}")
-_NAME = re.compile(rf"{_NAME_EN}|{_NAME_ZH}")
+_PERSON = rf"{_ROLE_EN}|{_ROLE_ZH}|{_NAME_EN}|{_NAME_ZH}"
+_NAME = rf"{_NAME_EN}|{_NAME_ZH}"
 _CITIES = (
     r"北京|上海|广州|深圳|杭州|成都|南京|武汉|西安|苏州|天津|重庆|香港|澳门|台北|新加坡|东京|首尔|法兰克福|伦敦|纽约|硅谷|"
     r"\b(?:Beijing|Shanghai|Guangzhou|Shenzhen|Hangzhou|Chengdu|Nanjing|Wuhan|Xi'an|Suzhou|Tianjin|Chongqing|Hong Kong|"
     r"Singapore|Tokyo|Seoul|Frankfurt|London|Paris|Dublin|Amsterdam|New York|San Francisco|Seattle|Virginia|Oregon|"
     r"Ohio|Sydney|Mumbai|Berlin)\b"
 )
-_PLACE = re.compile(
+_PLACE = (
     rf"{_CITIES}|[\u4e00-\u9fff]{{1,6}}(?:市|省|区|县|镇|路|街|大厦|大楼|园区|机房|数据中心|会议室|办公室)|"
     rf"{_ANY_NUM}\s*(?:楼|层|号楼|室)|\b\d+(?:st|nd|rd|th) floor\b|\b(?:floor|room|building|suite) \w+\b|"
     r"\b[a-z]{2}-[a-z]+-\d\b|\b(?:data ?cent(?:er|re)|region|office|warehouse|headquarters|HQ|campus) in \b[A-Z]\w+"
 )
-_PHONE = re.compile(
+_PHONE = (
     r"(?<![\w-])(?:\+\d{1,3}[\s-]?)?(?:\(\d{2,4}\)\s?)?\d{3,4}[\s-]\d{3,4}(?:[\s-]\d{3,4})?(?![\w-])|"
     r"(?<![\w-])(?:400|800)\d{7}(?![\w-])|(?<![\w-])1[3-9]\d{9}(?![\w-])|\bext\.? ?\d{2,5}\b|分机\s*\d{2,5}"
 )
-_VALUE_PATTERNS: dict[str, list[re.Pattern[str]]] = {
+# The sources of each type's value patterns, compiled on first use (:func:`_value_patterns`): a
+# backend that never checks an answer type does not pay for them.
+_VALUE_SOURCES: dict[str, list[str]] = {
     "price": [_PRICE],
     "duration": [_DURATION],
     # "when" is often answered by a window ("within 7 days of purchase")
@@ -285,10 +288,15 @@ _VALUE_PATTERNS: dict[str, list[re.Pattern[str]]] = {
 }
 
 
+@functools.cache
+def _value_patterns(kind: str) -> list[re.Pattern[str]]:
+    return [re.compile(source) for source in _VALUE_SOURCES.get(kind, [])]
+
+
 def values(kind: str, text: str) -> list[str]:
     """The values of type ``kind`` in ``text``, in order."""
     found: list[tuple[int, str]] = []
-    for pattern in _VALUE_PATTERNS.get(kind, []):
+    for pattern in _value_patterns(kind):
         found.extend((m.start(), m.group(0).strip()) for m in pattern.finditer(text) if m.group(0).strip())
     return [v for _, v in sorted(found)]
 

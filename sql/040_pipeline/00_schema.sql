@@ -132,6 +132,28 @@ CREATE TYPE kb_pipeline.retrieval_plan AS (
 
 -- One stage of the staged fallback (the query as asked, then its normalised
 -- forms): each leg's candidates, the evidence they give, and what it cost.
+-- What a stage's lexical leg is given (kb_pipeline.lexical_inputs, or a
+-- coordinator's for every shard): its BM25 terms, whether the stage is skipped,
+-- the glossary's and the dictionary's expansion of its terms.
+CREATE TYPE kb_pipeline.lexical_input AS (
+    terms text[],  -- noqa: LT01
+    skipped boolean,
+    glossary jsonb
+);
+
+-- What a stage's dense leg is given (kb_pipeline.dense_inputs): the query
+-- vector (NULL: no dense leg), its language moments, a note when the
+-- embedding failed, the time it took (0 when reused), the embedding key and
+-- the stage whose text it embeds.
+CREATE TYPE kb_pipeline.dense_input AS (
+    query_vector text,
+    language_moments kb.language_moment[],  -- noqa: LT01
+    note text,
+    embed_ms numeric,
+    embedding_key text,
+    query_stage integer
+);
+
 CREATE TYPE kb_pipeline.retrieval_stage AS (
     stage_no integer,
     query text,

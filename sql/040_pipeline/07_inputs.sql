@@ -1,7 +1,8 @@
 -- What each stage's legs are given, built when the stage is reached: the
 -- lexical leg's terms with the glossary's and the dictionary's expansions
 -- (kb_pipeline.lexical_inputs), the dense leg's query vector and language
--- moments (kb_pipeline.dense_inputs).
+-- moments (kb_pipeline.dense_inputs, once per embedding key), and the stage
+-- they describe before any leg ran (kb_pipeline.new_stage).
 
 CREATE OR REPLACE FUNCTION kb_pipeline.merged_expansions(p_glossary jsonb, p_dictionary jsonb)
 RETURNS jsonb
@@ -27,13 +28,13 @@ COMMENT ON FUNCTION kb_pipeline.merged_expansions(jsonb, jsonb) IS
 CREATE OR REPLACE FUNCTION kb_pipeline.lexical_inputs(
     p_plan kb_pipeline.retrieval_plan, p_scope text[], p_settings kb_pipeline.retrieval_settings
 )
-RETURNS jsonb
+RETURNS kb_pipeline.lexical_input[]
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
-    inputs jsonb := '[]';
+    inputs kb_pipeline.lexical_input[] := '{}';
     terms jsonb;
     skipped boolean;
     expansion jsonb;
@@ -61,14 +62,14 @@ BEGIN
                     THEN kb.dictionary_expansion_of_terms(ARRAY(SELECT jsonb_array_elements_text(terms)),
                         p_settings.dictionary_max_terms) END) END;
         END IF;
-        inputs := inputs || jsonb_build_array(jsonb_build_object(
-            'terms', terms, 'skipped', skipped, 'glossary', expansion));
+        inputs := inputs || ROW(ARRAY(SELECT jsonb_array_elements_text(terms)), skipped,
+            expansion)::kb_pipeline.lexical_input;
     END LOOP;
     RETURN inputs;
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.lexical_inputs(kb_pipeline.retrieval_plan, text[], kb_pipeline.retrieval_settings) IS
-'What the lexical leg of each stage is given, as a jsonb array: terms (the analysis''s stage_terms), skipped (same terms as the stage before) and glossary: the expansion of its terms by the glossary (kb.glossary_expansion_of_terms over the namespaces of p_scope) and the bilingual dictionary (kb.dictionary_expansion_of_terms), merged (kb_pipeline.merged_expansions); NULL when both are off and in dense mode.';
+'What the lexical leg of each stage is given (kb_pipeline.lexical_input, one per stage): terms (the analysis''s stage_terms), skipped (same terms as the stage before) and glossary: the expansion of its terms by the glossary (kb.glossary_expansion_of_terms over the namespaces of p_scope) and the bilingual dictionary (kb.dictionary_expansion_of_terms), merged (kb_pipeline.merged_expansions); NULL when both are off and in dense mode.';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.embedding_key(p_text text)
 RETURNS text
@@ -84,46 +85,92 @@ $$;
 COMMENT ON FUNCTION kb_pipeline.embedding_key(text) IS
 'What a stage''s query vector depends on: its text without punctuation and white space. Stages with the same key share one embedding (the question and its form without the question mark rank alike; the core terms do not: docs/RETRIEVAL.md, "Stages and the query vector"). Pure.';
 
+CREATE OR REPLACE FUNCTION kb_pipeline.reused(p_input kb_pipeline.dense_input)
+RETURNS kb_pipeline.dense_input
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    reused kb_pipeline.dense_input := p_input;
+BEGIN
+    -- a later stage's dense leg with the same embedding key: its moments and the
+    -- stage embedded, no vector to search with (the hits are reused), no time
+    reused.query_vector := NULL;
+    reused.note := NULL;
+    reused.embed_ms := 0;
+    RETURN reused;
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.reused(kb_pipeline.dense_input) IS
+'A stage''s dense input when an earlier stage''s vector is reused (the same kb_pipeline.embedding_key): its language moments and query_stage, no vector, no note, no time. Pure.';
+
 CREATE OR REPLACE FUNCTION kb_pipeline.dense_inputs(
     p_request kb_pipeline.retrieval_request,
     p_plan kb_pipeline.retrieval_plan,
     p_settings kb_pipeline.retrieval_settings,
-    p_query text
+    p_stage_no integer
 )
-RETURNS jsonb
+RETURNS kb_pipeline.dense_input
 LANGUAGE plpgsql
 STABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
     t timestamptz := clock_timestamp();
-    query_vector text;
-    moments kb.language_moment[] := '{}';
+    query text := p_plan.stages[p_stage_no];
+    input kb_pipeline.dense_input := ROW(NULL, '{}', NULL, 0, kb_pipeline.embedding_key(query),
+        p_stage_no)::kb_pipeline.dense_input;
 BEGIN
     -- the query vector of a stage and its language moments (over the
     -- namespaces of the request's scope); an embedding that fails skips the
     -- dense leg with a note, unless dense mode was asked for
     IF p_plan.mode NOT IN ('dense', 'hybrid') THEN
-        RETURN jsonb_build_object('embed_ms', 0);
+        RETURN input;
     END IF;
     BEGIN
-        query_vector := kb.embed_query(p_query, (p_plan.model).name);
+        input.query_vector := kb.embed_query(query, (p_plan.model).name);
     EXCEPTION WHEN OTHERS THEN
         IF p_request.mode_requested = 'dense' THEN
             RAISE;
         END IF;
-        RETURN jsonb_build_object('note', 'query embedding failed, dense leg skipped: ' || SQLERRM,
-            'embed_ms', kb_pipeline.ms_since(t));
+        input.note := 'query embedding failed, dense leg skipped: ' || SQLERRM;
+        input.embed_ms := kb_pipeline.ms_since(t);
+        RETURN input;
     END;
     IF p_plan.language_correction THEN
-        moments := kb.language_moments((p_plan.model).name, query_vector, p_request.scope,
-            p_settings.language_min_vectors, p_query);
+        input.language_moments := kb.language_moments((p_plan.model).name, input.query_vector, p_request.scope,
+            p_settings.language_min_vectors, query);
     END IF;
-    RETURN jsonb_build_object('query_vector', query_vector, 'language_moments', to_jsonb(moments),
-        'embed_ms', kb_pipeline.ms_since(t));
+    input.embed_ms := kb_pipeline.ms_since(t);
+    RETURN input;
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.dense_inputs(
-    kb_pipeline.retrieval_request, kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, text
+    kb_pipeline.retrieval_request, kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, integer
 ) IS
-'What the dense leg of a stage is given, as jsonb: query_vector (kb.embed_query), language_moments (kb.language_moments over the request''s scope, when the correction applies), a note when the embedding failed (outside dense mode), embed_ms. Empty outside dense and hybrid mode.';
+'What the dense leg of a stage is given (kb_pipeline.dense_input): the query vector of the stage''s text (kb.embed_query), its language moments (kb.language_moments over the request''s scope, when the correction applies), a note when the embedding failed (outside dense mode), embed_ms, the embedding key and the stage. No vector outside dense and hybrid mode.';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.new_stage(
+    p_plan kb_pipeline.retrieval_plan, p_stage_no integer, p_lexical kb_pipeline.lexical_input,
+    p_dense kb_pipeline.dense_input
+)
+RETURNS kb_pipeline.retrieval_stage
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    -- what the inputs say (terms, skipped, glossary; the embedding's note, time and
+    -- language moments), before any leg ran: no hits, no evidence yet
+    RETURN ROW(p_stage_no, p_plan.stages[p_stage_no], coalesce(p_lexical.terms, '{}'),
+        coalesce(p_lexical.skipped, false), '{}', '{}', NULL, NULL, 0,
+        ARRAY(SELECT p_dense.note WHERE p_dense.note IS NOT NULL), coalesce(p_dense.embed_ms, 0),
+        0, 0, NULL, NULL, NULL, coalesce(p_dense.language_moments, '{}'), 0, 0,
+        nullif(p_lexical.glossary, 'null'), NULL, NULL, NULL, p_dense.query_stage)::kb_pipeline.retrieval_stage;
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.new_stage(
+    kb_pipeline.retrieval_plan, integer, kb_pipeline.lexical_input, kb_pipeline.dense_input
+) IS
+'A stage as its inputs describe it (kb_pipeline.lexical_inputs and kb_pipeline.dense_inputs, or a coordinator''s), before any leg ran: one node''s kb_node.gather_stage and a coordinator''s kb_pipeline.merged_stage start from it. Pure.';

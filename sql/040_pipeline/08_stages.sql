@@ -3,6 +3,32 @@
 -- (kb_pipeline.best_stage) and one database's loop over them
 -- (kb_node.gather_here).
 
+CREATE OR REPLACE FUNCTION kb_pipeline.leg_hit_of(
+    p_chunk_id bigint,
+    p_rank bigint,
+    p_score double precision,
+    p_coverage double precision DEFAULT NULL,
+    p_trigram boolean DEFAULT false,
+    p_similarity double precision DEFAULT NULL,
+    p_evidence double precision DEFAULT NULL,
+    p_other_language boolean DEFAULT NULL,
+    p_language text DEFAULT NULL,
+    p_weighted_coverage double precision DEFAULT NULL
+)
+RETURNS kb_pipeline.leg_hit
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+-- no SET search_path, so that it is inlined into the legs' queries (see 030_lifecycle/01_visibility.sql)
+AS $$
+    SELECT ROW(p_chunk_id, p_rank::integer, p_score, p_coverage, p_trigram, p_similarity, p_evidence,
+        p_other_language, p_language, p_weighted_coverage)::kb_pipeline.leg_hit
+$$;
+COMMENT ON FUNCTION kb_pipeline.leg_hit_of(
+    bigint, bigint, double precision, double precision, boolean, double precision, double precision, boolean, text,
+    double precision
+) IS
+'The one constructor of kb_pipeline.leg_hit: callers name the fields they set (a new field is the type and this). Pure. Inlined.';
+
 CREATE OR REPLACE FUNCTION kb_pipeline.calibrate(p_value double precision, p_low double precision, p_high double precision)
 RETURNS double precision
 LANGUAGE sql
@@ -107,38 +133,13 @@ COMMENT ON FUNCTION kb_pipeline.stage_evidence(
 ) IS
 'The evidence of a stage''s legs: lexical from the top hit''s idf coverage, dense from the z-score of the best hit of each language (the hits carry it) against its group''s noise level (with language moments; kb_pipeline.uncorrected_evidence_floor when none stands above it but a raw cosine passes min_similarity) or from the top cosine similarity; the better leg decides, an identifier found verbatim is 1 (kb_pipeline.calibrate against the thresholds). Pure: a coordinator judges the legs it merged from several shards by the rule one node uses.';
 
-CREATE OR REPLACE FUNCTION kb_pipeline.new_stage(
-    p_plan kb_pipeline.retrieval_plan, p_stage_no integer, p_lexical jsonb, p_dense jsonb
-)
-RETURNS kb_pipeline.retrieval_stage
-LANGUAGE plpgsql
-IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, public, pg_temp
-AS $$
-BEGIN
-    -- what the inputs say (terms, skipped, glossary; the embedding's note, time and
-    -- language moments), before any leg ran: no hits, no evidence yet
-    RETURN ROW(p_stage_no, p_plan.stages[p_stage_no], ARRAY(SELECT jsonb_array_elements_text(p_lexical -> 'terms')),
-        coalesce((p_lexical ->> 'skipped')::boolean, false), '{}', '{}', NULL, NULL, 0,
-        ARRAY(SELECT p_dense ->> 'note' WHERE p_dense ? 'note'), coalesce((p_dense ->> 'embed_ms')::numeric, 0),
-        0, 0, NULL, NULL, NULL, ARRAY(
-            SELECT jsonb_populate_record(NULL::kb.language_moment, m.moment)
-            FROM jsonb_array_elements(coalesce(p_dense -> 'language_moments', '[]')) WITH ORDINALITY AS m (moment, n)
-            ORDER BY m.n
-        ), 0, 0, nullif(p_lexical -> 'glossary', 'null'), NULL, NULL, NULL,
-        (p_dense ->> 'query_stage')::integer)::kb_pipeline.retrieval_stage;
-END;
-$$;
-COMMENT ON FUNCTION kb_pipeline.new_stage(kb_pipeline.retrieval_plan, integer, jsonb, jsonb) IS
-'A stage as its inputs describe it (kb_pipeline.lexical_inputs and kb_pipeline.dense_inputs, or a coordinator''s), before any leg ran: one node''s kb_node.gather_stage and a coordinator''s kb_pipeline.merged_stage start from it. Pure.';
-
 CREATE OR REPLACE FUNCTION kb_node.gather_stage(
     p_request kb_pipeline.retrieval_request,
     p_plan kb_pipeline.retrieval_plan,
     p_settings kb_pipeline.retrieval_settings,
     p_stage_no integer,
-    p_lexical jsonb,
-    p_dense jsonb,
+    p_lexical kb_pipeline.lexical_input,
+    p_dense kb_pipeline.dense_input,
     p_lexical_corpus jsonb
 )
 RETURNS kb_pipeline.retrieval_stage
@@ -150,6 +151,7 @@ AS $$
 DECLARE
     query text := p_plan.stages[p_stage_no];
     stage kb_pipeline.retrieval_stage;
+    weighs boolean;
     t timestamptz;
 BEGIN
     -- p_lexical, p_dense: the stage's inputs (kb_pipeline.lexical_inputs,
@@ -159,12 +161,21 @@ BEGIN
     IF stage.skipped THEN
         RETURN stage;
     END IF;
+    -- Fusion weighs each hit by its own evidence only when both legs' evidence
+    -- is calibrated on this corpus (the dense leg's z-scores) and the scope
+    -- holds both languages (kb_pipeline.weighs_hits_by_evidence); otherwise the
+    -- hits carry none and fusion keeps the plain weighted scores. The stage's
+    -- evidence is judged from the scores (kb_pipeline.stage_evidence), not from
+    -- the hits' evidence.
+    weighs := kb_pipeline.weighs_hits_by_evidence(stage.language_moments);
     IF p_plan.mode IN ('lexical', 'hybrid') THEN
         t := clock_timestamp();
         stage.lexical := ARRAY(
-            SELECT ROW(l.chunk_id, row_number() OVER (ORDER BY l.score DESC, l.chunk_id), l.score, l.coverage,
-                false, NULL, kb_pipeline.calibrate(l.coverage, p_settings.min_lexical_coverage,
-                    p_settings.strong_lexical_coverage), NULL, NULL, l.weighted_coverage)::kb_pipeline.leg_hit
+            SELECT kb_pipeline.leg_hit_of(p_chunk_id => l.chunk_id,
+                p_rank => row_number() OVER (ORDER BY l.score DESC, l.chunk_id), p_score => l.score,
+                p_coverage => l.coverage, p_weighted_coverage => l.weighted_coverage,
+                p_evidence => CASE WHEN weighs THEN kb_pipeline.calibrate(l.coverage,
+                    p_settings.min_lexical_coverage, p_settings.strong_lexical_coverage) END)
             FROM kb_node.lexical_candidates(stage.terms, p_request.as_of, p_request.scope, p_request.filters,
                 p_plan.candidates, stage.glossary, p_lexical_corpus, p_settings) AS l
             ORDER BY l.score DESC, l.chunk_id
@@ -172,8 +183,9 @@ BEGIN
         -- fuzzy fallback only: a short query that BM25 could not match at all
         IF (p_plan.analysis ->> 'is_short')::boolean AND cardinality(stage.lexical) = 0 THEN
             stage.lexical := ARRAY(
-                SELECT ROW(g.chunk_id, row_number() OVER (ORDER BY g.score DESC, g.chunk_id), g.score, 0, true,
-                    NULL, NULL, NULL, NULL, 0)::kb_pipeline.leg_hit
+                SELECT kb_pipeline.leg_hit_of(p_chunk_id => g.chunk_id,
+                    p_rank => row_number() OVER (ORDER BY g.score DESC, g.chunk_id), p_score => g.score,
+                    p_coverage => 0, p_trigram => true, p_weighted_coverage => 0)
                 FROM kb_node.trigram_candidates(query, p_request.as_of, p_request.scope, p_request.filters,
                     p_plan.candidates) AS g
                 ORDER BY g.score DESC, g.chunk_id
@@ -181,46 +193,36 @@ BEGIN
         END IF;
         stage.lexical_ms := kb_pipeline.ms_since(t);
     END IF;
-    IF p_dense ->> 'query_vector' IS NOT NULL THEN
+    IF p_dense.query_vector IS NOT NULL THEN
         t := clock_timestamp();
         stage.dense := ARRAY(
-            SELECT ROW(d.chunk_id, row_number() OVER (ORDER BY d.score DESC, d.chunk_id), d.score, NULL,
+            SELECT kb_pipeline.leg_hit_of(p_chunk_id => d.chunk_id,
+                p_rank => row_number() OVER (ORDER BY d.score DESC, d.chunk_id), p_score => d.score,
+                p_similarity => d.similarity, p_language => d.language,
                 -- a hit's own evidence only when corrected (noise_z: the z-scores of its
-                -- group); fusion then weighs by it
-                false, d.similarity, CASE WHEN d.noise_z IS NOT NULL
+                -- group)
+                p_evidence => CASE WHEN weighs AND d.noise_z IS NOT NULL
                     THEN kb_pipeline.calibrate(d.score, d.noise_z + p_settings.min_dense_z,
                         d.noise_z + p_settings.strong_dense_z) END,
                 -- in hybrid mode: the lexical leg read the passages of the question's
                 -- language (both, for a mixed question); one in the other language it
                 -- could read only in part
-                p_plan.mode = 'hybrid' AND d.language IN ('zh', 'en')
-                AND p_plan.analysis ->> 'language' IN ('zh', 'en') AND d.language <> p_plan.analysis ->> 'language',
-                d.language, NULL
-            )::kb_pipeline.leg_hit
-            FROM kb_node.dense_candidates(p_dense ->> 'query_vector', (p_plan.model).name,
+                p_other_language => p_plan.mode = 'hybrid' AND d.language IN ('zh', 'en')
+                    AND p_plan.analysis ->> 'language' IN ('zh', 'en')
+                    AND d.language <> p_plan.analysis ->> 'language')
+            FROM kb_node.dense_candidates(p_dense.query_vector, (p_plan.model).name,
                 (p_plan.model).dimensions, p_request.as_of, p_request.scope, p_request.filters, p_plan.candidates,
                 stage.language_moments, p_settings.hnsw_ef_search) AS d
             ORDER BY d.score DESC, d.chunk_id
         );
         stage.dense_ms := kb_pipeline.ms_since(t);
     END IF;
-    -- Fusion weighs each hit by its own evidence only when both legs' evidence
-    -- is calibrated on this corpus (the dense leg's z-scores) and the scope
-    -- holds both languages (kb_pipeline.weighs_hits_by_evidence); otherwise it
-    -- keeps the plain weighted scores. The stage's evidence is judged from the
-    -- scores (kb_pipeline.stage_evidence), not from the hits' evidence.
-    IF NOT kb_pipeline.weighs_hits_by_evidence(stage.language_moments) THEN
-        stage.lexical := ARRAY(SELECT ROW(h.chunk_id, h.rank, h.score, h.coverage, h.trigram, h.similarity,
-            NULL, NULL, NULL, h.weighted_coverage)::kb_pipeline.leg_hit FROM unnest(stage.lexical) AS h ORDER BY h.rank);
-        stage.dense := ARRAY(SELECT ROW(h.chunk_id, h.rank, h.score, h.coverage, h.trigram, h.similarity,
-            NULL, h.other_language, h.language, h.weighted_coverage)::kb_pipeline.leg_hit FROM unnest(stage.dense) AS h ORDER BY h.rank);
-    END IF;
     RETURN stage;
 END;
 $$;
 COMMENT ON FUNCTION kb_node.gather_stage(
-    kb_pipeline.retrieval_request, kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, integer, jsonb, jsonb,
-    jsonb
+    kb_pipeline.retrieval_request, kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, integer,
+    kb_pipeline.lexical_input, kb_pipeline.dense_input, jsonb
 ) IS
 'The legs of one stage of the staged fallback over this database: BM25 (trigram when a short query matched nothing) and HNSW, with the inputs given (kb_pipeline.lexical_inputs, kb_pipeline.dense_inputs or a coordinator''s) and p_lexical_corpus (a sharded corpus''s BM25 statistics; NULL: this database''s). Its evidence is kb_pipeline.stage_evidence''s.';
 
@@ -254,8 +256,8 @@ STABLE PARALLEL UNSAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 DECLARE
-    lexical jsonb := kb_pipeline.lexical_inputs(p_plan, p_request.scope, p_settings);
-    dense jsonb;
+    lexical kb_pipeline.lexical_input[] := kb_pipeline.lexical_inputs(p_plan, p_request.scope, p_settings);
+    dense kb_pipeline.dense_input;
     dense_hits kb_pipeline.leg_hit[];
     stage kb_pipeline.retrieval_stage;
     stages kb_pipeline.retrieval_stage[] := '{}';
@@ -266,18 +268,16 @@ BEGIN
     -- differs from it by punctuation and white space reuses its vector and its
     -- dense hits (docs/RETRIEVAL.md, "Stages and the query vector").
     FOR stage_no IN 1 .. coalesce(cardinality(p_plan.stages), 0) LOOP
-        IF (lexical -> (stage_no - 1) ->> 'skipped')::boolean THEN
-            stage := kb_node.gather_stage(p_request, p_plan, p_settings, stage_no, lexical -> (stage_no - 1),
-                NULL, NULL);
-        ELSIF dense IS NULL OR dense ->> 'key' IS DISTINCT FROM kb_pipeline.embedding_key(p_plan.stages[stage_no]) THEN
-            dense := kb_pipeline.dense_inputs(p_request, p_plan, p_settings, p_plan.stages[stage_no])
-                || jsonb_build_object('key', kb_pipeline.embedding_key(p_plan.stages[stage_no]), 'query_stage', stage_no);
-            stage := kb_node.gather_stage(p_request, p_plan, p_settings, stage_no, lexical -> (stage_no - 1),
-                dense, NULL);
+        IF lexical[stage_no].skipped THEN
+            stage := kb_node.gather_stage(p_request, p_plan, p_settings, stage_no, lexical[stage_no], NULL, NULL);
+        ELSIF dense IS NULL OR dense.embedding_key IS DISTINCT FROM kb_pipeline.embedding_key(p_plan.stages[stage_no])
+        THEN
+            dense := kb_pipeline.dense_inputs(p_request, p_plan, p_settings, stage_no);
+            stage := kb_node.gather_stage(p_request, p_plan, p_settings, stage_no, lexical[stage_no], dense, NULL);
             dense_hits := stage.dense;
         ELSE
-            stage := kb_node.gather_stage(p_request, p_plan, p_settings, stage_no, lexical -> (stage_no - 1),
-                dense - 'query_vector' - 'note' || jsonb_build_object('embed_ms', 0), NULL);
+            stage := kb_node.gather_stage(p_request, p_plan, p_settings, stage_no, lexical[stage_no],
+                kb_pipeline.reused(dense), NULL);
             stage.dense := dense_hits;
         END IF;
         IF NOT stage.skipped THEN

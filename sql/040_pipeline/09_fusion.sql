@@ -47,20 +47,16 @@ BEGIN
     -- it takes the place of the hit at guard_rank; that hit and those below
     -- it (down to its old place) move down one
     RETURN ARRAY(
-        SELECT ROW(m.chunk_id, m.rank, m.score, m.coverage, m.trigram, m.similarity, m.evidence,
-            m.other_language, m.language, m.weighted_coverage)::kb_pipeline.leg_hit
+        SELECT m.hit
         FROM (
-            SELECT h.chunk_id,
-                CASE WHEN h.chunk_id = nearest.chunk_id THEN guard_rank
-                    WHEN h.rank >= guard_rank AND h.rank < nearest.rank THEN h.rank + 1
-                    ELSE h.rank END AS rank,
-                CASE WHEN h.chunk_id = nearest.chunk_id THEN nearest.score ELSE h.score END AS score,
-                h.coverage, h.trigram, h.similarity,
-                CASE WHEN h.chunk_id = nearest.chunk_id THEN nearest.evidence ELSE h.evidence END AS evidence,
-                h.other_language, h.language, h.weighted_coverage
+            SELECT jsonb_populate_record(h, CASE
+                WHEN h.chunk_id = nearest.chunk_id THEN jsonb_build_object('rank', guard_rank,
+                    'score', nearest.score, 'evidence', nearest.evidence)
+                WHEN h.rank >= guard_rank AND h.rank < nearest.rank THEN jsonb_build_object('rank', h.rank + 1)
+                ELSE '{}' END) AS hit
             FROM unnest(p_dense) AS h
         ) AS m
-        ORDER BY m.rank
+        ORDER BY (m.hit).rank
     );
 END;
 $$;

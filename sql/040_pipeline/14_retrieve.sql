@@ -74,18 +74,7 @@ COMMENT ON FUNCTION kb_pipeline.result_of(
 ) IS
 'The end of every retrieval, on one node or over shards: the ranked rows with adjacent chunks merged (when asked), snippets and the answerability decision, and the explain object (p_explain; else what the retrieval log records). p_timings: started (the call''s clock_timestamp), analysis, identifiers and fuse in ms, and any others to report.';
 
-CREATE OR REPLACE FUNCTION kb_node.retrieve_core(
-    p_query text,
-    p_k integer,
-    p_namespace text,
-    p_mode text,
-    p_filters jsonb,
-    p_as_of timestamptz,
-    p_context text[],
-    p_max_per_document integer,
-    p_merge_adjacent boolean,
-    p_explain boolean
-)
+CREATE OR REPLACE FUNCTION kb_node.retrieve_core(p_request kb_pipeline.retrieval_request, p_explain boolean)
 RETURNS kb_pipeline.retrieval_result
 LANGUAGE plpgsql
 -- STABLE, and so is everything it calls that reads tables: a STABLE function
@@ -102,8 +91,7 @@ AS $$
 DECLARE
     t timestamptz := clock_timestamp();
     timings jsonb := jsonb_build_object('started', clock_timestamp());
-    request kb_pipeline.retrieval_request := kb_pipeline.validated_request(p_query, p_k, p_namespace, p_mode,
-        p_filters, p_as_of, p_context, p_max_per_document, p_merge_adjacent);
+    request kb_pipeline.retrieval_request := p_request;
     settings kb_pipeline.retrieval_settings := kb_pipeline.read_retrieval_settings();
     plan kb_pipeline.retrieval_plan;
     identifier_chunks bigint[];
@@ -141,21 +129,10 @@ BEGIN
         p_explain);
 END;
 $$;
-COMMENT ON FUNCTION kb_node.retrieve_core(text, integer, text, text, jsonb, timestamptz, text[], integer, boolean, boolean) IS
-'The retrieval pipeline of one database, behind kb_retrieve and kb_retrieve_explain: analyse (request, scope, plan), gather and judge (kb_node.gather_here, kb_pipeline.best_stage), fuse and rank (kb_pipeline.ranked), passages (kb_node.passage_rows, kb_pipeline.result_of). Returns the rows and, with p_explain, the explain object (else what the retrieval log records).';
+COMMENT ON FUNCTION kb_node.retrieve_core(kb_pipeline.retrieval_request, boolean) IS
+'The retrieval pipeline of one database, behind kb_retrieve and kb_retrieve_explain, for the request their door checked (kb_pipeline.validated_request): analyse (scope, plan), gather and judge (kb_node.gather_here, kb_pipeline.best_stage), fuse and rank (kb_pipeline.ranked), passages (kb_node.passage_rows, kb_pipeline.result_of). Returns the rows and, with p_explain, the explain object (else what the retrieval log records).';
 
-CREATE OR REPLACE FUNCTION kb_node.retrieve(
-    p_query text,
-    p_k integer,
-    p_namespace text,
-    p_mode text,
-    p_filters jsonb,
-    p_as_of timestamptz,
-    p_context text[],
-    p_max_per_document integer,
-    p_merge_adjacent boolean,
-    p_explain boolean
-)
+CREATE OR REPLACE FUNCTION kb_node.retrieve(p_request kb_pipeline.retrieval_request, p_explain boolean)
 RETURNS kb_pipeline.retrieval_result
 LANGUAGE plpgsql
 VOLATILE PARALLEL UNSAFE
@@ -166,13 +143,12 @@ DECLARE
 BEGIN
     -- one statement, one snapshot: the whole retrieval (kb_node.retrieve_core
     -- is STABLE); the log row is written after it, by a statement of its own
-    result := kb_node.retrieve_core(p_query, p_k, p_namespace, p_mode, p_filters, p_as_of, p_context,
-        p_max_per_document, p_merge_adjacent, p_explain);
-    PERFORM kb.log_retrieval(result.explain, result.rows, p_namespace, p_k);
+    result := kb_node.retrieve_core(p_request, p_explain);
+    PERFORM kb.log_retrieval(result.explain, result.rows, p_request.namespace, p_request.k);
     RETURN result;
 END;
 $$;
-COMMENT ON FUNCTION kb_node.retrieve(text, integer, text, text, jsonb, timestamptz, text[], integer, boolean, boolean) IS
+COMMENT ON FUNCTION kb_node.retrieve(kb_pipeline.retrieval_request, boolean) IS
 'A retrieval and its log row: kb_node.retrieve_core on one snapshot, then kb.log_retrieval. What the doors kb_retrieve and kb_retrieve_explain call once they hold kb.pipeline_door.';
 
 -- The doors keep no variable of a kb_pipeline type: one compiled before a
@@ -197,8 +173,8 @@ AS $$
 BEGIN
     PERFORM kb.enter_pipeline();
     RETURN QUERY SELECT r.*
-        FROM kb_node.retrieve(query, k, namespace, mode, filters, as_of, context, max_per_document,
-            merge_adjacent, false) AS x
+        FROM kb_node.retrieve(kb_pipeline.validated_request(query, k, namespace, mode, filters, as_of,
+            context, max_per_document, merge_adjacent), false) AS x
         CROSS JOIN LATERAL unnest(x.rows) AS r
         ORDER BY r.rank;
 END;
@@ -232,8 +208,8 @@ BEGIN
         SELECT x.explain || jsonb_build_object('results', coalesce((
             SELECT jsonb_agg(to_jsonb(r) - 'content' - 'snippet' ORDER BY r.rank) FROM unnest(x.rows) AS r
         ), '[]'), 'retrieval_log', kb.retrieval_log_state())
-        FROM kb_node.retrieve(query, k, namespace, mode, filters, as_of, context, max_per_document,
-            merge_adjacent, true) AS x
+        FROM kb_node.retrieve(kb_pipeline.validated_request(query, k, namespace, mode, filters, as_of,
+            context, max_per_document, merge_adjacent), true) AS x
     );
 END;
 $$;

