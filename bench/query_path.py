@@ -254,7 +254,7 @@ def table(report: dict) -> str:
     lines.append("")
     for kind, r in report["ratios"].items():
         for name, value in r.items():
-            lines.append(f"{kind:<7}{name:<52}{value}")
+            lines.append(f"{kind:<7}{name:<60}{value}")
     lines.append(f"tenant rows differing from the owner's: {report['tenant_rows_differ']}")
     for mode, parts in report["breakdown_ms_per_query"].items():
         lines.append(f"\nwhere the owner's {mode} call goes (per query, track_functions on): wall {parts['wall']} ms")

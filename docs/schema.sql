@@ -53,6 +53,15 @@ CREATE TYPE kb_pipeline.candidate AS (
     created_at timestamp with time zone
 );
 
+CREATE TYPE kb_pipeline.dense_input AS (
+    query_vector text,
+    language_moments kb.language_moment[],
+    note text,
+    embed_ms numeric,
+    embedding_key text,
+    query_stage integer
+);
+
 CREATE TYPE kb_pipeline.fused_hit AS (
     chunk_id bigint,
     lexical_rank integer,
@@ -75,6 +84,12 @@ CREATE TYPE kb_pipeline.leg_hit AS (
     other_language boolean,
     language text,
     weighted_coverage double precision
+);
+
+CREATE TYPE kb_pipeline.lexical_input AS (
+    terms text[],
+    skipped boolean,
+    glossary jsonb
 );
 
 CREATE TYPE kb_pipeline.ranked_hit AS (
@@ -1141,7 +1156,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_node.gather_here(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,boolean)
 --     RETURNS kb_pipeline.retrieval_stage[] LANGUAGE plpgsql STABLE PARALLEL UNSAFE
 --     The stages of a call over this database (kb_node.gather_stage with this database's inputs and statistics, judged by kb_pipeline.stage_evidence), until one is at full evidence.
--- kb_node.gather_stage(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,integer,jsonb,jsonb,jsonb)
+-- kb_node.gather_stage(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,integer,kb_pipeline.lexical_input,kb_pipeline.dense_input,jsonb)
 --     RETURNS kb_pipeline.retrieval_stage LANGUAGE plpgsql STABLE PARALLEL UNSAFE
 --     The legs of one stage of the staged fallback over this database: BM25 (trigram when a short query matched nothing) and HNSW, with the inputs given (kb_pipeline.lexical_inputs, kb_pipeline.dense_inputs or a coordinator's) and p_lexical_corpus (a sharded corpus's BM25 statistics; NULL: this database's). Its evidence is kb_pipeline.stage_evidence's.
 -- kb_node.glossary_match_terms(jsonb)
@@ -1180,12 +1195,12 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_node.rare_identifier_chunks(text[])
 --     RETURNS bigint LANGUAGE sql STABLE PARALLEL SAFE
 --     How many chunks a letters-only identifier (camelCase: PostgreSQL) may occur in and still count as an identifier: 1 % of the chunks of the scope (kb.lexical_stats), at least 3. A name common in the corpus would otherwise boost every passage that mentions it.
--- kb_node.retrieve(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean,boolean)
+-- kb_node.retrieve(kb_pipeline.retrieval_request,boolean)
 --     RETURNS kb_pipeline.retrieval_result LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     A retrieval and its log row: kb_node.retrieve_core on one snapshot, then kb.log_retrieval. What the doors kb_retrieve and kb_retrieve_explain call once they hold kb.pipeline_door.
--- kb_node.retrieve_core(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean,boolean)
+-- kb_node.retrieve_core(kb_pipeline.retrieval_request,boolean)
 --     RETURNS kb_pipeline.retrieval_result LANGUAGE plpgsql STABLE PARALLEL UNSAFE
---     The retrieval pipeline of one database, behind kb_retrieve and kb_retrieve_explain: analyse (request, scope, plan), gather and judge (kb_node.gather_here, kb_pipeline.best_stage), fuse and rank (kb_pipeline.ranked), passages (kb_node.passage_rows, kb_pipeline.result_of). Returns the rows and, with p_explain, the explain object (else what the retrieval log records).
+--     The retrieval pipeline of one database, behind kb_retrieve and kb_retrieve_explain, for the request their door checked (kb_pipeline.validated_request): analyse (scope, plan), gather and judge (kb_node.gather_here, kb_pipeline.best_stage), fuse and rank (kb_pipeline.ranked), passages (kb_node.passage_rows, kb_pipeline.result_of). Returns the rows and, with p_explain, the explain object (else what the retrieval log records).
 -- kb_node.shard_gather(text,integer,text,jsonb,timestamp with time zone,text[],jsonb)
 --     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL UNSAFE
 --     A shard's part of a sharded retrieval over all namespaces: every stage's legs (kb_node.gather_stage with the coordinator's inputs: the whole corpus's BM25 statistics, query vectors, language moments, glossary expansions), the identifier hits, and the facts of every candidate (by chunk id); jsonb for the coordinator.
@@ -1234,9 +1249,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_pipeline.check_filters(jsonb)
 --     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     Validates kb_retrieve filters: bounded size and depth, known keys, each value of its key's type (errors name the key and the expected type).
--- kb_pipeline.dense_inputs(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,text)
---     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
---     What the dense leg of a stage is given, as jsonb: query_vector (kb.embed_query), language_moments (kb.language_moments over the request's scope, when the correction applies), a note when the embedding failed (outside dense mode), embed_ms. Empty outside dense and hybrid mode.
+-- kb_pipeline.dense_inputs(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,integer)
+--     RETURNS kb_pipeline.dense_input LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     What the dense leg of a stage is given (kb_pipeline.dense_input): the query vector of the stage's text (kb.embed_query), its language moments (kb.language_moments over the request's scope, when the correction applies), a note when the embedding failed (outside dense mode), embed_ms, the embedding key and the stage. No vector outside dense and hybrid mode.
 -- kb_pipeline.embedding_key(text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     What a stage's query vector depends on: its text without punctuation and white space. Stages with the same key share one embedding (the question and its form without the question mark rank alike; the core terms do not: docs/RETRIEVAL.md, "Stages and the query vector"). Pure.
@@ -1261,9 +1276,12 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_pipeline.language_correction_explain(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage)
 --     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The explain entry of the language correction: whether it is on for this model (the setting and the provider's language_correction), whether it applied, the query's offset and scale per language group, and the passage kb_pipeline.own_language_first_kept moved up (its chunk, the dense rank the correction gave it and the rank it kept; NULL when none).
+-- kb_pipeline.leg_hit_of(bigint,bigint,double precision,double precision,boolean,double precision,double precision,boolean,text,double precision)
+--     RETURNS kb_pipeline.leg_hit LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The one constructor of kb_pipeline.leg_hit: callers name the fields they set (a new field is the type and this). Pure. Inlined.
 -- kb_pipeline.lexical_inputs(kb_pipeline.retrieval_plan,text[],kb_pipeline.retrieval_settings)
---     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
---     What the lexical leg of each stage is given, as a jsonb array: terms (the analysis's stage_terms), skipped (same terms as the stage before) and glossary: the expansion of its terms by the glossary (kb.glossary_expansion_of_terms over the namespaces of p_scope) and the bilingual dictionary (kb.dictionary_expansion_of_terms), merged (kb_pipeline.merged_expansions); NULL when both are off and in dense mode.
+--     RETURNS kb_pipeline.lexical_input[] LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     What the lexical leg of each stage is given (kb_pipeline.lexical_input, one per stage): terms (the analysis's stage_terms), skipped (same terms as the stage before) and glossary: the expansion of its terms by the glossary (kb.glossary_expansion_of_terms over the namespaces of p_scope) and the bilingual dictionary (kb.dictionary_expansion_of_terms), merged (kb_pipeline.merged_expansions); NULL when both are off and in dense mode.
 -- kb_pipeline.max_context_turns()
 --     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Most earlier turns kb_retrieve takes in context: a follow-up refers to the last few, and each turn costs query analysis (pgkb_plpy.vocabulary.MAX_CONTEXT_TURNS).
@@ -1294,7 +1312,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_pipeline.namespace_pattern()
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The pattern of the CHECK documents_namespace_valid: a kb_retrieve namespace outside it can name no document.
--- kb_pipeline.new_stage(kb_pipeline.retrieval_plan,integer,jsonb,jsonb)
+-- kb_pipeline.new_stage(kb_pipeline.retrieval_plan,integer,kb_pipeline.lexical_input,kb_pipeline.dense_input)
 --     RETURNS kb_pipeline.retrieval_stage LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     A stage as its inputs describe it (kb_pipeline.lexical_inputs and kb_pipeline.dense_inputs, or a coordinator's), before any leg ran: one node's kb_node.gather_stage and a coordinator's kb_pipeline.merged_stage start from it. Pure.
 -- kb_pipeline.noise_z(bigint)
@@ -1320,13 +1338,16 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     The retrieval settings in force for this session (the legs' included), typed, in one composite read by one statement (kb.setting_in_force of each row), once per kb_retrieve call; a setting missing from kb.settings is an error naming it.
 -- kb_pipeline.result_of(kb_pipeline.retrieval_request,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_stage[],kb_pipeline.retrieval_stage,bigint[],kb_pipeline.ranked_hit[],kb.retrieval_row[],jsonb,boolean)
 --     RETURNS kb_pipeline.retrieval_result LANGUAGE plpgsql STABLE PARALLEL UNSAFE
---     The end of every retrieval, on one node or over shards: the ranked rows with adjacent chunks merged (when asked), snippets and the answerability decision, and the explain object (p_explain; else what the retrieval log records). p_timings: started (the call's clock_timestamp), analysis, identifiers and fuse in ms, and any others to report.
+--     The end of every retrieval, on one node or over shards: the judge on the ranked rows (kb_pipeline.judged; no rows when it abstains), adjacent chunks merged (when asked), snippets and the answerability decision on every row, and the explain object (p_explain; else what the retrieval log records). p_best: the stage used, not yet judged. p_timings: started (the call's clock_timestamp), analysis, identifiers and fuse in ms, and any others to report.
 -- kb_pipeline.retrieval_modes()
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The modes of kb_retrieve: lexical (BM25 + trigram), dense (HNSW), hybrid (both, fused), auto (hybrid when the active model has vectors).
--- kb_pipeline.retrieve_over_shards(text,integer,text,jsonb,timestamp with time zone,text[],integer,boolean,boolean)
+-- kb_pipeline.retrieve_over_shards(kb_pipeline.retrieval_request,boolean)
 --     RETURNS kb_pipeline.retrieval_result LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     The retrieval pipeline of a shard coordinator over all namespaces (kb_shard.retrieve, kb_shard.retrieve_explain): every stage's inputs and the corpus statistics here (kb_pipeline.stage_inputs_over_shards), the legs on every shard (merged: kb_pipeline.merged_stage), then the node's judge, fusion, ranking and result (kb_pipeline.best_stage, kb_pipeline.ranked, kb_pipeline.result_of), the rows from the shards holding them. Ranks like one node holding every shard's documents. merge_adjacent is refused.
+-- kb_pipeline.reused(kb_pipeline.dense_input)
+--     RETURNS kb_pipeline.dense_input LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     A stage's dense input when an earlier stage's vector is reused (the same kb_pipeline.embedding_key): its language moments and query_stage, no vector, no note, no time. Pure.
 -- kb_pipeline.rows_over_shards(kb_pipeline.ranked_hit[])
 --     RETURNS kb.retrieval_row[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Round 3 of a sharded retrieval: the rows of the ranked hits (rank NOT NULL), each from the shard that holds it (kb.shard_passages), in rank order.

@@ -31,26 +31,36 @@ AS $$
 DECLARE
     t timestamptz := clock_timestamp();
     merge_adjacent boolean := kb_pipeline.assembly_merge_adjacent(p_request, p_settings);
-    rows kb.retrieval_row[] := coalesce(p_rows, '{}');
-    decision text := kb_pipeline.answerability(p_best.probability, p_settings);
+    -- judge: the probability that the top passages answer, from the signals
+    best kb_pipeline.retrieval_stage := kb_pipeline.judged(p_plan, p_settings, p_best, p_ranked, p_rows,
+        cardinality(p_identifier_chunks) > 0);
+    abstains boolean := kb_pipeline.abstains(best.probability, p_settings);
+    ranked kb_pipeline.ranked_hit[] := CASE WHEN abstains THEN '{}' ELSE p_ranked END;
+    ranked_rows kb.retrieval_row[] := CASE WHEN abstains THEN '{}' ELSE coalesce(p_rows, '{}') END;
+    rows kb.retrieval_row[] := ranked_rows;
+    decision text := kb_pipeline.answerability(best.probability, p_settings);
+    answer_check_ms numeric := kb_pipeline.ms_since(t);
     timings jsonb;
 BEGIN
-    -- the end every orchestrator shares: adjacent chunks merged (when asked),
-    -- snippets, the answerability on every row, and the explain object (or,
-    -- without p_explain, only what the retrieval log records)
+    -- the end every orchestrator shares: the judge (no rows when it abstains),
+    -- adjacent chunks merged (when asked), snippets, the answerability on every
+    -- row, and the explain object (or, without p_explain, only what the
+    -- retrieval log records)
+    t := clock_timestamp();
     IF merge_adjacent AND cardinality(rows) > 0 THEN
         rows := kb_node.merged_passages(rows);
     END IF;
     IF p_settings.snippets AND cardinality(rows) > 0 THEN
-        rows := kb_pipeline.with_snippets(rows, p_best.query);
+        rows := kb_pipeline.with_snippets(rows, best.query);
     END IF;
-    rows := kb_pipeline.with_answer(rows, decision, p_best.probability);
+    rows := kb_pipeline.with_answer(rows, decision, best.probability);
     timings := jsonb_build_object(
         'embed', (p_timings ->> 'analysis')::numeric + (SELECT coalesce(sum(s.embed_ms), 0) FROM unnest(p_stages) AS s),
         'lexical', (p_timings ->> 'identifiers')::numeric
             + (SELECT coalesce(sum(s.lexical_ms), 0) FROM unnest(p_stages) AS s),
         'dense', (SELECT coalesce(sum(s.dense_ms), 0) FROM unnest(p_stages) AS s),
         'fuse', (p_timings ->> 'fuse')::numeric, 'snippets', kb_pipeline.ms_since(t),
+        'answer_check', answer_check_ms,
         'total', kb_pipeline.ms_since((p_timings ->> 'started')::timestamptz)) || (p_timings - 'analysis'
             - 'identifiers' - 'fuse' - 'started');
     IF NOT p_explain THEN
@@ -59,12 +69,12 @@ BEGIN
             'mode', p_plan.mode, 'low_confidence', decision <> 'answer', 'no_evidence', decision = 'no evidence',
             'timings_ms', timings));
     END IF;
-    RETURN ROW(rows, kb_pipeline.explain_object(p_request, p_settings, p_plan, p_stages, p_best, p_identifier_chunks,
+    RETURN ROW(rows, kb_pipeline.explain_object(p_request, p_settings, p_plan, p_stages, best, p_identifier_chunks,
         cardinality(rows), timings)
         || jsonb_build_object('assembly', kb_pipeline.explain_assembly(
             kb_pipeline.assembly_max_per_document(p_request, p_settings), merge_adjacent,
-            ARRAY(SELECT h.chunk_id FROM unnest(p_ranked) AS h WHERE h.rank IS NULL ORDER BY h.uncapped_rank),
-            p_rows, rows)));
+            ARRAY(SELECT h.chunk_id FROM unnest(ranked) AS h WHERE h.rank IS NULL ORDER BY h.uncapped_rank),
+            ranked_rows, rows)));
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.result_of(
@@ -72,7 +82,7 @@ COMMENT ON FUNCTION kb_pipeline.result_of(
     kb_pipeline.retrieval_stage[], kb_pipeline.retrieval_stage, bigint[], kb_pipeline.ranked_hit[], kb.retrieval_row[],
     jsonb, boolean
 ) IS
-'The end of every retrieval, on one node or over shards: the ranked rows with adjacent chunks merged (when asked), snippets and the answerability decision, and the explain object (p_explain; else what the retrieval log records). p_timings: started (the call''s clock_timestamp), analysis, identifiers and fuse in ms, and any others to report.';
+'The end of every retrieval, on one node or over shards: the judge on the ranked rows (kb_pipeline.judged; no rows when it abstains), adjacent chunks merged (when asked), snippets and the answerability decision on every row, and the explain object (p_explain; else what the retrieval log records). p_best: the stage used, not yet judged. p_timings: started (the call''s clock_timestamp), analysis, identifiers and fuse in ms, and any others to report.';
 
 CREATE OR REPLACE FUNCTION kb_node.retrieve_core(p_request kb_pipeline.retrieval_request, p_explain boolean)
 RETURNS kb_pipeline.retrieval_result
@@ -117,14 +127,7 @@ BEGIN
         kb_node.candidate_facts(kb_node.stage_candidates(best, identifier_chunks)));
     timings := timings || jsonb_build_object('fuse', kb_pipeline.ms_since(t));
     rows := kb_node.passage_rows(ranked);
-    -- judge: the probability that the top passages answer, from the signals
-    t := clock_timestamp();
-    best := kb_pipeline.judged(plan, settings, best, ranked, rows, cardinality(identifier_chunks) > 0);
-    IF kb_pipeline.abstains(best.probability, settings) THEN
-        ranked := '{}';
-        rows := '{}';
-    END IF;
-    timings := timings || jsonb_build_object('answer_check', kb_pipeline.ms_since(t));
+    -- judge, then the rows and the explain object
     RETURN kb_pipeline.result_of(request, settings, plan, stages, best, identifier_chunks, ranked, rows, timings,
         p_explain);
 END;

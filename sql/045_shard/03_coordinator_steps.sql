@@ -168,14 +168,7 @@ BEGIN
     ranked := kb_pipeline.ranked(request, plan, settings, best, identifier_ids, facts);
     timings := timings || jsonb_build_object('fuse', kb_pipeline.ms_since(t));
     rows := kb_pipeline.rows_over_shards(ranked);
-    -- the node's judge, on the rows the shards returned
-    t := clock_timestamp();
-    best := kb_pipeline.judged(plan, settings, best, ranked, rows, cardinality(identifier_ids) > 0);
-    IF kb_pipeline.abstains(best.probability, settings) THEN
-        ranked := '{}';
-        rows := '{}';
-    END IF;
-    timings := timings || jsonb_build_object('answer_check', kb_pipeline.ms_since(t));
+    -- the node's judge on the rows the shards returned, then the result
     RETURN kb_pipeline.result_of(request, settings, plan, stages, best, identifier_ids, ranked, rows, timings,
         p_explain);
 END;
