@@ -141,17 +141,8 @@ def cmd_reindex_hnsw(args) -> int:
 def cmd_query(args) -> int:
     # reads go where harness.config.Settings.read_dsn says (PGKB_READ_DSN: a standby)
     with connect(load_settings().read_dsn) as conn:
-        rows = retrieval.retrieve(
-            conn,
-            args.text,
-            k=args.k,
-            namespace=args.namespace,
-            mode=args.mode,
-            as_of=args.as_of,
-            context=args.context or None,
-            max_per_document=args.max_per_document,
-            merge_adjacent=args.merge_adjacent,
-        )
+        arguments = {name: getattr(args, name) for name in retrieval.OPTIONAL_ARGUMENTS}
+        rows = retrieval.retrieve(conn, args.text, **arguments)
         if args.json:
             _print_json(rows)
             return 0
@@ -326,23 +317,47 @@ def _add_loading_commands(sub) -> None:
     p.set_defaults(func=cmd_reindex_hnsw)
 
 
+# `pgkb query` prints a table for a terminal: 5 passages unless asked for more, and the mode named.
+QUERY_OPTION_DEFAULTS = {"k": {"default": 5}, "mode": {"default": "auto", "choices": retrieval.MODES}}
+
+
+def _json_object(text: str) -> dict:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc.msg} (column {exc.colno})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError('not a JSON object, e.g. {"doc_type": "policy"}')
+    return value
+
+
+def _add_query_option(p: argparse.ArgumentParser, argument) -> None:
+    """`pgkb query --<name>` for an optional field of harness.retrieval.RetrievalRequest, read by its SQL
+    type: an array is a repeatable option, a boolean --name / --no-name, jsonb a JSON object."""
+    sql_type = argument.metadata["sql_type"]
+    options: dict = {"dest": argument.name, "help": argument.metadata["description"]}
+    if sql_type == "integer":
+        options["type"] = int
+    elif sql_type == "boolean":
+        options["action"] = argparse.BooleanOptionalAction
+    elif sql_type == "jsonb":
+        options["type"] = _json_object
+        options["metavar"] = "JSON"
+    elif sql_type.endswith("[]"):
+        options["action"] = "append"
+        options["help"] += " Repeatable: one value each."
+    options.update(QUERY_OPTION_DEFAULTS.get(argument.name, {}))
+    if options.get("default") is not None:
+        options["help"] += " (default here: %(default)s)"
+    p.add_argument("--" + argument.name.replace("_", "-"), **options)
+
+
 def _add_reading_commands(sub) -> None:
     """query (kb_retrieve as a table) and check (a folder, offline, before it is ingested)."""
     p = sub.add_parser("query", help="ask kb_retrieve and print a table")
-    p.add_argument("text")
-    p.add_argument("--k", type=int, default=5)
-    p.add_argument("--namespace")
-    p.add_argument("--mode", default="auto", choices=retrieval.MODES)
-    p.add_argument("--as-of")
-    p.add_argument("--context", action="append", help="an earlier question (repeatable)")
-    p.add_argument(
-        "--max-per-document", type=int, help="at most N chunks of one document, 0 for no cap (default: the setting)"
-    )
-    p.add_argument(
-        "--merge-adjacent",
-        action=argparse.BooleanOptionalAction,
-        help="consecutive chunks of one document as one passage (default: the setting)",
-    )
+    p.add_argument("text", help=retrieval.description("query"))
+    for argument in retrieval.OPTIONAL_FIELDS:
+        _add_query_option(p, argument)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_query)
     p = sub.add_parser(

@@ -27,6 +27,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import inspect
 import json
 import logging
 import os
@@ -92,35 +93,22 @@ resource holding the whole document; kb_explain shows why passages ranked as the
 # ranks and the fused score carry the explanation an answer needs.
 WITHHELD_FIELDS = frozenset({"dense_score", "lexical_score"})
 
-# The tools' arguments, shared by kb_retrieve, kb_explain and the per-namespace tools.
-Query = Annotated[str, Field(description="The question or search text, in any language.")]
-K = Annotated[int, Field(ge=1, le=MAX_K, description="How many passages to return.")]
-Namespace = Annotated[str | None, Field(description="Search only this namespace (default: all).")]
-DocType = Annotated[str | None, Field(description="Only documents of this type, e.g. 'policy' or 'decision'.")]
-Mode = Annotated[Literal[retrieval.MODES], Field(description="Retrieval mode; 'auto' picks per query.")]
-AsOf = Annotated[
-    str | None,
-    Field(description="ISO date or timestamp: answer with the documents current on that day (default now)."),
-]
-Context = Annotated[
-    list[str] | None, Field(description="Earlier questions of the conversation, for follow-up questions.")
-]
-MaxPerDocument = Annotated[
-    int | None,
-    Field(
-        ge=0,
-        le=MAX_K,
-        description="At most this many passages from one document, so that other relevant documents get "
-        "places; 0: no cap (default: the knowledge base's setting).",
-    ),
-]
-MergeAdjacent = Annotated[
-    bool | None,
-    Field(
-        description="Join passages that follow each other in one document into one passage, in document "
-        "order, their overlap removed (default: the knowledge base's setting)."
-    ),
-]
+# The retrieval tools' parameters (kb_retrieve, kb_explain and the per-namespace tools) are the fields of
+# harness.retrieval.RetrievalRequest, each with the request's description, but for the differences below.
+Query = Annotated[str, Field(description=retrieval.description("query"))]
+# Where a field as the request types it would not do for an assistant: k and mode show the database's
+# defaults and take only what the database accepts (k and max_per_document with a ceiling an answer can
+# use), and as_of is text, as every date is in JSON.
+TOOL_TYPES: dict[str, tuple[Any, Any]] = {  # name -> (type, default)
+    "k": (Annotated[int, Field(ge=1, le=MAX_K)], 8),
+    "mode": (Literal[retrieval.MODES], "auto"),
+    "as_of": (str | None, None),
+    "max_per_document": (Annotated[int | None, Field(ge=0, le=MAX_K)], None),
+}
+# The tools take doc_type, the one filter an assistant needs, instead of filters (a free JSON object); it
+# follows namespace, since both narrow where the passages come from.
+TOOL_OMITS = frozenset({"filters"})
+DOC_TYPE_DESCRIPTION = "Only documents of this type, e.g. 'policy' or 'decision'."
 
 RETRIEVE_RETURNS = """\
 Every result carries source, title, section_path, version, effective_from/effective_to, a snippet, the
@@ -295,32 +283,45 @@ def _explain(db: Database, query: str, arguments: dict[str, Any]) -> dict[str, A
     return result
 
 
-def _namespace_tool(db: Database, role: str | None, namespace: str) -> Callable[..., dict[str, Any]]:
-    """kb_retrieve within one namespace: the tool function behind kb_retrieve_<namespace>."""
+def _tool_parameter(name: str, annotation: Any, default: Any, description: str) -> inspect.Parameter:
+    return inspect.Parameter(
+        name,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        default=default,
+        annotation=Annotated[annotation, Field(description=description)],
+    )
 
-    def retrieve_in_namespace(
-        query: Query,
-        k: K = 8,
-        doc_type: DocType = None,
-        mode: Mode = "auto",
-        as_of: AsOf = None,
-        context: Context = None,
-        max_per_document: MaxPerDocument = None,
-        merge_adjacent: MergeAdjacent = None,
-    ) -> dict[str, Any]:
-        arguments = dict(
-            k=k,
-            namespace=namespace,
-            doc_type=doc_type,
-            mode=mode,
-            as_of=as_of,
-            context=context,
-            max_per_document=max_per_document,
-            merge_adjacent=merge_adjacent,
-        )
-        return _answer(db, role, query, arguments)
 
-    return retrieve_in_namespace
+def tool_parameters(fixed: frozenset[str] = frozenset()) -> list[inspect.Parameter]:
+    """A retrieval tool's parameters: the query, then every optional field of RetrievalRequest but
+    TOOL_OMITS and the ``fixed`` ones (a per-namespace tool's namespace), typed as the request types it
+    (or as TOOL_TYPES says), and doc_type after namespace."""
+    parameters = [inspect.Parameter("query", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Query)]
+    for argument in retrieval.OPTIONAL_FIELDS:
+        name = argument.name
+        if name not in TOOL_OMITS | fixed:
+            annotation, default = TOOL_TYPES.get(name, (retrieval.FIELD_TYPES[name], None))
+            parameters.append(_tool_parameter(name, annotation, default, argument.metadata["description"]))
+        if name == "namespace":
+            parameters.append(_tool_parameter("doc_type", str | None, None, DOC_TYPE_DESCRIPTION))
+    return parameters
+
+
+def retrieval_tool(
+    name: str, run: Callable[[str, dict[str, Any]], dict[str, Any]], fixed: dict[str, Any] | None = None
+) -> Callable[..., dict[str, Any]]:
+    """A tool function ``name(query, ...)`` that passes its arguments (and the ``fixed`` ones) to ``run``.
+    Its signature, which the MCP SDK turns into the tool's input schema, is tool_parameters()."""
+    fixed = fixed or {}
+
+    def tool(query: str, **arguments: Any) -> dict[str, Any]:
+        return run(query, {**arguments, **fixed})
+
+    tool.__name__ = tool.__qualname__ = name
+    tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        tool_parameters(frozenset(fixed)), return_annotation=dict[str, Any]
+    )
+    return tool
 
 
 class NamespaceTools:
@@ -359,7 +360,11 @@ class NamespaceTools:
         for name, (namespace, description) in wanted.items():
             if name not in self.tools:
                 self.server.add_tool(
-                    _namespace_tool(self.db, self.role, namespace),
+                    retrieval_tool(
+                        "retrieve_in_namespace",  # titles the input schema, the same for every namespace
+                        lambda query, arguments: _answer(self.db, self.role, query, arguments),
+                        {"namespace": namespace},
+                    ),
                     name=name,
                     title=f"Search {namespace}",
                     description=f"Search the namespace {namespace!r}: {description}\n\n"
@@ -515,59 +520,18 @@ def build_server(
     db = Database(dsn, role)
     server = MCPServer(name="pgkb", instructions=INSTRUCTIONS)
 
-    @server.tool(
+    server.add_tool(
+        retrieval_tool("kb_retrieve", lambda query, arguments: _answer(db, role, query, arguments)),
         description=f"Search the knowledge base and return ranked passages from the documents current "
-        f"at `as_of`.\n\n{RETRIEVE_RETURNS}"
+        f"at `as_of`.\n\n{RETRIEVE_RETURNS}",
     )
-    def kb_retrieve(
-        query: Query,
-        k: K = 8,
-        namespace: Namespace = None,
-        doc_type: DocType = None,
-        mode: Mode = "auto",
-        as_of: AsOf = None,
-        context: Context = None,
-        max_per_document: MaxPerDocument = None,
-        merge_adjacent: MergeAdjacent = None,
-    ) -> dict[str, Any]:
-        arguments = dict(
-            k=k,
-            namespace=namespace,
-            doc_type=doc_type,
-            mode=mode,
-            as_of=as_of,
-            context=context,
-            max_per_document=max_per_document,
-            merge_adjacent=merge_adjacent,
-        )
-        return _answer(db, role, query, arguments)
-
-    @server.tool()
-    def kb_explain(
-        query: Query,
-        k: K = 8,
-        namespace: Namespace = None,
-        doc_type: DocType = None,
-        mode: Mode = "auto",
-        as_of: AsOf = None,
-        context: Context = None,
-        max_per_document: MaxPerDocument = None,
-        merge_adjacent: MergeAdjacent = None,
-    ) -> dict[str, Any]:
-        """Why kb_retrieve ranks what it ranks for the same arguments (kb_retrieve_explain): the query analysis
-        (language, terms, answer type), the stages tried, candidates and scores per leg (lexical, dense), the
-        evidence and the answerability decision, timings per stage, the model used, and the results in short."""
-        arguments = dict(
-            k=k,
-            namespace=namespace,
-            doc_type=doc_type,
-            mode=mode,
-            as_of=as_of,
-            context=context,
-            max_per_document=max_per_document,
-            merge_adjacent=merge_adjacent,
-        )
-        return _explain(db, query, arguments)
+    server.add_tool(
+        retrieval_tool("kb_explain", lambda query, arguments: _explain(db, query, arguments)),
+        description="Why kb_retrieve ranks what it ranks for the same arguments (kb_retrieve_explain): the query "
+        "analysis\n(language, terms, answer type), the stages tried, candidates and scores per leg (lexical, "
+        "dense), the\nevidence and the answerability decision, timings per stage, the model used, and the results "
+        "in short.",
+    )
 
     @server.tool()
     def kb_status() -> dict[str, Any]:

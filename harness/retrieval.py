@@ -1,15 +1,23 @@
 """Calling `kb_retrieve` and `kb_retrieve_explain` from Python: the one place the call is spelled.
 
-Both functions take the SQL functions' arguments under the same names. An argument left as
-None is not passed at all, so the database's own default applies (k 8, mode auto, no
-namespace, no filters, as_of now(), no context, and for max_per_document / merge_adjacent the
-settings of those names); the defaults live in the database only.
+`RetrievalRequest` is the one description of a retrieval request: the query and the optional
+arguments of both SQL functions, in signature order, each with its SQL type and a one-line
+description. Everything else that offers those arguments (the MCP tools, the framework retrievers,
+the lab's query form, `pgkb query`) builds its parameters from its fields, so an argument added to
+`kb_retrieve` is added here once (tests/unit/test_retrieval_request.py holds every place to it).
+
+An argument left as None is not passed at all, so the database's own default applies (k 8, mode
+auto, no namespace, no filters, as_of now(), no context, and for max_per_document / merge_adjacent
+the settings of those names); the defaults live in the database only.
 The result columns are whatever `kb_retrieve` returns (one dict per row, in column order).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any
 
@@ -22,153 +30,134 @@ from psycopg.types.json import Jsonb
 # list; tests check that the database agrees).
 MODES = vocabulary.RETRIEVAL_MODES
 
-# Optional arguments of kb_retrieve / kb_retrieve_explain with their SQL types, in signature order.
-OPTIONAL_ARGUMENTS = {
-    "k": "integer",
-    "namespace": "text",
-    "mode": "text",
-    "filters": "jsonb",
-    "as_of": "timestamptz",
-    "context": "text[]",
-    "max_per_document": "integer",
-    "merge_adjacent": "boolean",
-}
+# The SQL functions that take a RetrievalRequest's arguments.
+FUNCTIONS = ("kb_retrieve", "kb_retrieve_explain")
 
 
-def _call(
-    function: str,
-    query: str,
-    *,
-    k: int | None,
-    namespace: str | None,
-    mode: str | None,
-    filters: Any,
-    as_of: str | date | datetime | None,
-    context: Sequence[str] | None,
-    max_per_document: int | None,
-    merge_adjacent: bool | None,
-) -> tuple[str, dict[str, Any]]:
-    """The SQL text `function(query, name => value, ...)` with named arguments for the given values only."""
-    given = {
-        "k": k,
-        "namespace": namespace,
-        "mode": mode,
-        "filters": filters,
-        "as_of": as_of,
-        "context": context,
-        "max_per_document": max_per_document,
-        "merge_adjacent": merge_adjacent,
-    }
-    params: dict[str, Any] = {"query": query}
-    arguments = ["%(query)s::text"]
-    for name, sql_type in OPTIONAL_ARGUMENTS.items():
-        value = given[name]
-        if value is None:
-            continue
-        if name == "filters" and not isinstance(value, Jsonb):
-            value = Jsonb(value)
-        elif name == "context":
-            value = list(value)
-        params[name] = value
-        arguments.append(f"{name} => %({name})s::{sql_type}")
-    return f"{function}({', '.join(arguments)})", params
+def _argument(sql_type: str, description: str) -> Any:
+    """An optional field of RetrievalRequest: None by default, its SQL type and the line help texts show."""
+    return field(default=None, metadata={"sql_type": sql_type, "description": description})
 
 
-def retrieve(
-    conn: psycopg.Connection,
-    query: str,
-    *,
-    k: int | None = None,
-    namespace: str | None = None,
-    mode: str | None = None,
-    filters: Any = None,
-    as_of: str | date | datetime | None = None,
-    context: Sequence[str] | None = None,
-    max_per_document: int | None = None,
-    merge_adjacent: bool | None = None,
-) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class RetrievalRequest:
+    """One call of kb_retrieve / kb_retrieve_explain: the query and the optional arguments, in the
+    SQL signature's order; None leaves an argument to the database's default.
+
+    ``filters`` is a dict (or a psycopg Jsonb) sent as jsonb; ``as_of`` a date, datetime or a string
+    PostgreSQL reads as timestamptz; ``context`` the earlier questions of a conversation."""
+
+    query: str = field(metadata={"sql_type": "text", "description": "The question or search text, in any language."})
+    k: int | None = _argument("integer", "How many passages to return.")
+    namespace: str | None = _argument("text", "Search only this namespace (default: all).")
+    mode: str | None = _argument("text", "Retrieval mode; 'auto' picks per query.")
+    filters: dict[str, Any] | None = _argument(
+        "jsonb",
+        'Metadata the documents must match, a JSON object such as {"doc_type": "policy"} (default: none).',
+    )
+    as_of: str | date | datetime | None = _argument(
+        "timestamptz", "ISO date or timestamp: answer with the documents current on that day (default now)."
+    )
+    context: Sequence[str] | None = _argument(
+        "text[]", "Earlier questions of the conversation, for follow-up questions."
+    )
+    max_per_document: int | None = _argument(
+        "integer",
+        "At most this many passages from one document, so that other relevant documents get places; "
+        "0: no cap (default: the knowledge base's setting).",
+    )
+    merge_adjacent: bool | None = _argument(
+        "boolean",
+        "Join passages that follow each other in one document into one passage, in document order, "
+        "their overlap removed (default: the knowledge base's setting).",
+    )
+
+    def given_arguments(self) -> dict[str, Any]:
+        """The optional arguments that are not None, by name, in signature order."""
+        return {f.name: getattr(self, f.name) for f in OPTIONAL_FIELDS if getattr(self, f.name) is not None}
+
+    def sql_call(self, function: str) -> tuple[str, dict[str, Any]]:
+        """The SQL text `function(query, name => value, ...)` with named arguments for the given values
+        only, and its parameters (function: one of FUNCTIONS)."""
+        if function not in FUNCTIONS:
+            raise ValueError(f"{function} does not take a retrieval request; {' and '.join(FUNCTIONS)} do")
+        params: dict[str, Any] = {"query": self.query}
+        arguments = [f"%(query)s::{QUERY_FIELD.metadata['sql_type']}"]
+        for name, value in self.given_arguments().items():
+            sql_type = OPTIONAL_ARGUMENTS[name]
+            params[name] = _sql_value(value, sql_type)
+            arguments.append(f"{name} => %({name})s::{sql_type}")
+        return f"{function}({', '.join(arguments)})", params
+
+
+def _sql_value(value: Any, sql_type: str) -> Any:
+    """A Python value as psycopg should send it for an argument of that SQL type."""
+    if sql_type == "jsonb" and not isinstance(value, Jsonb):
+        return Jsonb(value)
+    if sql_type.endswith("[]"):
+        return list(value)
+    return value
+
+
+QUERY_FIELD = dataclasses.fields(RetrievalRequest)[0]
+# The optional arguments' fields, in signature order: what other code builds its parameters from.
+OPTIONAL_FIELDS: tuple[dataclasses.Field, ...] = dataclasses.fields(RetrievalRequest)[1:]
+# The optional arguments with their SQL types, in signature order.
+OPTIONAL_ARGUMENTS: dict[str, str] = {f.name: f.metadata["sql_type"] for f in OPTIONAL_FIELDS}
+# The Python type of each field (RetrievalRequest's annotations, resolved), for signatures and models.
+FIELD_TYPES: dict[str, Any] = typing.get_type_hints(RetrievalRequest)
+
+
+def description(name: str) -> str:
+    """The one-line description of a field of RetrievalRequest (the query or an optional argument)."""
+    return next(f for f in dataclasses.fields(RetrievalRequest) if f.name == name).metadata["description"]
+
+
+def check_argument_names(names: Any) -> None:
+    """TypeError naming every name that is not an optional argument of kb_retrieve."""
+    unknown = set(names) - set(OPTIONAL_ARGUMENTS)
+    if unknown:
+        raise TypeError(
+            f"kb_retrieve has no argument {', '.join(sorted(unknown))}; it takes {', '.join(OPTIONAL_ARGUMENTS)}"
+        )
+
+
+def request_of(query: str | RetrievalRequest, arguments: dict[str, Any]) -> RetrievalRequest:
+    """A request from a query and keyword arguments, or a request with some arguments replaced."""
+    check_argument_names(arguments)
+    if isinstance(query, RetrievalRequest):
+        return dataclasses.replace(query, **arguments)
+    return RetrievalRequest(query, **arguments)
+
+
+def retrieve(conn: psycopg.Connection, query: str | RetrievalRequest, **arguments: Any) -> list[dict[str, Any]]:
     """The rows of `kb_retrieve(query, ...)`, ranked, one dict per passage (column name -> value).
 
-    `filters` is a dict (or a psycopg Jsonb) sent as jsonb; `as_of` a date, datetime or a string
-    PostgreSQL reads as timestamptz; `context` the earlier questions of a conversation;
-    `max_per_document` the most chunks of one document among the k, `merge_adjacent` whether
-    consecutive chunks of one document come as one passage (None: the database settings).
+    ``query`` is the question, or a whole RetrievalRequest; ``arguments`` are RetrievalRequest's
+    optional fields by name (over the request's own, when one is given): k, namespace, mode, filters,
+    as_of, context, max_per_document (the most chunks of one document among the k) and merge_adjacent
+    (whether consecutive chunks of one document come as one passage). An unknown name is a TypeError.
     Database errors (bad arguments, missing grants) propagate as psycopg errors."""
-    call, params = _call(
-        "kb_retrieve",
-        query,
-        k=k,
-        namespace=namespace,
-        mode=mode,
-        filters=filters,
-        as_of=as_of,
-        context=context,
-        max_per_document=max_per_document,
-        merge_adjacent=merge_adjacent,
-    )
+    call, params = request_of(query, arguments).sql_call("kb_retrieve")
     with conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(f"SELECT * FROM {call}", params).fetchall()
 
 
 async def aretrieve(
-    conn: psycopg.AsyncConnection,
-    query: str,
-    *,
-    k: int | None = None,
-    namespace: str | None = None,
-    mode: str | None = None,
-    filters: Any = None,
-    as_of: str | date | datetime | None = None,
-    context: Sequence[str] | None = None,
-    max_per_document: int | None = None,
-    merge_adjacent: bool | None = None,
+    conn: psycopg.AsyncConnection, query: str | RetrievalRequest, **arguments: Any
 ) -> list[dict[str, Any]]:
     """`retrieve` on an async connection (psycopg.AsyncConnection): the same call, the same rows."""
-    call, params = _call(
-        "kb_retrieve",
-        query,
-        k=k,
-        namespace=namespace,
-        mode=mode,
-        filters=filters,
-        as_of=as_of,
-        context=context,
-        max_per_document=max_per_document,
-        merge_adjacent=merge_adjacent,
-    )
+    call, params = request_of(query, arguments).sql_call("kb_retrieve")
     async with conn.cursor(row_factory=dict_row) as cur:
         await cur.execute(f"SELECT * FROM {call}", params)
         return await cur.fetchall()
 
 
-def explain(
-    conn: psycopg.Connection,
-    query: str,
-    *,
-    k: int | None = None,
-    namespace: str | None = None,
-    mode: str | None = None,
-    filters: Any = None,
-    as_of: str | date | datetime | None = None,
-    context: Sequence[str] | None = None,
-    max_per_document: int | None = None,
-    merge_adjacent: bool | None = None,
-) -> dict[str, Any]:
+def explain(conn: psycopg.Connection, query: str | RetrievalRequest, **arguments: Any) -> dict[str, Any]:
     """The object `kb_retrieve_explain(query, ...)` returns for the same arguments as `retrieve`:
     query analysis, stages, candidates per leg, timings, low-confidence flag, model and a
     short form of the result rows under "results" (what passage assembly did under "assembly")."""
-    call, params = _call(
-        "kb_retrieve_explain",
-        query,
-        k=k,
-        namespace=namespace,
-        mode=mode,
-        filters=filters,
-        as_of=as_of,
-        context=context,
-        max_per_document=max_per_document,
-        merge_adjacent=merge_adjacent,
-    )
+    call, params = request_of(query, arguments).sql_call("kb_retrieve_explain")
     with conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(f"SELECT {call} AS explain", params).fetchone()["explain"]
 

@@ -366,6 +366,17 @@ def test_a_long_context_turn_is_cut_like_the_query(fresh_db):
     assert any("context turn 1 truncated" in note for note in result["notes"]), result["notes"]
 
 
+def test_a_follow_up_on_an_earlier_question_of_the_longest_length_still_retrieves(fresh_db):
+    # the earlier question is within the bound; the follow-up composed from it must be too.
+    # Distinct words, so the subject taken from it (its core terms) stays about as long.
+    earlier = ("How do refunds work for damaged goods " + " ".join(f"item{i}" for i in range(400)))[:1990]
+    insert_document(fresh_db, "refunds.md", f"# Refunds\n\n{earlier}\n\nThe deadline for refunds is 30 days.")
+    result = explain(fresh_db, "and the refund deadline?", mode="hybrid", context=[earlier])
+    assert len(result["analysis"]["composed"]) <= 2000
+    rows = retrieve(fresh_db, "and the refund deadline?", mode="hybrid", context=[earlier])
+    assert rows and {r["source"] for r in rows} == {"refunds.md"}
+
+
 def test_filters_are_refused_one_level_past_the_depth_limit_and_not_before(fresh_db):
     limit = fresh_db.execute("SELECT kb_pipeline.max_filters_depth() AS n").fetchone()["n"]
     insert_document(fresh_db, **VALID_DOCUMENT)

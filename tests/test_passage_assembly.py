@@ -298,13 +298,22 @@ def test_a_negative_max_per_document_setting_is_refused_naming_the_setting(rolle
 def test_kb_retrieve_has_one_signature_with_the_assembly_arguments(rolled_back_db):
     found = rolled_back_db.execute(
         """SELECT p.proname, pg_get_function_identity_arguments(p.oid) AS args FROM pg_proc AS p
-           WHERE p.proname IN ('kb_retrieve', 'kb_retrieve_explain', 'retrieve_core') ORDER BY 1"""
+           WHERE p.proname IN ('kb_retrieve', 'kb_retrieve_explain') ORDER BY 1"""
     ).fetchall()
-    assert [r["proname"] for r in found] == ["kb_retrieve", "kb_retrieve_explain", "retrieve_core"]
+    assert [r["proname"] for r in found] == ["kb_retrieve", "kb_retrieve_explain"]
     for r in found:
-        assert r["args"].endswith("max_per_document integer, merge_adjacent boolean") or r["args"].endswith(
-            "p_max_per_document integer, p_merge_adjacent boolean, p_explain boolean"
-        ), r
+        assert r["args"].endswith("max_per_document integer, merge_adjacent boolean"), r
+    # below the doors the arguments travel as one request value
+    core = rolled_back_db.execute(
+        """SELECT pg_get_function_identity_arguments(p.oid) AS args FROM pg_proc AS p
+           WHERE p.proname = 'retrieve_core'"""
+    ).fetchall()
+    assert [r["args"] for r in core] == ["p_request kb_pipeline.retrieval_request, p_explain boolean"]
+    attributes = rolled_back_db.execute(
+        """SELECT array_agg(a.attname::text ORDER BY a.attnum) AS names FROM pg_attribute AS a
+           WHERE a.attrelid = 'kb_pipeline.retrieval_request'::regclass AND a.attnum > 0"""
+    ).fetchone()["names"]
+    assert {"max_per_document", "merge_adjacent"} <= set(attributes)
 
 
 # ------------------------------------------------------------------ tenants

@@ -5,6 +5,8 @@ Both are thin: they call `kb_retrieve` through harness.retrieval with the argume
 (None: the database's default) and turn each row into the framework's own type. What this module
 shares between them, importing neither framework:
 
+* `ARGUMENTS`, `arguments_of`, `keyword_parameters`: kb_retrieve's optional arguments as
+  harness.retrieval.RetrievalRequest describes them, from which each retriever builds its fields;
 * `KnowledgeBase`: where the calls go (a DSN; default PGKB_READ_DSN, else PGKB_DSN, else the
   embedded cluster of `pgkb up`), one kept connection for sync calls and one connection per async call;
 * `passage_metadata`: a row's columns as the metadata of a document or node;
@@ -14,6 +16,7 @@ shares between them, importing neither framework:
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,7 +30,7 @@ from .. import retrieval
 from ..config import load_settings
 from ..db import connect
 
-# The arguments of kb_retrieve besides the query, in signature order (harness.retrieval).
+# The arguments of kb_retrieve besides the query, in signature order (harness.retrieval.RetrievalRequest).
 ARGUMENTS = tuple(retrieval.OPTIONAL_ARGUMENTS)
 
 # Metadata keys a framework shows a language model with the passage's text: the line to cite.
@@ -54,6 +57,26 @@ def decision_of(rows: Sequence[dict[str, Any]]) -> Decision:
     if not rows:
         return Decision("no evidence", 0.0, 0)
     return Decision(rows[0]["answerability"], float(rows[0]["evidence"]), len(rows))
+
+
+def arguments_of(given: dict[str, Any]) -> dict[str, Any]:
+    """Every optional argument of kb_retrieve, in signature order: the given value or None; an array
+    argument copied, so that the caller's list changing later does not change the retriever's calls.
+    TypeError for a name kb_retrieve does not take."""
+    retrieval.check_argument_names(given)
+    arguments = {name: given.get(name) for name in ARGUMENTS}
+    for name, sql_type in retrieval.OPTIONAL_ARGUMENTS.items():
+        if sql_type.endswith("[]") and arguments[name] is not None:
+            arguments[name] = list(arguments[name])
+    return arguments
+
+
+def keyword_parameters() -> list[inspect.Parameter]:
+    """kb_retrieve's optional arguments as keyword-only parameters defaulting to None, with their types."""
+    return [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=retrieval.FIELD_TYPES[name])
+        for name in ARGUMENTS
+    ]
 
 
 def _plain(value: Any) -> Any:

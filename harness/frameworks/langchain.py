@@ -12,36 +12,40 @@ empty; ``retriever.last_decision`` says what kb_retrieve decided for the latest 
 
 from __future__ import annotations
 
-from datetime import date, datetime
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from pydantic import PrivateAttr
+from pydantic import Field, PrivateAttr, create_model
 
-from . import ARGUMENTS, Decision, KnowledgeBase, decision_of, passage_metadata
+from .. import retrieval
+from . import ARGUMENTS, Decision, KnowledgeBase, arguments_of, decision_of, passage_metadata
 
 # keyword arguments LangChain's invoke passes on besides a retriever's own
 _LANGCHAIN_KEYWORDS = frozenset({"verbose"})
 
 
-class PgkbRetriever(BaseRetriever):
-    """kb_retrieve as a LangChain retriever. Every field but ``dsn`` is an argument of kb_retrieve;
-    None leaves it to the database (k 8, mode auto, all namespaces the role may read, no filters,
+# The retriever's fields: dsn, then kb_retrieve's optional arguments as harness.retrieval.RetrievalRequest
+# describes them (type, description), each None by default so that the database's default applies.
+_RetrieverFields = create_model(
+    "_RetrieverFields",
+    __base__=BaseRetriever,
+    dsn=(str | None, None),
+    **{
+        f.name: (retrieval.FIELD_TYPES[f.name], Field(default=None, description=f.metadata["description"]))
+        for f in retrieval.OPTIONAL_FIELDS
+    },
+)
+
+
+class PgkbRetriever(_RetrieverFields):
+    """kb_retrieve as a LangChain retriever. Every field but ``dsn`` and LangChain's own (name, tags,
+    metadata) is an argument of kb_retrieve, typed and described as harness.retrieval.RetrievalRequest's
+    optional fields; None leaves it to the database (k 8, mode auto, all namespaces the role may read, no filters,
     as_of now, no context, the settings for max_per_document and merge_adjacent). ``invoke(query,
     **arguments)`` overrides them for one call, e.g. ``invoke("refund period", as_of="2025-03-01")``.
     ``dsn`` None: PGKB_READ_DSN, else PGKB_DSN, else the embedded cluster of `pgkb up`."""
-
-    dsn: str | None = None
-    k: int | None = None
-    namespace: str | None = None
-    mode: str | None = None
-    filters: dict[str, Any] | None = None
-    as_of: str | date | datetime | None = None
-    context: list[str] | None = None
-    max_per_document: int | None = None
-    merge_adjacent: bool | None = None
 
     _kb: KnowledgeBase = PrivateAttr()
     _last_decision: Decision | None = PrivateAttr(default=None)
@@ -55,13 +59,9 @@ class PgkbRetriever(BaseRetriever):
         return self._last_decision
 
     def _arguments(self, overrides: dict[str, Any]) -> dict[str, Any]:
-        unknown = set(overrides) - set(ARGUMENTS) - _LANGCHAIN_KEYWORDS
-        if unknown:
-            names = ", ".join(sorted(unknown))
-            raise TypeError(f"kb_retrieve has no argument {names}; it takes {', '.join(ARGUMENTS)}")
-        arguments = {name: getattr(self, name) for name in ARGUMENTS}
-        arguments.update({name: value for name, value in overrides.items() if name in ARGUMENTS})
-        return arguments
+        given = {name: getattr(self, name) for name in ARGUMENTS}
+        given.update({name: value for name, value in overrides.items() if name not in _LANGCHAIN_KEYWORDS})
+        return arguments_of(given)
 
     def _documents(self, rows: list[dict[str, Any]], as_of: Any) -> list[Document]:
         self._last_decision = decision_of(rows)

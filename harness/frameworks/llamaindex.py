@@ -18,19 +18,27 @@ network unavailable).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import date, datetime
+import inspect
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
 
-from . import ARGUMENTS, LLM_METADATA_KEYS, Decision, KnowledgeBase, decision_of, passage_metadata
+from . import (
+    LLM_METADATA_KEYS,
+    Decision,
+    KnowledgeBase,
+    arguments_of,
+    decision_of,
+    keyword_parameters,
+    passage_metadata,
+)
 
 
 class PgkbRetriever(BaseRetriever):
-    """kb_retrieve as a LlamaIndex retriever. Every keyword but ``dsn`` is an argument of kb_retrieve;
+    """kb_retrieve as a LlamaIndex retriever. Every keyword but ``dsn``, ``callback_manager`` and ``verbose``
+    is an argument of kb_retrieve (harness.retrieval.RetrievalRequest's optional fields);
     None leaves it to the database (k 8, mode auto, all namespaces the role may read, no filters,
     as_of now, no context, the settings for max_per_document and merge_adjacent). ``dsn`` None:
     PGKB_READ_DSN, else PGKB_DSN, else the embedded cluster of `pgkb up`."""
@@ -39,29 +47,12 @@ class PgkbRetriever(BaseRetriever):
         self,
         dsn: str | None = None,
         *,
-        k: int | None = None,
-        namespace: str | None = None,
-        mode: str | None = None,
-        filters: dict[str, Any] | None = None,
-        as_of: str | date | datetime | None = None,
-        context: Sequence[str] | None = None,
-        max_per_document: int | None = None,
-        merge_adjacent: bool | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
+        **arguments: Any,
     ) -> None:
         super().__init__(callback_manager=callback_manager, verbose=verbose)
-        self.arguments: dict[str, Any] = {
-            "k": k,
-            "namespace": namespace,
-            "mode": mode,
-            "filters": filters,
-            "as_of": as_of,
-            "context": list(context) if context is not None else None,
-            "max_per_document": max_per_document,
-            "merge_adjacent": merge_adjacent,
-        }
-        assert tuple(self.arguments) == ARGUMENTS
+        self.arguments: dict[str, Any] = arguments_of(arguments)
         self._kb = KnowledgeBase(dsn)
         self.last_decision: Decision | None = None
         """What kb_retrieve decided for this retriever's latest call (None before the first)."""
@@ -92,3 +83,18 @@ class PgkbRetriever(BaseRetriever):
     def close(self) -> None:
         """Close the kept connection (the next sync call opens another)."""
         self._kb.close()
+
+
+def _init_signature() -> inspect.Signature:
+    """PgkbRetriever.__init__ as callers see it: dsn, kb_retrieve's keywords (from
+    harness.retrieval.RetrievalRequest), then LlamaIndex's own keywords."""
+    written = list(inspect.signature(PgkbRetriever.__init__).parameters.values())
+    own = [p for p in written if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    keyword_only = [p for p in own if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    positional = [p for p in own if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    return inspect.Signature([*positional, *keyword_parameters(), *keyword_only], return_annotation=None)
+
+
+# help(), editors that read signatures at run time and the tests see every keyword by name, although
+# __init__ takes kb_retrieve's as **arguments (checked by arguments_of).
+PgkbRetriever.__init__.__signature__ = _init_signature()  # type: ignore[attr-defined]

@@ -50,14 +50,14 @@ def query_settings(conn: psycopg.Connection) -> list[dict[str, Any]]:
     return [r for r in rows if r["key"] not in INGEST_SETTINGS]
 
 
-def retrieve(conn: psycopg.Connection, request: dict[str, Any]) -> list[dict[str, Any]]:
-    """kb_retrieve for a parsed request (harness.lab.forms.Request.arguments())."""
-    return retrieval.retrieve(conn, request["q"], **request["arguments"])
+def retrieve(conn: psycopg.Connection, request: retrieval.RetrievalRequest) -> list[dict[str, Any]]:
+    """kb_retrieve for a request (harness.lab.forms.QueryForm.request())."""
+    return retrieval.retrieve(conn, request)
 
 
-def explain(conn: psycopg.Connection, request: dict[str, Any]) -> dict[str, Any]:
-    """kb_retrieve_explain for a parsed request."""
-    return retrieval.explain(conn, request["q"], **request["arguments"])
+def explain(conn: psycopg.Connection, request: retrieval.RetrievalRequest) -> dict[str, Any]:
+    """kb_retrieve_explain for a request."""
+    return retrieval.explain(conn, request)
 
 
 def documents(

@@ -420,7 +420,8 @@ def analyze(query: str, context: list[str] | None = None) -> dict:
     subject = _context_subject(context)
     rest = _followup_rest(original) if subject else None
     if subject and rest is not None:
-        composed = f"{subject} {rest}".strip()
+        # cut where the query is cut: every step after analysis holds a question to that bound
+        composed = f"{subject} {rest}".strip()[:MAX_QUERY_CHARS]
         stages = _distinct([composed, normalize_question(composed), core_terms(normalize_question(composed))])
     else:
         stages = _distinct([original, normalized, core])

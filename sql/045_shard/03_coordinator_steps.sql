@@ -73,9 +73,9 @@ BEGIN
                 GROUP BY e.key) AS d)),
         -- JSON only here, for the PL/Proxy wire: the shards read it back as the types
         'stages', coalesce((
-            SELECT jsonb_agg(jsonb_build_object('lexical', to_jsonb(l.input),
-                'dense', to_jsonb(dense_by_stage[l.n::integer])) ORDER BY l.n)
-            FROM unnest(lexical) WITH ORDINALITY AS l (input, n)
+            SELECT jsonb_agg(jsonb_build_object('lexical', to_jsonb(lexical[n]),
+                'dense', to_jsonb(dense_by_stage[n])) ORDER BY n)
+            FROM generate_subscripts(lexical, 1) AS n
         ), '[]'));
 END;
 $$;

@@ -7,6 +7,7 @@ button posts the form again with the judgment, which kb.record_judgment stores a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -16,6 +17,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ...retrieval import RetrievalRequest
 from .. import queries, render
 from ..context import STALE_TOKEN, LabContext, parameters
 from ..database import LabError, NotPermitted, QueryFailed
@@ -115,7 +117,7 @@ def _query_page(lab: LabContext, request: Request, params: Any) -> Response:
                 # the reason of the answerability decision (probability, thresholds, signals) is in the
                 # explain object (a second retrieval of the same request, in the same transaction)
                 explained = queries.explain(conn, req)
-                docs = queries.documents_by_id(conn, [r["document_id"] for r in rows], req["arguments"].get("as_of"))
+                docs = queries.documents_by_id(conn, [r["document_id"] for r in rows], req.as_of)
                 judged = queries.judgments_for(conn, sorted({(r["namespace"], form.q) for r in rows}))
                 return rows, explained, docs, judged
 
@@ -170,21 +172,21 @@ def _explain_page(lab: LabContext, request: Request, params: Any) -> Response:
 
 
 def _explained_with_hidden(
-    conn: psycopg.Connection, req: dict[str, Any]
+    conn: psycopg.Connection, req: RetrievalRequest
 ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[int, dict[str, Any]]]:
     """kb_retrieve_explain of a request, the passages the lifecycle rule hid from it, and the documents of both."""
     answer = queries.explain(conn, req)
     hidden = []
-    filters = req["arguments"].get("filters") or {}
+    filters = req.filters or {}
     # versions that the lifecycle rule hid: the same retrieval with history allowed, minus the documents
     # already returned (asked only when the filters do not already lift it)
     if "include_history" not in filters and "status" not in filters:
-        history = {**req, "arguments": {**req["arguments"], "filters": {**filters, "include_history": True}}}
+        history = dataclasses.replace(req, filters={**filters, "include_history": True})
         shown = {r["document_id"] for r in answer.get("results") or []}
         hidden = [r for r in queries.explain(conn, history).get("results") or [] if r["document_id"] not in shown]
     # every passage's document with its lifecycle at as_of (returned and hidden ones)
     ids = [r["document_id"] for r in (answer.get("results") or []) + hidden]
-    docs = queries.documents_by_id(conn, ids, req["arguments"].get("as_of"))
+    docs = queries.documents_by_id(conn, ids, req.as_of)
     return answer, hidden, docs
 
 
@@ -221,7 +223,7 @@ def _compare_page(lab: LabContext, request: Request, params: Any) -> Response:
                 def work(conn, req=req):
                     rows = queries.retrieve(conn, req)
                     ids = [r["document_id"] for r in rows]
-                    return rows, queries.documents_by_id(conn, ids, req["arguments"].get("as_of"))
+                    return rows, queries.documents_by_id(conn, ids, req.as_of)
 
                 context[f"rows_{side}"], docs = lab.db.run(work, settings=sides[side].settings)
                 context.setdefault("docs", {}).update(docs)
