@@ -5,15 +5,22 @@
 * DOCX seconds for a generated document of 12,000 paragraphs (headings, bullets, body text:
   about 1.7 MB of document.xml), written with python-docx.
 
-Run with the server venv; ``--plpython`` chooses which checkout's pgkb_plpy is measured:
+The baseline, in the same run: the raw read of the same file, what every conversion must do at
+least (PDF: pypdfium2's plain text of every page; DOCX: unzip and parse word/document.xml with
+lxml); the ratio is pgkb's time over the raw read's. Another checkout (``--plpython``) is compared
+by running the scenario once with each.
 
-    /opt/pgkb/server-venv/bin/python bench/parse_speed.py [--plpython DIR] [PDF ...]
+Run with the server venv; ``--plpython`` chooses which checkout's pgkb_plpy is measured. Prints
+JSON on stdout and a table on stderr:
+
+    /opt/pgkb/server-venv/bin/python -m bench parse_speed [--plpython DIR] [PDF ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import sys
 import time
 from pathlib import Path
@@ -63,6 +70,43 @@ def big_docx() -> bytes:
     return out.getvalue()
 
 
+def raw_pdf_text(data: bytes) -> str:
+    """The baseline of a PDF: pypdfium2's plain text of every page, no structure."""
+    import pypdfium2 as pdfium
+
+    pdf = pdfium.PdfDocument(data)
+    return "\n".join(pdf[i].get_textpage().get_text_range() for i in range(len(pdf)))
+
+
+def raw_docx_xml(data: bytes) -> object:
+    """The baseline of a DOCX: its word/document.xml unzipped and parsed by lxml."""
+    import zipfile
+
+    from lxml import etree
+
+    return etree.fromstring(zipfile.ZipFile(io.BytesIO(data)).read("word/document.xml"))
+
+
+def timed_against_raw(convert, raw, data: bytes) -> tuple[float, float, object]:
+    """(pgkb's best seconds, the raw read's best seconds, pgkb's result)."""
+    seconds, parsed = best_of(lambda: convert(data))
+    raw_seconds, _ = best_of(lambda: raw(data))
+    return seconds, raw_seconds, parsed
+
+
+def result(kind: str, name: str, seconds: float, raw_seconds: float, **extra) -> dict:
+    """One row of the report: pgkb's and the raw read's best seconds and their ratio."""
+    ratio = round(seconds / raw_seconds, 2) if raw_seconds else None
+    return {
+        "format": kind,
+        "file": name,
+        **extra,
+        "seconds": round(seconds, 4),
+        "raw_seconds": round(raw_seconds, 4),
+        "ratio_to_raw": ratio,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--plpython", default=str(ROOT / "plpython"), help="directory holding pgkb_plpy")
@@ -76,14 +120,19 @@ def main() -> None:
     if not pdfs:
         pdfs = [(p.name, p.read_bytes()) for p in DEBIAN_PDFS if p.exists()]
         pdfs.append(("agent-manual x 120 pages", long_manual()))
-    print(f"pgkb_plpy from {args.plpython}")
+    rows = []
     for name, data in pdfs:
-        seconds, parsed = best_of(lambda data=data: parse_pdf(data))
+        seconds, raw_seconds, parsed = timed_against_raw(parse_pdf, raw_pdf_text, data)
         pages = len(parsed.page_starts)
-        print(f"PDF  {name}: {pages} pages, {pages / seconds:.0f} pages/s")
+        rows.append(result("PDF", name, seconds, raw_seconds, pages=pages, pages_per_s=round(pages / seconds)))
     data = big_docx()
-    seconds, parsed = best_of(lambda: parse_docx(data))
-    print(f"DOCX 12,000 paragraphs ({len(data)} bytes): {seconds:.2f} s")
+    seconds, raw_seconds, _ = timed_against_raw(parse_docx, raw_docx_xml, data)
+    rows.append(result("DOCX", "12,000 paragraphs", seconds, raw_seconds, bytes=len(data)))
+    print(json.dumps({"benchmark": "parse_speed", "plpython": args.plpython, "results": rows}, indent=2))
+    print(f"pgkb_plpy from {args.plpython}\n| file | pgkb | pgkb / raw read |\n| --- | --- | --- |", file=sys.stderr)
+    for row in rows:
+        speed = f"{row['pages_per_s']} pages/s" if row["format"] == "PDF" else f"{row['seconds']:.2f} s"
+        print(f"| {row['format']} {row['file']} | {speed} | {row['ratio_to_raw']} |", file=sys.stderr)
 
 
 if __name__ == "__main__":

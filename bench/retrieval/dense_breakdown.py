@@ -1,6 +1,6 @@
 """Where the dense stage's time goes, on an existing real-vector benchmark database (read only).
 
-``python -m bench.retrieval.dense_breakdown --db pgkb_bench_real_25000 [--queries 30]`` times, per
+``python -m bench dense_breakdown --db pgkb_bench_real_25000 [--queries 30]`` times, per
 real question (half short, half long; its vector from ``kb.embed_query``), interleaved, with
 ``jit = off`` as inside ``kb_retrieve``:
 
@@ -11,7 +11,8 @@ real question (half short, half long; its vector from ``kb.embed_query``), inter
 * ``dense_raw_10``: the same with limit 10;
 * ``bare_hnsw_10``: the bare pgvector top 10 (no visibility check).
 
-Report: ``bench/results/dense_breakdown_real.json`` (or ``--out``).
+Report: ``bench/results/dense_breakdown_real.json`` (or ``--out``) and stdout; a table on stderr
+with each call's p50 / p95 and its p50 over the bare top 10's (the baseline, same run).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +40,16 @@ CALLS = {
     "dense_raw_10": "SELECT count(*) FROM kb_node.dense_candidates(%(v)s, %(m)s, %(d)s, now(), NULL, '{}', 10, "
     "'{}'::kb.language_moment[])",
 }
+
+
+def table(latency: dict) -> str:
+    """p50 / p95 per call and p50 over the bare top-10 HNSW scan's."""
+    base = latency["bare_hnsw_10"]["p50"]
+    lines = ["| call | p50 / p95 ms | p50 / bare HNSW p50 |", "| --- | --- | --- |"]
+    for name, figures in latency.items():
+        ratio = round(figures["p50"] / base, 2) if base and figures["p50"] is not None else None
+        lines.append(f"| {name} | {figures['p50']} / {figures['p95']} | {ratio} |")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or default_results_dir() / "dense_breakdown_real.json"
     out.write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
+    print(table(report["latency_ms"]), file=sys.stderr)
     return 0
 
 

@@ -11,7 +11,7 @@ puts the groups on one scale: how unusually close this passage is to the questio
 passages of its own language. The map is affine with a positive slope for a fixed query and
 group, so it never changes the order inside one group: a one-language corpus ranks exactly as by
 raw similarity, and the dense leg can search the stored vectors with HNSW once per group and merge
-the groups by score. (Measured outside the product: bench/language_centering.py.)
+the groups by score. (Measured outside the product: CHANGELOG.md, 0.2.0.)
 
 In a group of *another* language than the question's, ``q . p`` also holds ``mean_Q . p`` (the
 question's own language component, ``mean_Q`` the mean of the question's language group): how
@@ -22,8 +22,8 @@ language-specific centring of Libovicky, Rosa and Fraser, 2020, on the query sid
 stored vectors and their index stay as they are). In the question's own group the component is
 shared by every passage and carries the script-level signal of that language: the query is used
 as it is. ``mean_Q`` follows the question's share of Chinese as a passage's moments do. (Both
-measured outside the product: bench/language_centering.py, variants ``zscore`` and
-``zscore_centred_other``.)
+measured outside the product: CHANGELOG.md, 0.2.0, the z-score with the question's language
+mean removed.)
 
 The statistics are kept per model, namespace and group in ``kb.language_statistics``, under the
 row-level security of the chunks: a reader's moments are pooled over the namespaces it may see

@@ -1,7 +1,7 @@
--- Fusion: how the legs' candidates become one ranking (kb_pipeline.fuse, pure):
--- every hit weighed by its own evidence when both legs are calibrated on the
--- corpus, a hit in another language than the question's not held back by the
--- lexical leg.
+-- Fusion: how the legs' candidates become one ranking (kb_pipeline.fuse, pure,
+-- one function per method): every hit weighed by its own evidence when both
+-- legs are calibrated on the corpus, a hit in another language than the
+-- question's not held back by the lexical leg.
 
 CREATE OR REPLACE FUNCTION kb_pipeline.own_language_first_rank()
 RETURNS integer
@@ -82,6 +82,68 @@ $$;
 COMMENT ON FUNCTION kb_pipeline.weighs_hits_by_evidence(kb.language_moment[]) IS
 'Whether fusion weighs each hit by its own evidence (kb_pipeline.fuse): only when the dense leg is language-corrected over a scope that holds passages in both Chinese and English (language moments of both groups). Otherwise the legs are fused by their plain weighted scores. Pure.';
 
+CREATE OR REPLACE FUNCTION kb_pipeline.fused_linear(
+    p_lexical_part double precision,
+    p_dense_part double precision,
+    p_other_language boolean,
+    p_lexical_left_open double precision,
+    p_weight_lexical double precision,
+    p_weight_dense double precision
+)
+RETURNS double precision
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- A dense hit in another language than the question's is one the lexical
+    -- leg could not read, beyond the names and numbers both languages share:
+    -- its silence is no vote against it. So its lexical part is the larger of
+    -- what the lexical leg found in it and its dense part scaled by what the
+    -- lexical leg left open (1 minus the best evidence it found anywhere). A
+    -- lexical leg that found the question convincingly answered in its own
+    -- language keeps its say; one that found little leaves the ranking to the
+    -- dense leg. Otherwise every passage in the question's language would
+    -- start a leg ahead of an answer written in the other.
+    SELECT p_weight_lexical * CASE WHEN p_other_language
+            THEN greatest(p_lexical_part, p_dense_part * p_lexical_left_open) ELSE p_lexical_part END
+        + p_weight_dense * p_dense_part
+$$;
+COMMENT ON FUNCTION kb_pipeline.fused_linear(double precision, double precision, boolean, double precision, double precision, double precision) IS
+'The linear fusion of one hit: the weighted sum of its legs'' parts (kb_pipeline.fuse computes each part: the min-max normalised score times the hit''s evidence), a dense hit in another language than the question''s taking for the lexical part the larger of it and its dense part times what the lexical leg left open. Pure.';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.fused_rrf(
+    p_lexical_rank integer,
+    p_dense_rank integer,
+    p_weight_lexical double precision,
+    p_weight_dense double precision,
+    p_rrf_k double precision
+)
+RETURNS double precision
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT (coalesce(p_weight_lexical / (p_rrf_k + p_lexical_rank), 0)
+            + coalesce(p_weight_dense / (p_rrf_k + p_dense_rank), 0))
+        / ((p_weight_lexical + p_weight_dense) / (p_rrf_k + 1))
+$$;
+COMMENT ON FUNCTION kb_pipeline.fused_rrf(integer, integer, double precision, double precision, double precision) IS
+'The reciprocal rank fusion of one hit: the sum over the legs of weight / (rrf_k + rank), scaled so that rank 1 in both legs is 1; a leg that did not rank the hit (rank NULL) gives 0. Pure.';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.unknown_fusion_method(p_method text)
+RETURNS double precision
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+BEGIN
+    RAISE EXCEPTION 'kb_pipeline.fuse: unknown fusion method "%"', p_method
+        USING HINT = 'SELECT choices FROM kb.settings_catalogue WHERE key = ''fusion''';
+END;
+$$;
+COMMENT ON FUNCTION kb_pipeline.unknown_fusion_method(text) IS
+'Raises the error of a fusion method that kb_pipeline.fuse does not know, with the catalogue''s choices as the hint. Never returns.';
+
 CREATE OR REPLACE FUNCTION kb_pipeline.fuse(
     p_lexical kb_pipeline.leg_hit[],
     p_dense kb_pipeline.leg_hit[],
@@ -97,41 +159,24 @@ IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
 #variable_conflict use_column
-    -- Every chunk of either leg or of the identifier hits, once.
-    -- linear: each leg's scores min-max normalised to [0, 1] over its own
-    --   candidates (a leg with one distinct score gives 1), times the hit's
-    --   own evidence (kb.leg_hit.evidence, 1 when not given, as kb_pipeline.run_stage
-    --   does when the dense leg is not language-corrected: how much of the
-    --   query a lexical hit covers, how far above its language a dense hit
-    --   stands), weighted; a trigram hit of the lexical leg counts 0.5 / its
-    --   rank instead. So a hit that only one leg ranks high on weak evidence
-    --   (a same-language passage sharing a few names with a cross-lingual
-    --   question) does not outrank the other leg's convincing one. A hit
-    --   without evidence keeps 5 % of its weight, so that the order inside a
-    --   leg survives among the hits below the evidence thresholds.
-    --   A dense hit in another language than the question's
-    --   (kb.leg_hit.other_language) is one the lexical leg could not read,
-    --   beyond the names and numbers both languages share: its silence is no
-    --   vote against it. So its lexical part is the larger of what the lexical
-    --   leg found in it and its dense part, the latter scaled by what the
-    --   lexical leg left open: 1 minus the best evidence the lexical leg found
-    --   anywhere. A lexical leg that found the question convincingly answered
-    --   in its own language keeps its say; one that found little leaves the
-    --   ranking to the dense leg. Otherwise every passage in the question's
-    --   language would start a leg ahead of an answer written in the other.
-    -- rrf: sum of weight / (rrf_k + rank), scaled so that rank 1 in both legs is 1.
-    -- A chunk missing from a leg gets 0 from it.
+    -- Every chunk of either leg or of the identifier hits, once, scored by
+    -- the method's function: a method is one function of one hit and one
+    -- branch of the CASE below (the choices of the setting fusion).
+    -- A leg's part of a linear fusion: its scores min-max normalised to
+    -- [0, 1] over its own candidates (a leg with one distinct score gives 1),
+    -- times the hit's own evidence (kb.leg_hit.evidence, 1 when not given:
+    -- how much of the query a lexical hit covers, how far above its language
+    -- a dense hit stands); a trigram hit of the lexical leg counts 0.5 / its
+    -- rank instead. So a hit that only one leg ranks high on weak evidence
+    -- does not outrank the other leg's convincing one. A hit without evidence
+    -- keeps 5 % of its weight, so that the order inside a leg survives among
+    -- the hits below the evidence thresholds.
     -- A hit whose score is not a finite number (NaN or infinity, e.g. the
     -- cosine of a vector with no norm) is no evidence: it gets 0 from its leg
-    -- in both methods, its score reads NULL and stays out of the leg's range,
+    -- in every method, its score reads NULL and stays out of the leg's range,
     -- because NaN sorts above every number and would otherwise make every
     -- normalised score NaN. The fused score is never NaN (NaN weights give 0).
 BEGIN
-    -- the methods are the choices of the setting fusion (kb.settings), each a branch below
-    IF p_method IS DISTINCT FROM 'linear' AND p_method IS DISTINCT FROM 'rrf' THEN
-        RAISE EXCEPTION 'kb_pipeline.fuse: unknown fusion method "%"', p_method
-            USING HINT = 'SELECT choices FROM kb.settings_catalogue WHERE key = ''fusion''';
-    END IF;
     RETURN QUERY
     WITH
     lexical AS (
@@ -160,16 +205,11 @@ BEGIN
             d.score AS dense_score,
             i.chunk_id IS NOT NULL AS identifier_hit,
             CASE p_method
-                WHEN 'rrf' THEN
-                    (
-                        CASE WHEN l.score IS NULL THEN 0 ELSE p_weight_lexical / (p_rrf_k + l.rank) END
-                        + CASE WHEN d.score IS NULL THEN 0 ELSE p_weight_dense / (p_rrf_k + d.rank) END
-                    )
-                    / ((p_weight_lexical + p_weight_dense) / (p_rrf_k + 1))
-                WHEN 'linear' THEN
-                    p_weight_lexical * CASE WHEN d.other_language
-                        THEN greatest(part.lexical, part.dense * (1 - lr.evidence)) ELSE part.lexical END
-                    + p_weight_dense * part.dense
+                WHEN 'linear' THEN kb_pipeline.fused_linear(part.lexical, part.dense, d.other_language,
+                    1 - lr.evidence, p_weight_lexical, p_weight_dense)
+                WHEN 'rrf' THEN kb_pipeline.fused_rrf(CASE WHEN l.score IS NOT NULL THEN l.rank END,
+                    CASE WHEN d.score IS NOT NULL THEN d.rank END, p_weight_lexical, p_weight_dense, p_rrf_k)
+                ELSE kb_pipeline.unknown_fusion_method(p_method)
             END AS fused_score
         FROM lexical AS l
         FULL JOIN dense AS d ON d.chunk_id = l.chunk_id
@@ -203,4 +243,4 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.fuse(kb_pipeline.leg_hit[], kb_pipeline.leg_hit[], bigint[], text, double precision, double precision, double precision) IS
-'Fuses the lexical and dense legs'' candidates (linear: min-max normalised scores times each hit''s evidence, weighted, a dense hit in another language than the question''s taking for the lexical leg, which could not read it, the larger of its lexical part and its dense part times what the lexical leg left open; rrf: reciprocal ranks, weighted) and marks identifier hits; a NaN or infinite leg score counts as no evidence, and no fused score is NaN. Pure: testable on hand-made hits.';
+'Fuses the lexical and dense legs'' candidates by the method''s function of one hit (kb_pipeline.fused_linear over min-max normalised scores times each hit''s evidence, kb_pipeline.fused_rrf over ranks) and marks identifier hits; a NaN or infinite leg score counts as no evidence, and no fused score is NaN. An unknown method raises kb_pipeline.unknown_fusion_method. Pure: testable on hand-made hits.';
