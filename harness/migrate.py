@@ -33,6 +33,9 @@ MIGRATE_LOCK_KEY = 727_274_001  # arbitrary constant: the advisory lock all migr
 LOCK_ATTEMPTS = 60  # transactions tried before a migrate gives up on a database that never lets go of a lock
 EXTENSIONS = ("vector", "pg_trgm", "plpython3u")
 MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+# Taken in this order before anything else in the migrate's transaction: the retrieval door, then the
+# table writers enter through (apply_everything says why)
+FIRST_LOCKS = ("kb.pipeline_door", "kb.documents")
 
 
 class MigrationError(RuntimeError):
@@ -143,8 +146,14 @@ def migrate(
                 # holds no lock the migrate needs, while one let in would take locks on the
                 # documents that the migrate's earlier files already hold, and wait for it
                 # as it waits for the door (sql/040_pipeline/00_schema.sql locks it again: a no-op).
-                if conn.execute("SELECT to_regclass('kb.pipeline_door') IS NOT NULL").fetchone()[0]:
-                    conn.execute("LOCK TABLE kb.pipeline_door IN ACCESS EXCLUSIVE MODE")
+                # Then the table writers enter through, for the same reason: an INSERT holds
+                # kb.documents before its triggers read kb.settings, kb.models and the rest, which
+                # the files below re-create; taken here, the migrate waits for the insert in flight
+                # holding nothing it needs, instead of closing a cycle with it and starting again
+                # after lock_timeout (bench/migrate_beside_writer.py: 24 s behind one writer).
+                for table in FIRST_LOCKS:
+                    if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0]:
+                        conn.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
                 for path, version, digest in pending:
                     run_file(conn, path, f"migration {path.name}")
                     conn.execute(

@@ -14,11 +14,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from psycopg.types.json import Jsonb
 
 from . import cluster, loader
 from .config import load_settings
-from .db import connect
+from .db import connect, redacted
 from .migrate import MigrationError, checksum, migrate, migration_files, run_file
 
 COORDINATOR_DIR = Path(__file__).resolve().parent.parent / "sql" / "shards"
@@ -58,7 +59,8 @@ def init(dsn: str) -> None:
 
 
 def add(dsn: str, name: str, connect_string: str, user: str | None = None) -> int:
-    """Record a shard (the next shard number) and re-create the PL/Proxy server; its shard number."""
+    """Record a shard (the next shard number), re-create the PL/Proxy server and open the shard's
+    doors to the role the coordinator connects as (`open_doors`); its shard number."""
     with connect(dsn) as conn, conn.transaction():
         row = conn.execute(
             """INSERT INTO kb_shard.shards (shard_no, name, connect_string)
@@ -66,7 +68,31 @@ def add(dsn: str, name: str, connect_string: str, user: str | None = None) -> in
             (name, connect_string),
         ).fetchone()
         conn.execute("SELECT kb_shard.configure(%s)", (user,))
+    open_doors(shard_dsn(dsn, connect_string), user, name)
     return row["shard_no"]
+
+
+def shard_dsn(coordinator_dsn: str, connect_string: str) -> str:
+    """The shard's connect string as this command reaches it: with the coordinator DSN's user and
+    password where the connect string names none."""
+    given = conninfo_to_dict(connect_string)
+    caller = conninfo_to_dict(coordinator_dsn)
+    extra = {k: caller[k] for k in ("user", "password") if k in caller and k not in given}
+    return make_conninfo(connect_string, **extra)
+
+
+def open_doors(shard: str, user: str | None, name: str = "the shard") -> list[str]:
+    """Make a database a shard for a coordinator connecting as `user` (None: as each caller's own
+    role): kb.open_shard_doors there, the owner's to run. Until then no role but the owner may call
+    the shard doors. The roles that may call them."""
+    try:
+        with connect(shard) as conn:
+            return conn.execute("SELECT kb.open_shard_doors(%s) AS roles", (user,)).fetchone()["roles"]
+    except psycopg.Error as e:
+        raise RuntimeError(
+            f"could not open the shard doors of {name} ({redacted(shard)}): {e}; run "
+            f"`SELECT kb.open_shard_doors({'NULL' if user is None else repr(user)})` there as the database's owner"
+        ) from e
 
 
 def map_namespace(dsn: str, namespace: str, shard: str) -> None:

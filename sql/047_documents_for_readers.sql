@@ -104,7 +104,8 @@ AS $$
         d.id, d.namespace, d.source, d.title, d.doc_type, d.status, d.version, d.effective_from, d.effective_to,
         d.supersedes,
         (SELECT array_agg(s.source ORDER BY s.source) FROM kb.documents AS s
-            WHERE s.namespace = d.namespace AND s.supersedes = d.source),
+            WHERE s.namespace = d.namespace AND s.supersedes = d.source
+                AND kb.supersedes_link_holds(s.supersedes_writer_ids, d.reader_ids)),
         kb.document_lifecycle(d, p_as_of),
         d.metadata,
         d.body,

@@ -70,9 +70,16 @@ BEGIN
         ELSE
             RETURN;
     END CASE;
+    -- A private document's name goes to private_sources with its readers,
+    -- which kb.retrieval_log_sources shows to those readers only.
+    WITH returned AS (
+        SELECT DISTINCT r.namespace || '/' || r.source AS name, d.reader_ids
+        FROM unnest(p_rows) AS r
+        LEFT JOIN kb.documents AS d ON d.id = r.document_id
+    )
     INSERT INTO kb.retrieval_log (
         role_name, session_role, query_hash, namespace, mode_requested, mode, k, result_count, low_confidence, no_evidence,
-        sources, timings_ms, total_ms
+        sources, private_sources, timings_ms, total_ms
     )
     SELECT
         kb.session_role(),
@@ -85,7 +92,11 @@ BEGIN
         cardinality(p_rows),
         (p_explain ->> 'low_confidence')::boolean,
         (p_explain ->> 'no_evidence')::boolean,
-        ARRAY(SELECT DISTINCT r.namespace || '/' || r.source FROM unnest(p_rows) AS r),
+        ARRAY(SELECT r.name FROM returned AS r WHERE r.reader_ids IS NULL ORDER BY r.name),
+        coalesce((
+            SELECT jsonb_agg(jsonb_build_object('source', r.name, 'reader_ids', to_jsonb(r.reader_ids)) ORDER BY r.name)
+            FROM returned AS r WHERE r.reader_ids IS NOT NULL
+        ), '[]'),
         p_explain -> 'timings_ms',
         (p_explain #>> '{timings_ms,total}')::double precision;
 END;
@@ -120,12 +131,34 @@ WHERE l.result_count = 0
 GROUP BY l.query_hash, l.namespace;
 COMMENT ON VIEW kb.retrieval_zero_results IS 'Queries (by hash) that returned nothing: gaps in the knowledge base.';
 
+CREATE OR REPLACE VIEW kb.retrieval_log_sources AS
+-- Owner-run (the only reader of private_sources): each logged call's returned
+-- documents, a private one named only to the roles that may read it
+-- (kb.may_read_document of the session's role), to the others counted.
+SELECT
+    l.id AS log_id,
+    l.logged_at,
+    l.sources || array(
+        SELECT p.value ->> 'source'
+        FROM jsonb_array_elements(l.private_sources) AS p
+        WHERE kb.may_read_document(array(SELECT jsonb_array_elements_text(p.value -> 'reader_ids')::oid))
+        ORDER BY p.value ->> 'source'
+    ) AS sources,
+    jsonb_array_length(l.private_sources) - (
+        SELECT count(*)::integer
+        FROM jsonb_array_elements(l.private_sources) AS p
+        WHERE kb.may_read_document(array(SELECT jsonb_array_elements_text(p.value -> 'reader_ids')::oid))
+    ) AS private_unnamed
+FROM kb.retrieval_log AS l;
+COMMENT ON VIEW kb.retrieval_log_sources IS
+'The documents each logged kb_retrieve call returned (log_id: kb.retrieval_log.id): shared ones by namespace/source, a private one (naming readers) only when the session''s role may read it, else counted in private_unnamed.';
+
 CREATE OR REPLACE VIEW kb.retrieval_top_sources AS
 SELECT
     s.source,
     count(*) AS times_returned,
     max(l.logged_at) AS last_returned
-FROM kb.retrieval_log AS l
+FROM kb.retrieval_log_sources AS l
 CROSS JOIN LATERAL unnest(l.sources) AS s (source)
 GROUP BY s.source;
 COMMENT ON VIEW kb.retrieval_top_sources IS 'How often each document (namespace/source) was returned by kb_retrieve.';

@@ -20,18 +20,20 @@ SUFFIX = uuid.uuid4().hex[:8]
 STAFF = f"staff_{SUFFIX}"
 BOARD = f"board_{SUFFIX}"
 EDITOR = f"editor_{SUFFIX}"
+CLERK = f"clerk_{SUFFIX}"
 
 
 @pytest.fixture
 def office(fresh_db):
     """Namespace `hr` read by staff and the board (both pgkb_reader) and written by an editor who
-    sits on the board; a shared handbook and a board-only salary review."""
+    sits on the board and by a clerk who does not; a shared handbook and a board-only salary review."""
     conn = fresh_db
     with ExitStack() as stack:
         stack.enter_context(temporary_role(conn, BOARD, "NOLOGIN IN ROLE pgkb_reader"))
         stack.enter_context(temporary_role(conn, STAFF, "NOLOGIN IN ROLE pgkb_reader"))
         stack.enter_context(temporary_role(conn, EDITOR, f"NOLOGIN IN ROLE pgkb_writer, {BOARD}"))
-        for name in (STAFF, BOARD, EDITOR):
+        stack.enter_context(temporary_role(conn, CLERK, "NOLOGIN IN ROLE pgkb_writer"))
+        for name in (STAFF, BOARD, EDITOR, CLERK):
             conn.execute("INSERT INTO kb.namespace_grants (role_name, namespace) VALUES (%s, 'hr')", (name,))
         conn.execute("UPDATE kb.settings SET value = 'true' WHERE key = 'tenant_isolation'")
         insert_document(conn, "handbook.md", "# Handbook\n\nSalaries are paid monthly.", namespace="hr")
@@ -194,3 +196,93 @@ def test_reloading_a_folder_keeps_a_documents_readers(office, dsn, tmp_path):
     loader.ingest(dsn, [str(folder)], namespace="hr", progress=False)
     assert office.execute("SELECT readers FROM kb.documents WHERE source = 'bonus.md'").fetchone()["readers"] == [BOARD]
     assert "bonus.md" not in retrieved_as(office, STAFF, "qqbonus rule")
+
+
+# -- lifecycle links: a writer cannot change the lifecycle of what it may not read ---------------------
+
+
+def lifecycle_as(conn, role_name: str, source: str) -> str | None:
+    with acting_as(conn, role_name):
+        row = conn.execute("SELECT lifecycle FROM kb.read_document('hr', %s)", (source,)).fetchone()
+    return row and row["lifecycle"]
+
+
+def test_a_writer_who_may_not_read_a_private_document_cannot_retire_it_through_supersedes(office):
+    with acting_as(office, CLERK):
+        insert_document(
+            office,
+            "notice.md",
+            "# Notice\n\nThe canteen opens at eight.",
+            namespace="hr",
+            supersedes="salary-review.md",
+        )
+    assert "salary-review.md" in retrieved_as(office, BOARD, "zqxbonus pool")
+    assert lifecycle_as(office, BOARD, "salary-review.md") == "current"
+    filtered = retrieved_as(office, BOARD, "zqxbonus pool", filters={"source_prefix": "salary"})
+    assert filtered == ["salary-review.md"], "filters judge visibility by the same rule"
+    with acting_as(office, BOARD):
+        current = office.execute("SELECT source FROM kb.current_documents WHERE namespace = 'hr'").fetchall()
+    assert "salary-review.md" in {r["source"] for r in current}
+    # a reader of the private document writing the same link retires it
+    with acting_as(office, EDITOR):
+        office.execute("UPDATE kb.documents SET supersedes = NULL WHERE source = 'notice.md'")
+        office.execute("UPDATE kb.documents SET supersedes = 'salary-review.md' WHERE source = 'notice.md'")
+    assert lifecycle_as(office, BOARD, "salary-review.md") == "superseded"
+
+
+def test_the_writer_of_a_link_is_recorded_by_the_database_not_by_the_statement(office):
+    with acting_as(office, CLERK):
+        insert_document(
+            office,
+            "notice.md",
+            "# Notice\n\nThe canteen opens at eight.",
+            namespace="hr",
+            supersedes="salary-review.md",
+            supersedes_writer_ids=None,
+        )
+        office.execute("UPDATE kb.documents SET supersedes_writer_ids = NULL WHERE source = 'notice.md'")
+    assert lifecycle_as(office, BOARD, "salary-review.md") == "current"
+
+
+def test_a_writer_cannot_close_a_cycle_through_a_private_document_it_may_not_read(office):
+    office.execute("UPDATE kb.documents SET supersedes = 'notice.md' WHERE source = 'salary-review.md'")
+    with acting_as(office, CLERK):
+        insert_document(office, "notice.md", "# Notice\n\nThe canteen opens at eight.", namespace="hr")
+        # its link names nothing it may read: no cycle in force, no error that tells it otherwise
+        office.execute("UPDATE kb.documents SET supersedes = 'salary-review.md' WHERE source = 'notice.md'")
+    assert "salary-review.md" in retrieved_as(office, BOARD, "zqxbonus pool")
+    assert lifecycle_as(office, STAFF, "notice.md") == "current"
+
+
+def test_a_cycle_through_a_private_document_is_refused_without_naming_it(office):
+    # salary-review.md -> handbook.md and memo.md -> salary-review.md are written by the owner (links
+    # that hold); the clerk's handbook.md -> memo.md would close the cycle through the private document
+    insert_document(office, "memo.md", "# Memo\n\nThe memo.", namespace="hr", supersedes="salary-review.md")
+    office.execute("UPDATE kb.documents SET supersedes = 'handbook.md' WHERE source = 'salary-review.md'")
+    with acting_as(office, CLERK), pytest.raises(psycopg.errors.CheckViolation) as refused:
+        office.execute("UPDATE kb.documents SET supersedes = 'memo.md' WHERE source = 'handbook.md'")
+    message = str(refused.value)
+    assert "handbook.md -> memo.md -> (a document you may not read) -> handbook.md" in message
+    assert "salary-review" not in message
+
+
+def test_the_retrieval_log_names_a_private_document_only_to_roles_that_may_read_it(office):
+    admin, board_admin = f"admin_{SUFFIX}", f"board_admin_{SUFFIX}"
+    office.execute("UPDATE kb.settings SET value = 'true' WHERE key = 'retrieval_log'")
+    assert "salary-review.md" in retrieved_as(office, BOARD, "zqxbonus pool")
+    with ExitStack() as stack:
+        stack.enter_context(temporary_role(office, admin, "NOLOGIN IN ROLE pgkb_admin"))
+        stack.enter_context(temporary_role(office, board_admin, f"NOLOGIN IN ROLE pgkb_admin, {BOARD}"))
+        with acting_as(office, admin):
+            logged = office.execute("SELECT string_agg(array_to_string(sources, ' '), ' ') AS s FROM kb.retrieval_log")
+            assert "salary-review" not in (logged.fetchone()["s"] or "")
+            named = office.execute("SELECT sources, private_unnamed FROM kb.retrieval_log_sources").fetchall()
+            assert all("hr/salary-review.md" not in r["sources"] for r in named)
+            assert sum(r["private_unnamed"] for r in named) >= 1, "counted, not named"
+            top = office.execute("SELECT string_agg(source, ' ') AS s FROM kb.retrieval_top_sources").fetchone()
+            assert "salary-review" not in (top["s"] or "")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                office.execute("SELECT private_sources FROM kb.retrieval_log")
+        with acting_as(office, board_admin):
+            named = office.execute("SELECT sources FROM kb.retrieval_log_sources").fetchall()
+            assert any("hr/salary-review.md" in r["sources"] for r in named), "a reader of it sees it named"

@@ -10,7 +10,11 @@ day it is created:
 * every SECURITY DEFINER function A's roles may call, in every schema pgkb creates, is one
   reviewed here, with the reason it cannot leak; the ones that take plain arguments give A the
   same answer with or without B; the pipeline's internals, which read every tenant's rows as the
-  owner, are not callable by A at all;
+  owner, are not callable by A at all; none that A's reader may call writes a row (but its own
+  log row) or keeps a lock (but its reads') to the end of A's transaction, so no reader stalls a
+  writer of B;
+* a lifecycle link A's writer makes to B's document (`supersedes`) retires nothing and closes no
+  cycle for B's readers, and A's write fails or succeeds alike whether B's document exists;
 * retrieval in every mode returns and explains A's documents only, and explains it exactly alike
   with or without B (BM25 statistics are per namespace, under row-level security).
 
@@ -64,7 +68,7 @@ REVIEWED_DEFINERS = {
     ),
     "kb.shard_passages(jsonb)": (
         "a shard's door: rows of the ranked hits in kb.read_scope of the session's role only",
-        None,
+        "(SELECT count(*) FROM kb.shard_passages('[]'))",
     ),
     "kb.query_terms(text)": ("pure: terms of its argument", "kb.query_terms('refund glxmarkerword')"),
     "kb.analyze_query(text,text[])": ("pure: analysis of its arguments", "kb.analyze_query('refund days', NULL)"),
@@ -79,10 +83,6 @@ REVIEWED_DEFINERS = {
     "kb.answerability_model()": (
         "the knowledge base's one answerability model (coefficients, no tenant data; who fitted it stays unread)",
         "kb.answerability_model()",
-    ),
-    "kb.take_supersedes_turn(text)": (
-        "the supersedes check's turn: writes only a namespace kb.allowed_namespaces gives the session, returns nothing",
-        None,
     ),
     "kb.language_moments(text,text,text[],integer,text)": (
         "a door of the coordinator's steps: statistics of the namespaces named that kb.read_scope gives the session",
@@ -175,6 +175,8 @@ def world(fresh_db, separation):
         for name in ("acme_reader", "globex_reader"):
             with acting_as(conn, role(name)):
                 retrieve(conn, f"refund {B_WORD}", mode="lexical")
+        # as on a shard whose coordinator reaches it as each caller: the shard doors are the tenants' too
+        conn.execute("SELECT kb.open_shard_doors(NULL)")
         yield conn
 
 
@@ -392,3 +394,58 @@ def test_a_role_that_may_not_read_documents_gets_a_named_error_from_the_gateway(
     with temporary_role(world, f"outsider_{SUFFIX}", "NOLOGIN"), acting_as(world, f"outsider_{SUFFIX}"):
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="may not read kb.documents"):
             retrieve(world, "refund days", mode="lexical")
+
+
+def test_no_definer_function_a_reader_may_call_writes_a_row_or_keeps_a_lock_beyond_its_call(world):
+    """Called inside an open transaction of A's reader, each one leaves at most the share locks of
+    its reads: nothing that makes a writer wait until A commits. (With the log on, a retrieval
+    door writes its own log row: test_observability.)"""
+    reader = role("acme_reader")
+    world.execute("UPDATE kb.settings SET value = 'false' WHERE key = 'retrieval_log'")
+    callable_definers = {
+        r["fn"]
+        for r in world.execute(
+            """SELECT p.oid::regprocedure::text AS fn FROM pg_catalog.pg_proc AS p
+               INNER JOIN pg_catalog.pg_namespace AS n ON n.oid = p.pronamespace
+               WHERE n.nspname = ANY(%s) AND p.prosecdef AND p.prorettype <> 'trigger'::regtype
+                 AND has_function_privilege(%s, p.oid, 'EXECUTE')""",
+            (PGKB_SCHEMAS, reader),
+        )
+    }
+    assert callable_definers and all(REVIEWED_DEFINERS[fn][1] for fn in callable_definers), "a sample call each"
+    for fn in sorted(callable_definers):
+        with world.transaction(force_rollback=True), acting_as(world, reader):
+            world.execute(f"SELECT {REVIEWED_DEFINERS[fn][1]}::text AS v").fetchone()
+            # a row written or locked (SELECT FOR UPDATE) gives the transaction an id
+            written = world.execute("SELECT pg_current_xact_id_if_assigned()::text AS x").fetchone()["x"]
+            held = world.execute(
+                """SELECT coalesce(array_agg(DISTINCT l.locktype || ' ' || l.mode || ' '
+                                            || coalesce(l.relation::regclass::text, '')), '{}') AS l
+                   FROM pg_locks AS l
+                   WHERE l.pid = pg_backend_pid() AND l.granted
+                     AND NOT (l.locktype = 'relation' AND l.mode = 'AccessShareLock')
+                     AND l.locktype NOT IN ('virtualxid', 'transactionid')"""
+            ).fetchone()["l"]
+        assert (written, held) == (None, []), fn
+
+
+@pytest.mark.parametrize("separation", ["readers"], indirect=True)
+def test_a_lifecycle_link_of_tenant_a_to_tenant_b_retires_nothing_and_closes_no_cycle(world):
+    """B's documents are private in A's namespace: A's writer naming one in `supersedes` (or
+    closing a cycle through one that names A's) changes nothing B's readers see, and A's writes
+    succeed alike whether B's document exists or not."""
+    world.execute("UPDATE kb.documents SET supersedes = 'a/travel.md' WHERE source = %s", (B_SOURCE,))
+
+    def a_writes(source: str) -> None:
+        with acting_as(world, role("acme_writer")):
+            insert_document(
+                world, source, "# Notice\n\nThe canteen opens at eight.", namespace="acme", supersedes=B_SOURCE
+            )
+            world.execute("UPDATE kb.documents SET supersedes = %s WHERE source = 'a/travel.md'", (B_SOURCE,))
+
+    a_writes("a/notice.md")
+    with acting_as(world, role("globex_reader")):
+        assert B_SOURCE in [r["source"] for r in retrieve(world, f"{B_WORD} merger", mode="lexical")]
+    world.execute("UPDATE kb.documents SET supersedes = NULL WHERE source = 'a/travel.md'")
+    world.execute("DELETE FROM kb.documents WHERE source = %s", (B_SOURCE,))
+    a_writes("a/notice-2.md")

@@ -998,12 +998,14 @@ def test_a_run_of_per_case_namespaces_is_shown_to_a_tenant_only_when_every_case_
 # -- judging ------------------------------------------------------------------------------
 
 
-def judge_button(page, source: str, judgment: str) -> str:
-    """The value of a result card's judge button (what the browser posts with the form)."""
+def judge_button(page, source: str, judgment: str) -> tuple[str, str]:
+    """Where a result card's judge button posts the form (its formaction) and its value (what the browser sends)."""
     card = re.search(rf'<article class="result" data-source="{re.escape(source)}".*?</article>', page.text, re.S)
-    return unescape(
-        re.search(rf"value='([^']+)' class=\"judge-[^\"]*\" data-judgment=\"{judgment}\"", card.group(0)).group(1)
+    button = re.search(
+        rf"formaction=\"([^\"]+)\" name=\"judge\" value='([^']+)' class=\"judge-[^\"]*\" data-judgment=\"{judgment}\"",
+        card.group(0),
     )
+    return button.group(1), unescape(button.group(2))
 
 
 def test_judging_a_result_records_it_as_the_lab_role_and_it_exports_as_a_golden_case(labs, module_db):
@@ -1011,8 +1013,9 @@ def test_judging_a_result_records_it_as_the_lab_role_and_it_exports_as_a_golden_
     question = {"q": "how long may a customer ask for a refund", "namespace": "acme", "as_of": "2025-06-01"}
     page = lab.post("/query", data=question)
     for source, judgment in (("policies/refund-v2.md", "relevant"), ("faq/returns.md", "not relevant")):
-        value = judge_button(page, source, judgment)
-        page = lab.post("/query", data={**question, "token": lab.app.state.token, "judge": value})
+        action, value = judge_button(page, source, judgment)
+        assert action == "/query/judge"  # a route that writes: POST only (tests/test_lab_post_only.py)
+        page = lab.post(action, data={**question, "token": lab.app.state.token, "judge": value})
         assert page.status_code == 200 and "data-judged" in page.text
     card = re.search(r'<article class="result" data-source="policies/refund-v2.md".*?</article>', page.text, re.S)
     assert 'data-judge="relevant"' in card.group(0)
@@ -1032,7 +1035,7 @@ def test_judging_a_result_records_it_as_the_lab_role_and_it_exports_as_a_golden_
 def test_a_judgment_without_this_processs_form_token_is_refused(labs, module_db):
     lab = labs("acme_reader")
     value = '{"j": "forbidden", "ns": "acme", "src": "manuals/errors.md"}'
-    answer = lab.post("/query", data={"q": "E-4031", "judge": value, "token": "guessed"})
+    answer = lab.post("/query/judge", data={"q": "E-4031", "judge": value, "token": "guessed"})
     assert answer.status_code == 403
     assert module_db.execute(
         "SELECT count(*) AS n FROM kb.judgments WHERE source = 'manuals/errors.md'"
@@ -1044,7 +1047,7 @@ def test_judgments_live_under_the_namespace_security_of_the_documents(labs, worl
 
     globex_value = '{"j": "relevant", "ns": "globex", "src": "globex/plan.md"}'
     refused = labs("acme_reader").post(
-        "/query", data={"q": "refund", "judge": globex_value, "token": labs("acme_reader").app.state.token}
+        "/query/judge", data={"q": "refund", "judge": globex_value, "token": labs("acme_reader").app.state.token}
     )
     assert refused.status_code == 403 and "row-level security" in text(refused)
     with connect(world) as conn:

@@ -48,6 +48,8 @@ def tenant_clusters():
                     )
         with connect(built["coordinator"]) as conn:
             conn.execute("SELECT kb_shard.configure(NULL)")
+        for shard_dsn in shard_dsns:
+            shards.open_doors(shard_dsn, None)
         yield built
 
 
@@ -107,3 +109,65 @@ def test_a_tenants_write_through_the_coordinator_lands_only_in_its_own_namespace
         assert [(r["namespace"], r["ingest_status"]) for r in found] == (
             [(GRANTED, "indexed")] if NAMESPACES[i] == GRANTED else []
         )
+
+
+def logged(coordinator_dsn: str) -> int:
+    with connect(coordinator_dsn) as conn:
+        return conn.execute("SELECT count(*) AS n FROM kb.retrieval_log").fetchone()["n"]
+
+
+@pytest.fixture
+def coordinator_log(tenant_clusters):
+    coordinator = tenant_clusters["coordinator"]
+    with connect(coordinator) as conn:
+        conn.execute("UPDATE kb.settings SET value = 'true' WHERE key = 'retrieval_log'")
+    yield coordinator
+    with connect(coordinator) as conn:
+        conn.execute("UPDATE kb.settings SET value = 'false' WHERE key = 'retrieval_log'")
+
+
+def test_a_retrieval_over_the_shards_writes_one_log_row_however_it_is_called(tenant_sessions, coordinator_log):
+    _, coordinator = tenant_sessions
+    before = logged(coordinator_log)
+    call = "SELECT count(*) AS n FROM kb_shard.retrieve('how long do refunds take', 5, mode => 'lexical')"
+    assert coordinator.execute(call).fetchone()["n"] > 0
+    assert logged(coordinator_log) == before + 1
+    direct = coordinator.execute(
+        """SELECT cardinality((r).rows) AS n
+           FROM (SELECT kb_pipeline.retrieve_over_shards(
+                    kb_pipeline.validated_request('how long do refunds take', 5, NULL, 'lexical', NULL, now(), NULL,
+                        NULL, false),
+                    false) AS r) AS x"""
+    ).fetchone()["n"]
+    assert direct > 0 and logged(coordinator_log) == before + 2, "the pipeline called directly logs its call too"
+
+
+@pytest.mark.parametrize(
+    "rows,k,error",
+    [
+        (
+            'array_fill(jsonb_populate_record(NULL::kb.retrieval_row, \'{"namespace": "policies"}\'), ARRAY[3])',
+            999999,
+            "k must be between 1 and 1000",
+        ),
+        (
+            'array_fill(jsonb_populate_record(NULL::kb.retrieval_row, \'{"namespace": "policies"}\'), ARRAY[20000])',
+            5,
+            "20000 rows for k 5",
+        ),
+        (
+            'ARRAY[jsonb_populate_record(NULL::kb.retrieval_row, \'{"namespace": "support", "source": "x.md"}\')]',
+            5,
+            "a row names a namespace the caller may not read",
+        ),
+    ],
+    ids=["k", "rows", "another tenant"],
+)
+def test_the_coordinators_log_door_takes_only_what_a_retrieval_produces(
+    tenant_sessions, coordinator_log, rows, k, error
+):
+    _, coordinator = tenant_sessions
+    before = logged(coordinator_log)
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=error):
+        coordinator.execute(f"SELECT kb_shard.log_retrieval('{{}}', {rows}, %s)", (k,))
+    assert logged(coordinator_log) == before

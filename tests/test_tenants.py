@@ -137,6 +137,7 @@ def test_every_function_pins_search_path_and_ignores_a_malicious_one(fresh_db):
         "kb.counts_in_statistics(bigint)",
         "kb.in_force(text,date,date,timestamp with time zone,timestamp with time zone)",
         "kb.may_read_document(oid[])",
+        "kb.supersedes_link_holds(oid[],oid[])",
         "kb.visible_candidate(bigint,timestamp with time zone,text[],jsonb,boolean)",
         "kb_node.bm25_weight(double precision,integer,integer,double precision,double precision,double precision)",
         "kb_node.glossary_match_terms(jsonb)",

@@ -5,6 +5,7 @@
 | ``GET/POST /query`` | the question form, retrieval settings for this query, the answerability decision, results |
 | ``GET/POST /explain`` | kb_retrieve_explain of the same form: analysis, stages, candidates, thresholds, timings |
 | ``GET/POST /compare`` | one question under two modes/settings (``a.*``, ``b.*``) side by side, rank changes marked |
+| ``POST /query/judge``, ``POST /compare/judge`` | a result card's judgment (kb.record_judgment), then the page again |
 | ``GET /documents`` | documents with status, lifecycle, ingest state, chunks; filters |
 | ``GET /documents/{id}`` | one document and its chunks (section path, tokens, vector of the active model) |
 | ``POST /actions/retry-failed`` | embed the queued and failed chunks the role may see (roles that may run the queue) |
@@ -20,11 +21,14 @@ the form token of this process and the evaluation jobs.
 
 Every database call runs as the lab's role (harness.lab.database). Errors the user can cause or meet
 (database down, a role that cannot be used or lacks a privilege, a query the database refuses, an
-empty knowledge base) are pages that say what happened and what to do, never a traceback. POST actions
-(and judging a result) need the form token of this process, so another web site cannot make a browser trigger them. The
-question forms are posted (a long question does not fit in a URL) and links with a short question use
-GET; a POST whose Origin is another site is refused. Every response carries a content-security policy
-(nothing from another host, no inline script, no framing) and the usual anti-sniffing headers.
+empty knowledge base) are pages that say what happened and what to do, never a traceback. A route that
+changes data (an action: retry, starting an evaluation, judging a result) accepts only POST (a GET gives
+405 and writes nothing, so no link in a browser's history writes) and needs the form token of this
+process, so another web site cannot make a browser trigger it (tests/test_lab_post_only.py walks the
+routes). The question forms are posted (a long question does not fit in a URL) and links with a short
+question use GET; they only read. A POST whose Origin is another site is refused. Every response carries
+a content-security policy (nothing from another host, no inline script, no framing) and the usual
+anti-sniffing headers.
 """
 
 from __future__ import annotations
@@ -98,6 +102,8 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
         Route("/query", partial(query.query_page, lab), methods=["GET", "POST"]),
         Route("/explain", partial(query.explain_page, lab), methods=["GET", "POST"]),
         Route("/compare", partial(query.compare_page, lab), methods=["GET", "POST"]),
+        Route("/query/judge", partial(query.query_judge, lab), methods=["POST"]),
+        Route("/compare/judge", partial(query.compare_judge, lab), methods=["POST"]),
         Route("/documents", partial(documents.documents_page, lab)),
         Route("/documents/{id:int}", partial(documents.document_page, lab)),
         Route("/actions/retry-failed", partial(documents.retry_failed, lab), methods=["POST"]),
@@ -142,6 +148,7 @@ def lab_templates(db: LabDatabase, token: str) -> Jinja2Templates:
         ingest_states=queries.INGEST_STATES,
         database=redacted(db.dsn),
         token=token,
+        judge_actions=query.JUDGE_ACTIONS,
     )
     return templates
 

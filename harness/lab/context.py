@@ -43,8 +43,11 @@ class LabContext:
         return secrets.compare_digest(str(sent), self.token)
 
     async def checked_form(self, request: Request) -> Any:
-        """The posted form of an action; 403 unless it carries this process's form token."""
-        form = await request.form()
+        """The posted form of an action (a route that writes: POST only); 403 unless it carries this
+        process's form token and comes from the lab's own pages (``parameters``)."""
+        if request.method != "POST":
+            raise HTTPException(405, "this action changes data: it is sent by POST from the lab's own pages")
+        form = await parameters(request)
         if not self.token_matches(form.get("token", "")):
             raise HTTPException(403, STALE_TOKEN)
         return form

@@ -5,10 +5,11 @@
 -- kb.visible_candidate is the one condition every retrieval leg puts on its
 -- candidates; kb.may_read_document is the readers' part of all three.
 
--- kb.in_force, kb.may_read_document and kb.visible_candidate carry no SET
--- search_path: a SET clause stops PostgreSQL from inlining a SQL function, and
--- these must become part of the query that calls them (a per-row call costs tens of
--- microseconds, and the legs must keep their plans). Every name in them is
+-- kb.in_force, kb.may_read_document, kb.supersedes_link_holds and
+-- kb.visible_candidate carry no SET search_path: a SET clause stops
+-- PostgreSQL from inlining a SQL function, and these must become part of the
+-- query that calls them (a per-row call costs tens of microseconds, and the
+-- legs must keep their plans). Every name in them is
 -- schema-qualified; pg_catalog is searched first.
 
 CREATE OR REPLACE FUNCTION kb.install_lifecycle_calendar(p_time_zone text)
@@ -113,6 +114,18 @@ $$;
 COMMENT ON FUNCTION kb.may_read_document(oid[]) IS
 'Whether the session''s role may read a document with these reader ids (kb.documents.reader_ids; NULL: everyone who reads its namespace). Part of every retrieval''s visibility: a document the role may not read is, to it, a document that does not exist. Inlined into its callers.';
 
+CREATE OR REPLACE FUNCTION kb.supersedes_link_holds(p_writer_ids oid[], p_target_reader_ids oid[])
+RETURNS boolean
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+AS $$
+    -- A shared target (no readers) is retired by any link; a private one only
+    -- by a link whose writer was one of its readers, or read every document.
+    SELECT p_target_reader_ids IS NULL OR p_writer_ids IS NULL OR p_writer_ids && p_target_reader_ids
+$$;
+COMMENT ON FUNCTION kb.supersedes_link_holds(oid[], oid[]) IS
+'Whether a supersedes link retires its target: the target names no readers, or the link''s writer (kb.documents.supersedes_writer_ids; NULL: a writer that read every document) was one of them. Pure. Inlined into the lifecycle rule.';
+
 CREATE OR REPLACE FUNCTION kb.visible_documents(
     p_as_of timestamptz, p_namespaces text[], p_filters jsonb, p_shared_only boolean DEFAULT false
 )
@@ -140,7 +153,8 @@ AS $$
             p_filters ->> 'source_prefix' AS source_prefix
     ),
     scoped AS (
-        SELECT d.id, d.namespace, d.source, d.supersedes, d.status, d.effective_from, d.effective_to, d.removed_at
+        SELECT d.id, d.namespace, d.source, d.supersedes, d.status, d.effective_from, d.effective_to, d.removed_at,
+            d.reader_ids
         FROM kb.documents AS d, opts AS o
         WHERE (p_namespaces IS NULL OR d.namespace = ANY(p_namespaces))
             AND (CASE WHEN p_shared_only THEN d.reader_ids IS NULL ELSE kb.may_read_document(d.reader_ids) END)
@@ -158,7 +172,7 @@ AS $$
         -- any document (of any scope) that took effect replaces one in the same
         -- namespace; the same test as in kb.document_is_current. One the
         -- session's role may not read replaces nothing for it.
-        SELECT d.namespace, d.supersedes AS source, d.source AS origin
+        SELECT d.namespace, d.supersedes AS source, d.source AS origin, d.supersedes_writer_ids AS writer_ids
         FROM kb.documents AS d
         WHERE d.supersedes IS NOT NULL
             AND (CASE WHEN p_shared_only THEN d.reader_ids IS NULL ELSE kb.may_read_document(d.reader_ids) END)
@@ -167,21 +181,28 @@ AS $$
                 NULL, p_as_of)
             AND (d.removed_at IS NULL OR kb.in_force('active', d.effective_from, NULL, NULL, d.removed_at))
     ),
-    replaced (namespace, source, origin) AS (
-        SELECT r.namespace, r.source, r.origin FROM replacements AS r
+    replaced (namespace, source, origin, writer_ids) AS (
+        -- a link whose writer could not read its target retires nothing
+        -- (kb.supersedes_link_holds), nor what lies behind that target
+        SELECT r.namespace, r.source, r.origin, r.writer_ids FROM replacements AS r
         UNION
-        SELECT d.namespace, d.supersedes, x.origin
+        SELECT d.namespace, d.supersedes, x.origin, d.supersedes_writer_ids
         FROM replaced AS x
         INNER JOIN kb.documents AS d ON d.namespace = x.namespace AND d.source = x.source
         WHERE d.supersedes IS NOT NULL AND (CASE WHEN p_shared_only THEN d.reader_ids IS NULL ELSE kb.may_read_document(d.reader_ids) END)
+            AND kb.supersedes_link_holds(x.writer_ids, d.reader_ids)
     )
     SELECT s.id FROM scoped AS s, opts AS o WHERE o.history
     UNION ALL
     SELECT f.id FROM in_force AS f, opts AS o
     WHERE NOT o.history
-        -- NOT IN over the (small) replaced set is a hashed subplan, linear in documents
+        -- an anti-join over the (small) replaced set, linear in documents
         -- (a cycle, which writes are refused but a database may already hold, does not hide its origin)
-        AND (f.namespace, f.source) NOT IN (SELECT x.namespace, x.source FROM replaced AS x WHERE x.source <> x.origin)
+        AND NOT EXISTS (
+            SELECT 1 FROM replaced AS x
+            WHERE x.namespace = f.namespace AND x.source = f.source AND x.source <> x.origin
+                AND kb.supersedes_link_holds(x.writer_ids, f.reader_ids)
+        )
 $$;
 COMMENT ON FUNCTION kb.visible_documents(timestamptz, text[], jsonb, boolean) IS
 'Ids of the documents a retrieval may use: readable by the session''s role (kb.may_read_document; with shared_only, the documents naming no readers, as if the others did not exist) and current at as_of (docs/LIFECYCLE.md) within the namespaces (NULL: all) and filters; a status filter or include_history returns history too.';
@@ -212,16 +233,17 @@ AS $$
     -- The successors are read lazily, nearest first, and the first one that
     -- took effect ends the walk: a version behind a long chain of newer ones
     -- costs one probe, not the chain. A successor the session's role may not
-    -- read does not exist for it.
-    WITH RECURSIVE successors (id, namespace, source, status, effective_from, effective_to, removed_at) AS (
-        SELECT d.id, d.namespace, d.source, d.status, d.effective_from, d.effective_to, d.removed_at
+    -- read does not exist for it; one whose link's writer could not read the
+    -- document it names retires nothing (kb.supersedes_link_holds).
+    WITH RECURSIVE successors (id, namespace, source, status, effective_from, effective_to, removed_at, reader_ids) AS (
+        SELECT d.id, d.namespace, d.source, d.status, d.effective_from, d.effective_to, d.removed_at, d.reader_ids
         FROM kb.documents AS d
         WHERE d.id = p_document_id
         UNION
-        SELECT d.id, d.namespace, d.source, d.status, d.effective_from, d.effective_to, d.removed_at
+        SELECT d.id, d.namespace, d.source, d.status, d.effective_from, d.effective_to, d.removed_at, d.reader_ids
         FROM successors AS c
         INNER JOIN kb.documents AS d ON d.namespace = c.namespace AND d.supersedes = c.source
-        WHERE kb.may_read_document(d.reader_ids)
+        WHERE kb.may_read_document(d.reader_ids) AND kb.supersedes_link_holds(d.supersedes_writer_ids, c.reader_ids)
     )
     SELECT coalesce((
         SELECT kb.in_force(d.status, d.effective_from, d.effective_to, d.removed_at, p_as_of)
@@ -263,6 +285,7 @@ AS $$
                 NOT EXISTS (
                     SELECT 1 FROM kb.documents AS s
                     WHERE s.namespace = d.namespace AND s.supersedes = d.source AND kb.may_read_document(s.reader_ids)
+                        AND kb.supersedes_link_holds(s.supersedes_writer_ids, d.reader_ids)
                 )
                 OR kb.document_is_current(d.id, p_as_of)
             ) END

@@ -9,8 +9,101 @@
 --      with the coordinator's inputs, and the facts of their candidates;
 --   3. kb.shard_passages: the rows of the coordinator's ranked hits that are its own.
 -- The three are doors as kb_retrieve is: the owner's rights over the caller's
--- scope, entered through kb.enter_pipeline. kb.upsert_document is the write a
+-- scope, entered through kb.enter_pipeline, every input bounded as
+-- kb_retrieve's own. They write no log row (a retrieval through a coordinator
+-- is logged once, on the coordinator), so they are executable only by the
+-- roles a coordinator connects as (kb.open_shard_doors, 04_door_access.sql):
+-- on a database that is no shard, by no one but the owner. kb.upsert_document is the write a
 -- coordinator routes by namespace.
+
+CREATE OR REPLACE FUNCTION kb_node.max_stage_terms(p_settings kb_pipeline.retrieval_settings)
+RETURNS integer
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- a stage's text is at most max_query_chars characters, which give no
+    -- more terms than characters; the glossary and the dictionary add at
+    -- most their settings' counts
+    SELECT kb_pipeline.max_query_chars() + p_settings.glossary_max_terms + p_settings.dictionary_max_terms
+$$;
+COMMENT ON FUNCTION kb_node.max_stage_terms(kb_pipeline.retrieval_settings) IS
+'The most BM25 terms one stage of a kb_retrieve call can have (its text''s terms, the glossary''s and the dictionary''s): the bound of the terms a coordinator may give a shard door. Pure.';
+
+CREATE OR REPLACE FUNCTION kb_node.checked_shard_inputs(
+    p_inputs jsonb, p_stage_count integer, p_settings kb_pipeline.retrieval_settings
+)
+RETURNS jsonb
+LANGUAGE plpgsql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    stage jsonb;
+    corpus jsonb := p_inputs -> 'lexical_corpus';
+    bad text;
+BEGIN
+    -- A coordinator's inputs are a caller's arguments like any other, held
+    -- to what kb_retrieve itself can produce: terms per stage
+    -- (kb_node.max_stage_terms), statistics that are counts (a negative or
+    -- fractional count would fail BM25 with an arithmetic error, a huge df
+    -- bend every score), language moments that are finite, a scale above 0.
+    IF jsonb_typeof(p_inputs) IS DISTINCT FROM 'object' THEN
+        bad := 'the inputs are not a JSON object';
+    ELSIF corpus IS NOT NULL AND NOT (
+        jsonb_typeof(corpus -> 'chunk_count') = 'number' AND jsonb_typeof(corpus -> 'total_length') = 'number'
+        AND (corpus ->> 'chunk_count')::numeric BETWEEN 0 AND 9e15
+        AND (corpus ->> 'chunk_count')::numeric = trunc((corpus ->> 'chunk_count')::numeric)
+        AND (corpus ->> 'total_length')::numeric BETWEEN 0 AND 9e18
+        AND coalesce(jsonb_typeof(corpus -> 'df'), 'object') = 'object'
+    ) THEN
+        bad := 'lexical_corpus: chunk_count and total_length must be counts';
+    ELSIF (SELECT count(*) FROM jsonb_each(coalesce(corpus -> 'df', '{}'))) > 3 * kb_node.max_stage_terms(p_settings)
+        OR EXISTS (
+            SELECT 1 FROM jsonb_each(coalesce(corpus -> 'df', '{}')) AS f
+            WHERE jsonb_typeof(f.value) <> 'number' OR f.value::numeric < 0
+                OR f.value::numeric > (corpus ->> 'chunk_count')::numeric OR f.value::numeric <> trunc(f.value::numeric)
+        ) THEN
+        bad := format('lexical_corpus: df must hold at most %s terms, each a count of at most chunk_count chunks',
+            3 * kb_node.max_stage_terms(p_settings));
+    ELSIF jsonb_array_length(coalesce(p_inputs -> 'stages', '[]')) < p_stage_count THEN
+        bad := format('%s stages given, the query has %s', jsonb_array_length(coalesce(p_inputs -> 'stages', '[]')),
+            p_stage_count);
+    END IF;
+    FOR stage_no IN 1 .. p_stage_count LOOP
+        EXIT WHEN bad IS NOT NULL;
+        stage := p_inputs -> 'stages' -> (stage_no - 1);
+        IF coalesce(jsonb_array_length(stage #> '{lexical,terms}'), 0) > kb_node.max_stage_terms(p_settings)
+            OR coalesce(jsonb_array_length(stage #> '{lexical,glossary,matches}'), 0)
+            > p_settings.glossary_max_terms + p_settings.dictionary_max_terms
+            OR EXISTS (
+                SELECT 1 FROM jsonb_array_elements_text(coalesce(stage #> '{lexical,terms}', '[]')) AS term (t)
+                WHERE length(term.t) > kb_pipeline.max_query_chars()
+            ) THEN
+            bad := format('stage %s: at most %s terms of at most %s characters, at most %s glossary matches', stage_no,
+                kb_node.max_stage_terms(p_settings), kb_pipeline.max_query_chars(),
+                p_settings.glossary_max_terms + p_settings.dictionary_max_terms);
+        ELSIF coalesce(jsonb_array_length(stage #> '{dense,language_moments}'), 0) > 8 OR EXISTS (
+            SELECT 1 FROM jsonb_array_elements(coalesce(stage #> '{dense,language_moments}', '[]')) AS m (moment)
+            WHERE NOT coalesce((m.moment ->> 'vectors')::numeric >= 0
+                    AND abs((m.moment ->> 'offset')::float8) < 'Infinity'::float8
+                    AND (m.moment ->> 'scale')::float8 > 0 AND (m.moment ->> 'scale')::float8 < 'Infinity'::float8,
+                    false)
+        ) THEN
+            bad := format('stage %s: language moments must count vectors and have a finite offset and a finite scale above 0',
+                stage_no);
+        END IF;
+    END LOOP;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'kb.shard_stage_candidates: %', bad
+            USING ERRCODE = 'invalid_parameter_value',
+                HINT = 'the inputs are a shard coordinator''s (kb_pipeline.stage_inputs_over_shards), bounded as kb_retrieve''s own';
+    END IF;
+    RETURN p_inputs;
+END;
+$$;
+COMMENT ON FUNCTION kb_node.checked_shard_inputs(jsonb, integer, kb_pipeline.retrieval_settings) IS
+'A coordinator''s inputs of a shard''s stages (kb_node.shard_gather), checked against what kb_retrieve itself produces: at most kb_node.max_stage_terms terms per stage, corpus statistics that are counts (df at most chunk_count), finite language moments; an error naming what is wrong otherwise. Pure; returns the inputs.';
 
 CREATE OR REPLACE FUNCTION kb.shard_corpus(p_terms text[], p_model text)
 RETURNS jsonb
@@ -21,6 +114,12 @@ SET search_path = pg_catalog, public, pg_temp
 AS $$
 BEGIN
     PERFORM kb.enter_pipeline();
+    -- the terms of every stage of one call (at most 3 stages)
+    IF cardinality(p_terms) > 3 * kb_node.max_stage_terms(kb_pipeline.read_retrieval_settings()) THEN
+        RAISE EXCEPTION 'kb.shard_corpus: % terms; a call''s stages have at most %', cardinality(p_terms),
+            3 * kb_node.max_stage_terms(kb_pipeline.read_retrieval_settings())
+            USING ERRCODE = 'program_limit_exceeded';
+    END IF;
     RETURN (
         SELECT jsonb_build_object(
             'lexical', kb_node.lexical_corpus(p_terms, s.namespaces),
@@ -66,6 +165,7 @@ BEGIN
     -- its facts (kb_pipeline.candidate): what the coordinator ranks by.
     request.scope := kb.read_scope(NULL);
     plan := kb_pipeline.plan_retrieval(request, settings, (p_inputs ->> 'model_ready')::boolean);
+    PERFORM kb_node.checked_shard_inputs(p_inputs, coalesce(cardinality(plan.stages), 0), settings);
     identifiers := coalesce((
         SELECT jsonb_agg(jsonb_build_object('chunk_id', i.chunk_id, 'matched', i.matched))
         FROM kb_node.identifier_candidates(plan.identifiers, request.as_of, request.scope, request.filters,
@@ -130,7 +230,13 @@ DECLARE
 BEGIN
     -- p_ranked: the coordinator's ranked hits (kb_pipeline.ranked_hit fields,
     -- this database's chunk ids); those of this shard's namespaces that the
-    -- caller may read are its own
+    -- caller may read are its own. No more than a call returns (k <= 1000).
+    IF jsonb_typeof(p_ranked) IS DISTINCT FROM 'array' OR jsonb_array_length(p_ranked) > 1000 THEN
+        RAISE EXCEPTION 'kb.shard_passages: the ranked hits must be a JSON array of at most 1000 (got %)',
+            coalesce(jsonb_array_length(CASE jsonb_typeof(p_ranked) WHEN 'array' THEN p_ranked END)::text,
+                coalesce(jsonb_typeof(p_ranked), 'NULL'))
+            USING ERRCODE = 'program_limit_exceeded';
+    END IF;
     RETURN kb_node.passage_rows(ARRAY(
         SELECT h
         FROM jsonb_populate_recordset(NULL::kb_pipeline.ranked_hit, p_ranked) AS h

@@ -129,6 +129,7 @@ DECLARE
     best kb_pipeline.retrieval_stage;
     ranked kb_pipeline.ranked_hit[];
     rows kb.retrieval_row[];
+    result kb_pipeline.retrieval_result;
 BEGIN
     IF kb_pipeline.assembly_merge_adjacent(request, settings) THEN
         RAISE EXCEPTION 'kb_shard.retrieve: merge_adjacent is not supported over all namespaces of a sharded corpus'
@@ -168,10 +169,13 @@ BEGIN
     ranked := kb_pipeline.ranked(request, plan, settings, best, identifier_ids, facts);
     timings := timings || jsonb_build_object('fuse', kb_pipeline.ms_since(t));
     rows := kb_pipeline.rows_over_shards(ranked);
-    -- the node's judge on the rows the shards returned, then the result
-    RETURN kb_pipeline.result_of(request, settings, plan, stages, best, identifier_ids, ranked, rows, timings,
+    -- the node's judge on the rows the shards returned, then the result,
+    -- logged here: whoever calls this function, the call is logged once
+    result := kb_pipeline.result_of(request, settings, plan, stages, best, identifier_ids, ranked, rows, timings,
         p_explain);
+    PERFORM kb_shard.log_retrieval(result.explain, result.rows, request.k);
+    RETURN result;
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.retrieve_over_shards(kb_pipeline.retrieval_request, boolean) IS
-'The retrieval pipeline of a shard coordinator over all namespaces (kb_shard.retrieve, kb_shard.retrieve_explain): every stage''s inputs and the corpus statistics here (kb_pipeline.stage_inputs_over_shards), the legs on every shard (merged: kb_pipeline.merged_stage), then the node''s judge, fusion, ranking and result (kb_pipeline.best_stage, kb_pipeline.ranked, kb_pipeline.result_of), the rows from the shards holding them. Ranks like one node holding every shard''s documents. merge_adjacent is refused.';
+'The retrieval pipeline of a shard coordinator over all namespaces (kb_shard.retrieve, kb_shard.retrieve_explain): every stage''s inputs and the corpus statistics here (kb_pipeline.stage_inputs_over_shards), the legs on every shard (merged: kb_pipeline.merged_stage), then the node''s judge, fusion, ranking and result (kb_pipeline.best_stage, kb_pipeline.ranked, kb_pipeline.result_of), the rows from the shards holding them; logged on the coordinator (kb_shard.log_retrieval), once per call. Ranks like one node holding every shard''s documents. merge_adjacent is refused.';

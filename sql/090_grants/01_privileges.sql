@@ -31,6 +31,8 @@ BEGIN
 END;
 $$;
 REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA kb_node FROM public;
+-- the shard doors: the roles of kb.shard_door_roles only (045_shard/04_door_access.sql)
+SELECT kb.grant_shard_doors();
 GRANT USAGE ON SCHEMA kb_pipeline TO public;
 -- empty: the lock every retrieval door takes, also as its caller (the shard coordinator)
 GRANT SELECT ON kb.pipeline_door TO public;
@@ -60,9 +62,27 @@ GRANT EXECUTE ON FUNCTION kb.plpython_init() TO pgkb_writer, pgkb_admin;
 REVOKE EXECUTE ON FUNCTION kb.ocr_pending(integer) FROM public;
 GRANT EXECUTE ON FUNCTION kb.ocr_pending(integer) TO pgkb_writer, pgkb_admin;
 GRANT SELECT, INSERT, UPDATE, DELETE ON kb.settings, kb.models, kb.namespace_grants, kb.model_secrets TO pgkb_admin;
+-- pgkb_admin sets values; the trigger settings_value_in_range keeps ranges, types
+-- and rows (sql/005_settings/02_accessors.sql). TRUNCATE fires no row trigger, and
+-- a role's own trigger on kb.settings could rewrite what is stored: neither is granted.
+REVOKE TRUNCATE, TRIGGER, REFERENCES ON kb.settings FROM public, pgkb_reader, pgkb_writer, pgkb_admin;
 -- what each provider's similarities mean is no secret, and every retrieval reads it
 GRANT SELECT ON kb.embedding_providers TO public;
 GRANT SELECT ON ALL TABLES IN SCHEMA kb TO pgkb_admin;
+-- The log's private sources are read through kb.retrieval_log_sources only,
+-- which names each to the roles that may read it: every other column of the
+-- log is granted, that one is not.
+REVOKE SELECT ON kb.retrieval_log FROM public, pgkb_reader, pgkb_writer, pgkb_admin;
+DO $$
+BEGIN
+    EXECUTE format('GRANT SELECT (%s) ON kb.retrieval_log TO pgkb_admin', (
+        SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY a.attnum)
+        FROM pg_catalog.pg_attribute AS a
+        WHERE a.attrelid = 'kb.retrieval_log'::regclass AND a.attnum > 0 AND NOT a.attisdropped
+            AND a.attname <> 'private_sources'
+    ));
+END;
+$$;
 
 -- Functions that run as the owner and write or recompute shared state: only
 -- the roles whose job that is may call them (a reader starting full recounts

@@ -85,21 +85,47 @@ COMMENT ON FUNCTION kb_shard.answers(jsonb[], text) IS
 
 CREATE OR REPLACE FUNCTION kb_shard.log_retrieval(p_explain jsonb, p_rows kb.retrieval_row[], p_k integer)
 RETURNS void
-LANGUAGE sql
+LANGUAGE plpgsql
 VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
+DECLARE
+    scope text[] := kb.read_scope(NULL);
+    bad text;
+BEGIN
     -- The coordinator runs as its caller (each caller reaches the shards as
     -- itself), and the log is written with the owner's rights only: this is
-    -- its door. Unlike a node's, where only the retrieval doors write it, a
-    -- role on a coordinator can call it with rows of its own making; the row
-    -- still names the session's role, so it can only speak for itself
-    -- (docs/SCALING.md, "Shards").
-    SELECT kb.log_retrieval(p_explain, p_rows, NULL, p_k)
+    -- its door, called by kb_pipeline.retrieve_over_shards and executable by
+    -- any caller. So a row is held to what that pipeline can produce: k as
+    -- kb_retrieve's, at most k rows, each of a namespace mapped to a shard
+    -- that the caller may read, timings of bounded size; it names the
+    -- session's role, so it can only speak for itself (docs/SCALING.md).
+    IF p_k IS NULL OR p_k NOT BETWEEN 1 AND 1000 THEN
+        bad := format('k must be between 1 and 1000 (got %s)', coalesce(p_k::text, 'NULL'));
+    ELSIF coalesce(cardinality(p_rows), 0) > p_k THEN
+        bad := format('%s rows for k %s', cardinality(p_rows), p_k);
+    ELSIF EXISTS (
+        SELECT 1 FROM unnest(p_rows) AS r
+        WHERE length(r.source) > 10000 OR NOT EXISTS (
+            SELECT 1 FROM kb_shard.namespaces AS n
+            WHERE n.namespace = r.namespace AND (scope IS NULL OR n.namespace = ANY(scope))
+        )
+    ) THEN
+        bad := 'a row names a namespace the caller may not read, or none mapped to a shard';
+    ELSIF pg_column_size(p_explain -> 'timings_ms') > 8192 THEN
+        bad := 'the timings are larger than a retrieval''s';
+    END IF;
+    IF bad IS NOT NULL THEN
+        RAISE EXCEPTION 'kb_shard.log_retrieval: %', bad
+            USING ERRCODE = 'invalid_parameter_value',
+                HINT = 'the coordinator''s retrievals log themselves (kb_shard.retrieve); this door takes only their rows';
+    END IF;
+    PERFORM kb.log_retrieval(p_explain, p_rows, NULL, p_k);
+END;
 $$;
 COMMENT ON FUNCTION kb_shard.log_retrieval(jsonb, kb.retrieval_row[], integer) IS
-'The coordinator''s retrieval log writer (kb.log_retrieval with the owner''s rights) for retrievals over all namespaces; the row names the session''s role.';
+'The coordinator''s retrieval log writer (kb.log_retrieval with the owner''s rights), called by kb_pipeline.retrieve_over_shards: takes only what a retrieval produces (k in 1..1000, at most k rows, each of a mapped namespace the caller may read, timings of a retrieval''s size); the row names the session''s role.';
 
 CREATE OR REPLACE FUNCTION kb_shard.shards_named_in(p_message text)
 RETURNS text
@@ -142,7 +168,7 @@ BEGIN
     -- One namespace: its shard answers alone, exactly as one node would (and
     -- logs there); one the caller cannot see mapped (none, or another
     -- tenant's) gives no rows, as one node answers for a namespace it does not
-    -- hold. All namespaces: kb_pipeline.retrieve_over_shards, logged here.
+    -- hold. All namespaces: kb_pipeline.retrieve_over_shards, which logs it.
     -- The answer as jsonb: rows (kb.retrieval_row[] as jsonb) and explain.
     -- A shard that stopped since this backend last asked it ends the call with
     -- its cached connection's last words ("REMOTE FATAL: terminating
@@ -169,7 +195,6 @@ BEGIN
             SELECT x.rows, x.explain INTO found_rows, found_explain
             FROM kb_pipeline.retrieve_over_shards(kb_pipeline.validated_request(query, k, NULL, mode, filters, as_of,
                 context, max_per_document, merge_adjacent), explain) AS x;
-            PERFORM kb_shard.log_retrieval(found_explain, found_rows, k);
             RETURN jsonb_build_object('rows', coalesce(to_jsonb(found_rows), '[]'), 'explain', found_explain);
         EXCEPTION WHEN OTHERS THEN
             CONTINUE WHEN attempt = 1 AND SQLERRM LIKE '% REMOTE FATAL: %';
@@ -185,7 +210,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb_shard.retrieve_here(text, integer, text, text, jsonb, timestamptz, text[], integer, boolean, boolean) IS
-'What kb_shard.retrieve and kb_shard.retrieve_explain share, as jsonb (rows, explain): with a namespace the shard holding it answers (kb_retrieve or kb_retrieve_explain there); over all namespaces kb_pipeline.retrieve_over_shards, logged here. A shard that cannot be reached fails the call with an error naming it.';
+'What kb_shard.retrieve and kb_shard.retrieve_explain share, as jsonb (rows, explain): with a namespace the shard holding it answers (kb_retrieve or kb_retrieve_explain there); over all namespaces kb_pipeline.retrieve_over_shards, logged on the coordinator. A shard that cannot be reached fails the call with an error naming it.';
 
 CREATE OR REPLACE FUNCTION kb_shard.retrieve(
     query text,

@@ -1,8 +1,11 @@
 """The question pages: query (results and the answerability decision), explain (kb_retrieve_explain of the
 same form) and compare (one question under two modes/settings side by side).
 
-The forms are posted (a long question does not fit in a URL) or sent as GET by links; a result card's judge
-button posts the form again with the judgment, which kb.record_judgment stores as the lab's role.
+The forms are posted (a long question does not fit in a URL) or sent as GET by links, and these pages only
+read. A result card's judge button posts the form again, with the judgment, to the page's judge action
+(``POST /query/judge``, ``POST /compare/judge``: POST only, with this process's form token), which
+kb.record_judgment stores as the lab's role before the page is shown again; a judgment sent to the page
+itself, by GET or POST, is refused (405) and writes nothing.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from starlette.responses import Response
 
 from ...retrieval import RetrievalRequest
 from .. import queries, render
-from ..context import STALE_TOKEN, LabContext, parameters
+from ..context import LabContext, parameters
 from ..database import LabError, NotPermitted, QueryFailed
 from ..forms import FormError, QueryForm, query_form
 
@@ -57,15 +60,20 @@ def inline_error(exc: Exception) -> dict[str, Any]:
     return {"title": "The form has a mistake", "message": str(exc), "hint": None, "status": 400}
 
 
-def judge(lab: LabContext, params: Any, form: QueryForm) -> dict[str, Any] | None:
-    """Record the judgment a result card's button sent with the form (``judge``: JSON of judgment,
-    namespace and source), as the lab's role through kb.record_judgment; None when none was sent.
-    A judgment writes, so it needs this process's form token."""
-    raw = params.get("judge") if hasattr(params, "get") else None
-    if not raw:
-        return None
-    if not lab.token_matches(params.get("token", "")):
-        raise HTTPException(403, STALE_TOKEN)
+JUDGE_ACTIONS = {"query": "/query/judge", "compare": "/compare/judge"}  # the templates' buttons post there
+
+
+def refuse_judgment(params: Any, page: str) -> None:
+    """A page that reads refuses a judgment sent to it (a write link in a browser's history): 405, nothing written."""
+    if params.get("judge"):
+        raise HTTPException(405, f"a judgment is recorded only by POST to {JUDGE_ACTIONS[page]} (a result's button)")
+
+
+def judge(lab: LabContext, params: Any, form: QueryForm) -> dict[str, Any]:
+    """Record the judgment a result card's button posted with the form (``judge``: JSON of judgment,
+    namespace and source), as the lab's role through kb.record_judgment. Only the judge actions call it,
+    after lab.checked_form (POST, this process's form token)."""
+    raw = params.get("judge")
     try:
         choice = json.loads(str(raw))
         judgment, namespace, source = str(choice["j"]), str(choice["ns"]), str(choice["src"])
@@ -88,10 +96,17 @@ def judge(lab: LabContext, params: Any, form: QueryForm) -> dict[str, Any] | Non
 
 async def query_page(lab: LabContext, request: Request) -> Response:
     params = await parameters(request)
+    refuse_judgment(params, "query")
     return await run_in_threadpool(_query_page, lab, request, params)
 
 
-def _query_page(lab: LabContext, request: Request, params: Any) -> Response:
+async def query_judge(lab: LabContext, request: Request) -> Response:
+    """POST /query/judge: record the judgment, then the query page of the same form."""
+    params = await lab.checked_form(request)
+    return await run_in_threadpool(_query_page, lab, request, params, True)
+
+
+def _query_page(lab: LabContext, request: Request, params: Any, judging: bool = False) -> Response:
     meta = form_meta(lab)
     form, problem = read_form(lab, params, meta)
     context: dict[str, Any] = {
@@ -109,7 +124,7 @@ def _query_page(lab: LabContext, request: Request, params: Any) -> Response:
         context["error"] = inline_error(FormError(problem))
     elif form.q:
         try:
-            context["judged"] = judge(lab, params, form)
+            context["judged"] = judge(lab, params, form) if judging else None
             req = form.request()
 
             def work(conn):
@@ -192,10 +207,17 @@ def _explained_with_hidden(
 
 async def compare_page(lab: LabContext, request: Request) -> Response:
     params = await parameters(request)
+    refuse_judgment(params, "compare")
     return await run_in_threadpool(_compare_page, lab, request, params)
 
 
-def _compare_page(lab: LabContext, request: Request, params: Any) -> Response:
+async def compare_judge(lab: LabContext, request: Request) -> Response:
+    """POST /compare/judge: record the judgment (of side A's question), then the compare page of the same form."""
+    params = await lab.checked_form(request)
+    return await run_in_threadpool(_compare_page, lab, request, params, True)
+
+
+def _compare_page(lab: LabContext, request: Request, params: Any, judging: bool = False) -> Response:
     meta = form_meta(lab)
     sides, problem = {}, None
     for side in ("a", "b"):
@@ -216,7 +238,7 @@ def _compare_page(lab: LabContext, request: Request, params: Any) -> Response:
         context["error"] = inline_error(FormError(problem))
     elif sides["a"].q:
         try:
-            context["judged"] = judge(lab, params, sides["a"])
+            context["judged"] = judge(lab, params, sides["a"]) if judging else None
             for side in ("a", "b"):
                 req = sides[side].request()
 
