@@ -373,6 +373,7 @@ def test_a_follow_up_on_an_earlier_question_of_the_longest_length_still_retrieve
     insert_document(fresh_db, "refunds.md", f"# Refunds\n\n{earlier}\n\nThe deadline for refunds is 30 days.")
     result = explain(fresh_db, "and the refund deadline?", mode="hybrid", context=[earlier])
     assert len(result["analysis"]["composed"]) <= 2000
+    assert any("follow-up question composed with the earlier turn cut" in n for n in result["notes"]), "noted"
     rows = retrieve(fresh_db, "and the refund deadline?", mode="hybrid", context=[earlier])
     assert rows and {r["source"] for r in rows} == {"refunds.md"}
 

@@ -207,15 +207,14 @@ def lifecycle_as(conn, role_name: str, source: str) -> str | None:
     return row and row["lifecycle"]
 
 
+def clerk_writes_notice(conn, **fields) -> None:
+    """The clerk, who may not read salary-review.md, writes a shared notice in `hr`."""
+    with acting_as(conn, CLERK):
+        insert_document(conn, "notice.md", "# Notice\n\nThe canteen opens at eight.", namespace="hr", **fields)
+
+
 def test_a_writer_who_may_not_read_a_private_document_cannot_retire_it_through_supersedes(office):
-    with acting_as(office, CLERK):
-        insert_document(
-            office,
-            "notice.md",
-            "# Notice\n\nThe canteen opens at eight.",
-            namespace="hr",
-            supersedes="salary-review.md",
-        )
+    clerk_writes_notice(office, supersedes="salary-review.md")
     assert "salary-review.md" in retrieved_as(office, BOARD, "zqxbonus pool")
     assert lifecycle_as(office, BOARD, "salary-review.md") == "current"
     filtered = retrieved_as(office, BOARD, "zqxbonus pool", filters={"source_prefix": "salary"})
@@ -231,23 +230,16 @@ def test_a_writer_who_may_not_read_a_private_document_cannot_retire_it_through_s
 
 
 def test_the_writer_of_a_link_is_recorded_by_the_database_not_by_the_statement(office):
+    clerk_writes_notice(office, supersedes="salary-review.md", supersedes_writer_ids=None)
     with acting_as(office, CLERK):
-        insert_document(
-            office,
-            "notice.md",
-            "# Notice\n\nThe canteen opens at eight.",
-            namespace="hr",
-            supersedes="salary-review.md",
-            supersedes_writer_ids=None,
-        )
         office.execute("UPDATE kb.documents SET supersedes_writer_ids = NULL WHERE source = 'notice.md'")
     assert lifecycle_as(office, BOARD, "salary-review.md") == "current"
 
 
 def test_a_writer_cannot_close_a_cycle_through_a_private_document_it_may_not_read(office):
     office.execute("UPDATE kb.documents SET supersedes = 'notice.md' WHERE source = 'salary-review.md'")
+    clerk_writes_notice(office)
     with acting_as(office, CLERK):
-        insert_document(office, "notice.md", "# Notice\n\nThe canteen opens at eight.", namespace="hr")
         # its link names nothing it may read: no cycle in force, no error that tells it otherwise
         office.execute("UPDATE kb.documents SET supersedes = 'salary-review.md' WHERE source = 'notice.md'")
     assert "salary-review.md" in retrieved_as(office, BOARD, "zqxbonus pool")

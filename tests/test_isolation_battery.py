@@ -449,3 +449,30 @@ def test_a_lifecycle_link_of_tenant_a_to_tenant_b_retires_nothing_and_closes_no_
     world.execute("UPDATE kb.documents SET supersedes = NULL WHERE source = 'a/travel.md'")
     world.execute("DELETE FROM kb.documents WHERE source = %s", (B_SOURCE,))
     a_writes("a/notice-2.md")
+
+
+def test_every_door_that_reads_as_the_owner_logs_its_call_unless_it_is_a_shard_door(world):
+    """A SECURITY DEFINER function A's reader may call that enters the pipeline (kb.enter_pipeline:
+    it reads every tenant's rows as the owner) writes one log row per call. The shard doors
+    (kb.shard_doors) write none: they are executable only by the roles a coordinator connects as,
+    and the coordinator logs the retrieval."""
+    reader = role("acme_reader")
+    doors = [
+        r["fn"]
+        for r in world.execute(
+            """SELECT p.oid::regprocedure::text AS fn FROM pg_catalog.pg_proc AS p
+               INNER JOIN pg_catalog.pg_namespace AS n ON n.oid = p.pronamespace
+               WHERE n.nspname = ANY(%s) AND p.prosecdef AND p.prosrc LIKE '%%kb.enter_pipeline()%%'
+                 AND has_function_privilege(%s, p.oid, 'EXECUTE')
+                 AND NOT p.oid::regprocedure = ANY(kb.shard_doors())
+               ORDER BY 1""",
+            (PGKB_SCHEMAS, reader),
+        )
+    ]
+    assert {d.split("(")[0] for d in doors} >= {"kb_retrieve", "kb_retrieve_explain"}
+    logged = "SELECT count(*) AS n FROM kb.retrieval_log"
+    for door in doors:
+        before = world.execute(logged).fetchone()["n"]
+        with acting_as(world, reader):
+            world.execute(f"SELECT {REVIEWED_DEFINERS[door][1]}::text AS v").fetchone()
+        assert world.execute(logged).fetchone()["n"] == before + 1, door

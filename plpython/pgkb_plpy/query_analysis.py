@@ -59,7 +59,10 @@ Keys and the rules behind them:
     The distinct, non-empty query strings to try in order while evidence is weak:
     ``[original, normalized, core_terms]``, or for a follow-up the same three steps applied to the
     composed query ``[composed, normalized(composed), core_terms(composed)]`` (the bare follow-up
-    has no subject and would retrieve noise).
+    has no subject and would retrieve noise). The composed query is cut to ``MAX_QUERY_CHARS``
+    like any query.
+``notes``
+    What the analysis changed that the caller should know: a composed follow-up that was cut.
 """
 
 from __future__ import annotations
@@ -417,11 +420,18 @@ def analyze(query: str, context: list[str] | None = None) -> dict:
     looks_exact = bool(_QUOTED_RE.match(original)) or core_is_identifier or is_short
 
     composed: str | None = None
+    notes: list[str] = []
     subject = _context_subject(context)
     rest = _followup_rest(original) if subject else None
     if subject and rest is not None:
         # cut where the query is cut: every step after analysis holds a question to that bound
-        composed = f"{subject} {rest}".strip()[:MAX_QUERY_CHARS]
+        composed = f"{subject} {rest}".strip()
+        if len(composed) > MAX_QUERY_CHARS:
+            notes.append(
+                f"the follow-up question composed with the earlier turn cut to its first {MAX_QUERY_CHARS} "
+                f"of {len(composed)} characters"
+            )
+            composed = composed[:MAX_QUERY_CHARS]
         stages = _distinct([composed, normalize_question(composed), core_terms(normalize_question(composed))])
     else:
         stages = _distinct([original, normalized, core])
@@ -437,4 +447,5 @@ def analyze(query: str, context: list[str] | None = None) -> dict:
         "followup": composed is not None,
         "composed": composed,
         "stages": stages,
+        "notes": notes,
     }

@@ -173,7 +173,8 @@ BEGIN
     plan.analysis := coalesce(p_analysis, kb.analyze_query(p_request.query, p_request.context));
     plan.stages := ARRAY(SELECT jsonb_array_elements_text(plan.analysis -> 'stages'));
     plan.identifiers := ARRAY(SELECT jsonb_array_elements_text(coalesce(plan.analysis -> 'identifiers', '[]')));
-    plan.notes := '{}';
+    -- the analysis's own notes (a follow-up cut to the query's bound)
+    plan.notes := ARRAY(SELECT jsonb_array_elements_text(coalesce(plan.analysis -> 'notes', '[]')));
     plan.candidates := greatest(p_request.k * 5, p_settings.candidates_per_leg);
     plan.weight_dense := p_settings.weight_dense;
     plan.weight_lexical := p_settings.weight_lexical;
