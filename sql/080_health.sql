@@ -2,6 +2,38 @@
 -- per check with its state and the fix. `pgkb doctor`, `pgkb status`, `pgkb up`,
 -- `pgkb migrate` and the MCP kb_status tool all read kb.health().
 
+CREATE OR REPLACE FUNCTION kb.settings_health()
+RETURNS TABLE (check_name text, state text, detail text, fix text)
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SECURITY INVOKER
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- A stored value that is missing or bad is not in force (kb.setting_in_force
+    -- reads its fallback), so retrieval works: degraded, naming what is stored
+    -- (shortened: a value of 300 digits would hide the rest)
+    SELECT 'settings', CASE WHEN count(p.problem) = 0 THEN 'ok' ELSE 'degraded' END,
+        CASE WHEN count(p.problem) = 0 THEN format('%s settings, every stored value valid', count(*))
+            ELSE string_agg(format('%s: %s, %s in force%s', p.key,
+                CASE WHEN p.stored IS NULL OR p.stored = 'null' THEN p.problem
+                    WHEN jsonb_typeof(p.stored) = 'number' AND length(p.stored::text) > 16
+                        THEN format('stored %s is %s', btrim(to_char((p.stored #>> '{}')::numeric, '9.99EEEE')), p.problem)
+                    ELSE format('stored %s is %s', left(p.stored::text, 40), p.problem) END,
+                p.fallback, CASE WHEN p.fallback <> p.default_value THEN ' (fails closed)' ELSE '' END), '; '
+                ORDER BY p.key) FILTER (WHERE p.problem IS NOT NULL) END,
+        CASE WHEN count(p.problem) > 0 THEN format(
+            'UPDATE kb.settings SET value = default_value WHERE key IN (%s), or a valid value (SELECT * FROM kb.settings_catalogue WHERE stored_problem IS NOT NULL); pgkb migrate writes a missing row again (tenant_isolation on a fresh install only)',
+            string_agg(quote_literal(p.key), ', ' ORDER BY p.key) FILTER (WHERE p.problem IS NOT NULL)) END
+    FROM (
+        SELECT c.key, s.value AS stored, c.default_value, kb.setting_value_error(c, s.value) AS problem,
+            kb.setting_fallback(c) AS fallback
+        FROM kb.settings_shipped() AS c
+        LEFT JOIN kb.settings AS s ON s.key = c.key
+    ) AS p;
+$$;
+COMMENT ON FUNCTION kb.settings_health() IS
+'The settings check of kb.health: degraded while a stored value is missing or bad (kb.setting_value_error), naming each with the value in force instead (its default; true for tenant_isolation and retrieval_log, which fail closed) and the statement that fixes it.';
+
 CREATE OR REPLACE FUNCTION kb.health()
 RETURNS TABLE (check_name text, state text, detail text, fix text)
 LANGUAGE plpgsql
@@ -44,6 +76,12 @@ BEGIN
     EXCEPTION WHEN OTHERS THEN
         RETURN QUERY SELECT 'in-database python', 'failed', SQLERRM,
             'run scripts/install.sh on the database host, then pgkb migrate; reconnect sessions opened before';
+    END;
+
+    BEGIN
+        RETURN QUERY SELECT * FROM kb.settings_health();
+    EXCEPTION WHEN insufficient_privilege THEN
+        RETURN QUERY SELECT 'settings', 'skipped', SQLERRM, NULL::text;
     END;
 
     SELECT m.* INTO model FROM kb.models AS m WHERE m.active;
@@ -139,4 +177,4 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb.health() IS
-'Health checks, one row each (ok, degraded, failed or skipped, with the fix): extensions, in-database Python, the active model embedding a query, stored vector dimensions, HNSW indexes, BM25 statistics, the embedding queue and its oldest failure.';
+'Health checks, one row each (ok, degraded, failed or skipped, with the fix): extensions, in-database Python, the settings (a stored value missing or bad, and so not in force), the active model embedding a query, stored vector dimensions, HNSW indexes, BM25 statistics, the embedding queue and its oldest failure.';

@@ -476,3 +476,26 @@ def test_every_door_that_reads_as_the_owner_logs_its_call_unless_it_is_a_shard_d
         with acting_as(world, reader):
             world.execute(f"SELECT {REVIEWED_DEFINERS[door][1]}::text AS v").fetchone()
         assert world.execute(logged).fetchone()["n"] == before + 1, door
+
+
+def test_no_stored_setting_bent_past_its_range_breaks_tenant_as_retrieval_or_shows_it_b(world):
+    """Every key of the shipped catalogue, its stored value bent past the range trigger (as an earlier
+    release or a restored dump could leave it: a number out of any range, a null) or its row
+    deleted: A's reader still retrieves, and only A's documents; isolation reads as on (fails closed)."""
+    bent_value = {"number": "1e308", "integer": "2147483647", "text": "null", "boolean": "null"}
+    shipped = world.execute("SELECT key, value_type FROM kb.settings_shipped() ORDER BY key").fetchall()
+    assert len(shipped) > 30 and {s["value_type"] for s in shipped} <= set(bent_value)
+    for setting in shipped:
+        bends = [
+            ("UPDATE kb.settings SET value = %s WHERE key = %s", (bent_value[setting["value_type"]], setting["key"])),
+            ("DELETE FROM kb.settings WHERE key = %s", (setting["key"],)),
+        ]
+        for statement, params in bends:
+            with world.transaction(force_rollback=True):
+                world.execute("ALTER TABLE kb.settings DISABLE TRIGGER USER")
+                world.execute(statement, params)
+                world.execute("ALTER TABLE kb.settings ENABLE TRIGGER USER")
+                with acting_as(world, role("acme_reader")):
+                    found = {r["source"] for r in retrieve(world, f"refund {B_WORD}", mode="lexical")}
+                    isolated = world.execute("SELECT kb.tenant_isolation_on() AS on").fetchone()["on"]
+            assert isolated and found and all(s.startswith("a/") for s in found), (statement, params, found)

@@ -18,11 +18,16 @@ DECLARE
     found jsonb;
     settings kb_pipeline.retrieval_settings;
 BEGIN
-    SELECT coalesce(jsonb_object_agg(s.key, kb.setting_in_force(s)), '{}') INTO found
-    FROM kb.settings AS s WHERE s.key = ANY(fields);
+    -- the catalogue is the shipped one and a stored value only a candidate: a
+    -- missing row or a bad value reads as its default (kb.setting_in_force), so
+    -- no row of kb.settings can make every retrieval fail
+    SELECT coalesce(jsonb_object_agg(c.key, kb.setting_in_force(c, s.value)), '{}') INTO found
+    FROM unnest(kb.settings_shipped_array()) AS c
+    LEFT JOIN kb.settings AS s ON s.key = c.key
+    WHERE c.key = ANY(fields);
     IF (SELECT count(*) FROM jsonb_object_keys(found)) < cardinality(fields) THEN
         RAISE EXCEPTION 'pgkb: unknown setting "%"', (SELECT f FROM unnest(fields) AS f WHERE NOT found ? f LIMIT 1)
-            USING HINT = 'pgkb migrate writes every setting of the catalogue again';
+            USING HINT = 'a field of kb_pipeline.retrieval_settings is a key of kb.settings_shipped (sql/005_settings/)';
     END IF;
     settings := jsonb_populate_record(NULL::kb_pipeline.retrieval_settings, found);
     settings.answerability_model := kb.answerability_model();
@@ -30,7 +35,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.read_retrieval_settings() IS
-'The retrieval settings in force for this session (the legs'' included), typed, in one composite read by one statement (kb.setting_in_force of each row), once per kb_retrieve call; a setting missing from kb.settings is an error naming it.';
+'The retrieval settings in force for this session (the legs'' included), typed, in one composite read by one statement (kb.setting_in_force of each key of the shipped catalogue with its stored value), once per kb_retrieve call; a stored value that is missing or bad reads as its default (kb.health names it).';
 
 CREATE OR REPLACE FUNCTION kb_pipeline.max_filters_bytes()
 RETURNS integer
