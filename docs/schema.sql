@@ -334,7 +334,8 @@ CREATE TABLE kb.documents (
     parse_warnings jsonb,
     ocr jsonb,
     ocr_status text,
-    parse_limits jsonb
+    parse_limits jsonb,
+    supersedes_writer_ids oid[]
 );
 ALTER TABLE kb.documents ADD CONSTRAINT documents_body_not_blank CHECK ((NOT kb.is_blank(body)));
 ALTER TABLE kb.documents ADD CONSTRAINT documents_effective_window CHECK (((effective_to IS NULL) OR (effective_from IS NULL) OR (effective_to >= effective_from)));
@@ -646,7 +647,8 @@ CREATE TABLE kb.retrieval_log (
     timings_ms jsonb NOT NULL,
     total_ms double precision NOT NULL,
     role_name text DEFAULT CURRENT_USER NOT NULL,
-    session_role text DEFAULT SESSION_USER NOT NULL
+    session_role text DEFAULT SESSION_USER NOT NULL,
+    private_sources jsonb DEFAULT '[]'::jsonb NOT NULL
 );
 ALTER TABLE kb.retrieval_log ADD CONSTRAINT retrieval_log_pkey PRIMARY KEY (id);
 CREATE INDEX retrieval_log_time ON kb.retrieval_log USING btree (logged_at);
@@ -681,6 +683,13 @@ ALTER TABLE kb.settings ADD CONSTRAINT settings_value_is_a_choice CHECK (((choic
 ALTER TABLE kb.settings ADD CONSTRAINT settings_value_matches_type CHECK (((value = 'null'::jsonb) OR (value_type IS NULL) OR ((value_type = 'boolean'::text) AND (jsonb_typeof(value) = 'boolean'::text)) OR ((value_type = 'integer'::text) AND (jsonb_typeof(value) = 'number'::text) AND ((value)::text !~ '[.eE]'::text)) OR ((value_type = 'number'::text) AND (jsonb_typeof(value) = 'number'::text)) OR ((value_type = 'text'::text) AND (jsonb_typeof(value) = 'string'::text))));
 ALTER TABLE kb.settings ADD CONSTRAINT settings_value_type_valid CHECK ((value_type = ANY (ARRAY['boolean'::text, 'integer'::text, 'number'::text, 'text'::text])));
 ALTER TABLE kb.settings ADD CONSTRAINT settings_pkey PRIMARY KEY (key);
+
+-- The roles a shard coordinator connects to this database as (kb.open_shard_doors); the shard doors are executable by them only. Empty: this database is no shard.
+CREATE TABLE kb.shard_door_roles (
+    role_name text NOT NULL,
+    opened_at timestamp with time zone DEFAULT now() NOT NULL
+);
+ALTER TABLE kb.shard_door_roles ADD CONSTRAINT shard_door_roles_pkey PRIMARY KEY (role_name);
 
 -- The documents the corpus statistics count (BM25 df, N, average length; language moments): shared and current now. Kept by kb.recount_statistics_documents.
 CREATE TABLE kb.statistics_documents (
@@ -750,13 +759,15 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- VIEW kb.ocr_queue
 -- kb_retrieve latency percentiles per day and mode, from kb.retrieval_log.
 -- VIEW kb.retrieval_latency_daily
+-- The documents each logged kb_retrieve call returned (log_id: kb.retrieval_log.id): shared ones by namespace/source, a private one (naming readers) only when the session's role may read it, else counted in private_unnamed.
+-- VIEW kb.retrieval_log_sources
 -- Share of low-confidence and zero-result retrievals per day.
 -- VIEW kb.retrieval_low_confidence_daily
 -- How often each document (namespace/source) was returned by kb_retrieve.
 -- VIEW kb.retrieval_top_sources
 -- Queries (by hash) that returned nothing: gaps in the knowledge base.
 -- VIEW kb.retrieval_zero_results
--- Every setting with the value in force for this session, where it comes from (session, kb.settings or default), its type, description and range (numeric settings).
+-- Every setting of the catalogue (kb.settings_shipped) with the value in force for this session, where it comes from (session, kb.settings, or default: also when the stored value is missing or bad; fails closed: tenant_isolation or retrieval_log true for the same reason), its type, description, range (numeric settings) and what is wrong with its stored value (stored_problem, NULL when nothing).
 -- VIEW kb.settings_catalogue
 -- Documents parsed or chunked with rules older than the installed ones (kb.parser_versions, kb.chunker_version); kb.reindex_documents() brings them up to date.
 -- VIEW kb.stale_documents
@@ -853,9 +864,12 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.glossary_namespaces()
 --     RETURNS text[] LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The namespaces whose glossary rows the current role may see and write (kb.allowed_namespaces(current_user); NULL: all), for the policies of kb.glossary.
+-- kb.grant_shard_doors()
+--     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     Makes the shard doors (kb.shard_doors) executable by the roles of kb.shard_door_roles and by no other (the owner aside); run by every migrate and by kb.open_shard_doors.
 -- kb.health()
 --     RETURNS TABLE(check_name text, state text, detail text, fix text) LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
---     Health checks, one row each (ok, degraded, failed or skipped, with the fix): extensions, in-database Python, the active model embedding a query, stored vector dimensions, HNSW indexes, BM25 statistics, the embedding queue and its oldest failure.
+--     Health checks, one row each (ok, degraded, failed or skipped, with the fix): extensions, in-database Python, the settings (a stored value missing or bad, and so not in force), the active model embedding a query, stored vector dimensions, HNSW indexes, BM25 statistics, the embedding queue and its oldest failure.
 -- kb.hnsw_build_options()
 --     RETURNS text LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The WITH options of the HNSW indexes built from now on, from the settings hnsw_m and hnsw_ef_construction; refuses values pgvector would refuse, naming the setting.
@@ -925,6 +939,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.ocr_pending(integer)
 --     RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Reads by OCR the image-only pages of up to p_limit documents waiting for it (kb.ocr_queue) that the caller may update, skipping those another worker holds: parses their files again with OCR, which re-chunks and indexes them; returns how many documents. pgkb worker calls it between embedding batches. Runs with the caller's rights.
+-- kb.open_shard_doors(text)
+--     RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     Makes this database a shard for a coordinator connecting as p_role (NULL: as each caller's own role, so pgkb_reader, pgkb_writer and pgkb_admin): records the role in kb.shard_door_roles and grants it the shard doors. The owner's (pgkb shards add runs it); returns the roles that may call the doors.
 -- kb.parse_retry_reason(text,text,jsonb,boolean)
 --     RETURNS text LANGUAGE sql STABLE PARALLEL SAFE
 --     Why a stored file's parse may turn out otherwise now, or NULL: its conversion changed, or it failed on a limit (too_large: file_max_bytes, too_many_pages: file_max_pages, timeout: file_parse_timeout_s, zip_bomb: file_max_expansion_ratio, no_text_layer: ocr_max_pages) that has changed since, or it was parsed before limits were recorded. kb.reparse_files retries only those; a deterministic failure (corrupt, encrypted, type_mismatch, a crash) with nothing changed fails alike again.
@@ -1041,16 +1058,40 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     The role the session acts as (SET ROLE's, else the login), also inside SECURITY DEFINER functions: whose namespaces the retrieval gateways read (kb.read_scope) and whom the retrieval log names.
 -- kb.setting(text)
 --     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
---     The value of a setting: the session GUC pgkb.<key> where the catalogue allows session overrides, else kb.settings (kb.setting_in_force); an unknown key is an error.
+--     The value of a setting: the session GUC pgkb.<key> where the catalogue allows session overrides, else kb.settings if its value is valid, else the fallback (kb.setting_in_force); a key outside the catalogue (kb.settings_shipped) is an error.
+-- kb.setting_fallback(kb.settings)
+--     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The value in force when a setting's stored value is missing or bad (kb.setting_value_error): its default, except tenant_isolation and retrieval_log, which fail closed (true).
 -- kb.setting_in_force(kb.settings)
+--     RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE
+--     kb.setting_in_force(p_entry, p_entry.value): the value in force of a row that carries its own stored value.
+-- kb.setting_in_force(kb.settings,jsonb)
 --     RETURNS jsonb LANGUAGE plpgsql STABLE PARALLEL SAFE
---     The value of a setting given its row of kb.settings: the session GUC pgkb.<key> where the catalogue allows session overrides (checked against the setting's type, choices and range), else the stored value. kb.setting reads one; kb_pipeline.read_retrieval_settings all of a retrieval's in one statement.
+--     The value of a setting given its catalogue entry (kb.settings_shipped) and its stored value (NULL: no row): the session GUC pgkb.<key> where the catalogue allows session overrides (checked against the setting's type, choices and range, an error if bad), else the stored value if kb.setting_value_error finds nothing wrong with it, else kb.setting_fallback (the default; true for tenant_isolation and retrieval_log). kb.setting reads one; kb_pipeline.read_retrieval_settings all of a retrieval's in one statement.
 -- kb.setting_range_error(kb.settings,jsonb)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     What is wrong with a value of a numeric setting ("5 is outside its range 0 to 1"), NULL when it is in range: the one range check of kb.settings' trigger and of session overrides (kb.setting).
+-- kb.setting_value_error(kb.settings,jsonb)
+--     RETURNS text LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     What is wrong with a stored value of the setting p_entry describes (missing, null, not of its type, not one of its choices, outside its range), NULL when it may be in force: the check kb.setting_in_force makes when a value is read.
+-- kb.settings_health()
+--     RETURNS TABLE(check_name text, state text, detail text, fix text) LANGUAGE sql STABLE PARALLEL SAFE
+--     The settings check of kb.health: degraded while a stored value is missing or bad (kb.setting_value_error), naming each with the value in force instead (its default; true for tenant_isolation and retrieval_log, which fail closed) and the statement that fixes it.
+-- kb.settings_shipped()
+--     RETURNS SETOF kb.settings LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The settings catalogue as this release ships it, one kb.settings row per key (value = the default): what kb.settings' catalogue columns are written from, what a stored value is checked against when written and when read, and the default of a key whose row is missing. Code, so that no role but the owner can widen a range or remove a key.
+-- kb.settings_shipped_array()
+--     RETURNS kb.settings[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     kb.settings_shipped as one array, for the readers that run on every call (a constant of their cached plans: unnest(kb.settings_shipped_array())).
+-- kb.settings_shipped_ranges()
+--     RETURNS TABLE(key text, min_value numeric, max_value numeric) LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The range (inclusive) of every numeric setting, as this release ships it; kb.settings_shipped joins it to the catalogue.
 -- kb.shard_corpus(text[],text)
 --     RETURNS jsonb LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     A shard's part of a sharded corpus's statistics: the BM25 sizes and df of the terms over every namespace the caller may see here (kb_node.lexical_corpus), and whether it holds vectors of the model.
+-- kb.shard_doors()
+--     RETURNS regprocedure[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The doors a shard coordinator calls on a shard (kb.shard_corpus, kb.shard_stage_candidates, kb.shard_passages): executable only by the roles of kb.shard_door_roles (kb.grant_shard_doors).
 -- kb.shard_passages(jsonb)
 --     RETURNS SETOF kb.retrieval_row LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     The door to a shard's rows of a sharded retrieval (kb_node.shard_rows): the coordinator's ranked hits that are this shard's and the caller's to read.
@@ -1072,9 +1113,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.strip_blank(text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The text without kb.blank_class() characters at either end (pgkb_plpy.vocabulary.strip_blank in SQL).
--- kb.take_supersedes_turn(text)
---     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
---     The supersedes check's turn in a namespace: writes the namespace's row of kb.supersedes_turns (held to the commit), so checks take turns; under REPEATABLE READ or SERIALIZABLE a check whose snapshot misses another's committed change fails with a serialization failure naming the namespace. Only for namespaces the session's role may see.
+-- kb.supersedes_link_holds(oid[],oid[])
+--     RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     Whether a supersedes link retires its target: the target names no readers, or the link's writer (kb.documents.supersedes_writer_ids; NULL: a writer that read every document) was one of them. Pure. Inlined into the lifecycle rule.
 -- kb.tenant_isolation_on()
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE SECURITY DEFINER
 --     Whether tenant isolation is on: off only while kb.settings holds tenant_isolation = false (a fresh install's default); a missing row or a null value means on. Every change is recorded in kb.tenant_isolation_changes. SECURITY DEFINER so that policies work for roles that may not read kb.settings.
@@ -1100,8 +1141,11 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     AFTER DELETE, and AFTER UPDATE of the columns that decide which documents are current (per statement), on kb.documents: keeps the corpus statistics in step over every tenant's chunks (kb.maybe_refresh_lexical_stats; chunks, postings and vectors of deleted documents go by ON DELETE CASCADE).
 -- kb.trg_documents_supersedes_acyclic()
+--     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
+--     Constraint trigger on kb.documents (deferred to commit, owner-run): takes the namespace's turn in kb.supersedes_turns and refuses a chain of supersedes links that hold (kb.supersedes_link_holds) returning to where it started, naming to the writer only the documents it may read.
+-- kb.trg_documents_supersedes_writer()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
---     Constraint trigger on kb.documents (deferred to commit): refuses a supersedes chain that returns to where it started (a document superseding itself included).
+--     BEFORE INSERT/UPDATE OF supersedes, supersedes_writer_ids on kb.documents: records the role ids the session's role reads as (kb.session_reader_ids) as the link's writer, so a link retires a private document only when its writer could read it.
 -- kb.trg_documents_sync()
 --     RETURNS trigger LANGUAGE plpython3u VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     AFTER UPDATE OF title, body on kb.documents (an INSERT is kb.trg_documents_inserted, once per statement): re-chunk, index terms, embed only new chunk texts (as the owner).
@@ -1131,7 +1175,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     Records every change of the setting tenant_isolation (insert, a changed value, delete) in kb.tenant_isolation_changes, with the owner's rights.
 -- kb.trg_settings_value_in_range()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
---     BEFORE INSERT/UPDATE on kb.settings: refuses a numeric value outside the setting's range (kb.setting_range_error), naming the setting and its range.
+--     BEFORE INSERT/UPDATE/DELETE on kb.settings: refuses a value outside the shipped range (kb.settings_shipped), and for roles that do not own kb.settings (pgkb_admin) any change but a value: a key, type, default, choices or range, a key outside the catalogue, a deleted row (bar tenant_isolation, whose removal means on).
 -- kb.upsert_document(jsonb)
 --     RETURNS TABLE(id bigint, ingest_status text, ingest_error text) LANGUAGE sql VOLATILE PARALLEL UNSAFE
 --     Inserts or updates one document given as jsonb (the columns of kb.documents the folder loader writes), as the loader does: an unchanged document returns no row. The write a shard coordinator routes by namespace.
@@ -1150,6 +1194,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_node.candidate_facts(bigint[])
 --     RETURNS kb_pipeline.candidate[] LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     What ranking needs to know of the chunks besides their scores (kb_pipeline.candidate: document, namespace, content hash, title, dates), in one read. Reads the chunks given: the doors' candidates only.
+-- kb_node.checked_shard_inputs(jsonb,integer,kb_pipeline.retrieval_settings)
+--     RETURNS jsonb LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     A coordinator's inputs of a shard's stages (kb_node.shard_gather), checked against what kb_retrieve itself produces: at most kb_node.max_stage_terms terms per stage, corpus statistics that are counts (df at most chunk_count), finite language moments; an error naming what is wrong otherwise. Pure; returns the inputs.
 -- kb_node.dense_candidates(text,text,integer,timestamp with time zone,text[],jsonb,integer,kb.language_moment[],integer)
 --     RETURNS TABLE(chunk_id bigint, similarity double precision, score double precision, language text, noise_z double precision) LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     Dense leg: HNSW cosine search over the named model's vectors with the visibility condition inside the scan (iterative scan); with language moments, one scan per language group with the group's query vector, the similarity z-scored within its group as the score, and the group's noise level (kb_pipeline.noise_z).
@@ -1180,6 +1227,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_node.lexical_term_weights(text[],jsonb,jsonb,integer,double precision)
 --     RETURNS TABLE(term text, pos bigint, df double precision, idf double precision, raw_idf double precision, read_limit integer, truncated boolean, counted boolean) LANGUAGE sql STABLE PARALLEL SAFE
 --     The BM25 weight of each query term (and of the terms a glossary expansion adds): df and Robertson idf from the corpus statistics (idf weighted as an added term, raw_idf as is), how many of its highest-impact postings the leg reads (p_per_term, NULL: all) and whether that truncates it, and whether a chunk's coverage counts it (the query's own terms but CJK bigrams straddling two of its words). Inlined.
+-- kb_node.max_stage_terms(kb_pipeline.retrieval_settings)
+--     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The most BM25 terms one stage of a kb_retrieve call can have (its text's terms, the glossary's and the dictionary's): the bound of the terms a coordinator may give a shard door. Pure.
 -- kb_node.merged_passages(kb.retrieval_row[])
 --     RETURNS kb.retrieval_row[] LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The rows with the chunks of one document that follow each other joined into one passage each: the document's text from the first to the last (their overlap once), at the place and with the scores of its best chunk, the section path of its first, provenance over all of them (provenance.chunks in document order); ranks renumbered.
@@ -1266,7 +1316,13 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     What is wrong with the value of one kb_retrieve filter key (NULL when it has the key's type): doc_type, status and tags take a string or a non-empty array of strings, source_prefix a string, metadata an object, include_history a boolean.
 -- kb_pipeline.fuse(kb_pipeline.leg_hit[],kb_pipeline.leg_hit[],bigint[],text,double precision,double precision,double precision)
 --     RETURNS SETOF kb_pipeline.fused_hit LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
---     Fuses the lexical and dense legs' candidates (linear: min-max normalised scores times each hit's evidence, weighted, a dense hit in another language than the question's taking for the lexical leg, which could not read it, the larger of its lexical part and its dense part times what the lexical leg left open; rrf: reciprocal ranks, weighted) and marks identifier hits; a NaN or infinite leg score counts as no evidence, and no fused score is NaN. Pure: testable on hand-made hits.
+--     Fuses the lexical and dense legs' candidates by the method's function of one hit (kb_pipeline.fused_linear over min-max normalised scores times each hit's evidence, kb_pipeline.fused_rrf over ranks) and marks identifier hits; a NaN or infinite leg score counts as no evidence, and no fused score is NaN. An unknown method raises kb_pipeline.unknown_fusion_method. Pure: testable on hand-made hits.
+-- kb_pipeline.fused_linear(double precision,double precision,boolean,double precision,double precision,double precision)
+--     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The linear fusion of one hit: the weighted sum of its legs' parts (kb_pipeline.fuse computes each part: the min-max normalised score times the hit's evidence), a dense hit in another language than the question's taking for the lexical part the larger of it and its dense part times what the lexical leg left open. Pure.
+-- kb_pipeline.fused_rrf(integer,integer,double precision,double precision,double precision)
+--     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The reciprocal rank fusion of one hit: the sum over the legs of weight / (rrf_k + rank), scaled so that rank 1 in both legs is 1; a leg that did not rank the hit (rank NULL) gives 0. Pure.
 -- kb_pipeline.global_id(bigint,text)
 --     RETURNS bigint LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     A shard's chunk or document id as a coordinator knows it: id x 256 + the shard number of its namespace, unique over all shards (the id on its shard: the quotient by 256).
@@ -1335,7 +1391,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     The best stage's hits fused (kb_pipeline.fuse) and ranked (kb_pipeline.rank: the top k, then the chunks the cap displaced); none when every stage was skipped. Pure: the candidates' facts are given.
 -- kb_pipeline.read_retrieval_settings()
 --     RETURNS kb_pipeline.retrieval_settings LANGUAGE plpgsql STABLE PARALLEL SAFE
---     The retrieval settings in force for this session (the legs' included), typed, in one composite read by one statement (kb.setting_in_force of each row), once per kb_retrieve call; a setting missing from kb.settings is an error naming it.
+--     The retrieval settings in force for this session (the legs' included), typed, in one composite read by one statement (kb.setting_in_force of each key of the shipped catalogue with its stored value), once per kb_retrieve call; a stored value that is missing or bad reads as its default (kb.health names it).
 -- kb_pipeline.result_of(kb_pipeline.retrieval_request,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_stage[],kb_pipeline.retrieval_stage,bigint[],kb_pipeline.ranked_hit[],kb.retrieval_row[],jsonb,boolean)
 --     RETURNS kb_pipeline.retrieval_result LANGUAGE plpgsql STABLE PARALLEL UNSAFE
 --     The end of every retrieval, on one node or over shards: the judge on the ranked rows (kb_pipeline.judged; no rows when it abstains), adjacent chunks merged (when asked), snippets and the answerability decision on every row, and the explain object (p_explain; else what the retrieval log records). p_best: the stage used, not yet judged. p_timings: started (the call's clock_timestamp), analysis, identifiers and fuse in ms, and any others to report.
@@ -1344,7 +1400,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     The modes of kb_retrieve: lexical (BM25 + trigram), dense (HNSW), hybrid (both, fused), auto (hybrid when the active model has vectors).
 -- kb_pipeline.retrieve_over_shards(kb_pipeline.retrieval_request,boolean)
 --     RETURNS kb_pipeline.retrieval_result LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
---     The retrieval pipeline of a shard coordinator over all namespaces (kb_shard.retrieve, kb_shard.retrieve_explain): every stage's inputs and the corpus statistics here (kb_pipeline.stage_inputs_over_shards), the legs on every shard (merged: kb_pipeline.merged_stage), then the node's judge, fusion, ranking and result (kb_pipeline.best_stage, kb_pipeline.ranked, kb_pipeline.result_of), the rows from the shards holding them. Ranks like one node holding every shard's documents. merge_adjacent is refused.
+--     The retrieval pipeline of a shard coordinator over all namespaces (kb_shard.retrieve, kb_shard.retrieve_explain): every stage's inputs and the corpus statistics here (kb_pipeline.stage_inputs_over_shards), the legs on every shard (merged: kb_pipeline.merged_stage), then the node's judge, fusion, ranking and result (kb_pipeline.best_stage, kb_pipeline.ranked, kb_pipeline.result_of), the rows from the shards holding them; logged on the coordinator (kb_shard.log_retrieval), once per call. Ranks like one node holding every shard's documents. merge_adjacent is refused.
 -- kb_pipeline.reused(kb_pipeline.dense_input)
 --     RETURNS kb_pipeline.dense_input LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     A stage's dense input when an earlier stage's vector is reused (the same kb_pipeline.embedding_key): its language moments and query_stage, no vector, no note, no time. Pure.
@@ -1366,6 +1422,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_pipeline.uncorrected_evidence_floor()
 --     RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The stage evidence a language-corrected dense leg keeps when no hit stands above its group's noise level but the raw cosine of one passes the provider's min_similarity (the uncorrected rule): such a stage is preferred over one where nothing passes. The call's decision is its probability (kb_pipeline.judged), which reads the raw cosine as a signal of its own.
+-- kb_pipeline.unknown_fusion_method(text)
+--     RETURNS double precision LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     Raises the error of a fusion method that kb_pipeline.fuse does not know, with the catalogue's choices as the hint. Never returns.
 -- kb_pipeline.validated_request(text,integer,text,text,jsonb,timestamp with time zone,text[],integer,boolean)
 --     RETURNS kb_pipeline.retrieval_request LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     Checks kb_retrieve's arguments before any work (each error names the argument, its hint the fix): a query not blank by kb.is_blank, k in 1..1000, a namespace that can exist, a known mode, as_of, filters of bounded size and depth with typed values, at most kb_pipeline.max_context_turns() turns, max_per_document in 0..1000 (0: no cap, as the setting) or NULL. Normalises them: query trimmed of blanks and cut to kb_pipeline.max_query_chars() (so is each turn, with a note), lower-case mode.
