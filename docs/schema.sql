@@ -1005,6 +1005,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.read_scope(text)
 --     RETURNS text[] LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The namespaces a retrieval by the session's role (kb.session_role) may read: the one asked for if the role may read it, else none; without one, every namespace the role may read (NULL: all). Refuses a role without SELECT on kb.documents. Every leg of the pipeline applies it.
+-- kb.rebuild_lexical_terms()
+--     RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     When the installed term rules (pgkb_plpy.lexical.TERMS_VERSION) differ from those the postings were built with (setting lexical_terms_version): records the installed version, chunks every document again and recomputes the glossary's terms; returns how many documents, 0 when the versions agree. The owner's; pgkb migrate runs it.
 -- kb.record_judgment(text,text,text,text,text[],date,text,text)
 --     RETURNS bigint LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Records that a source answers a question (relevant), does not (not relevant) or must never be shown for it (forbidden), as the calling role: a chat product's thumbs-up or a person in the lab. Judging the same question and source again replaces the role's judgment. Runs as its caller: row-level security accepts only a document the caller may read (else insufficient_privilege). Bounded: a query of at most kb_pipeline.max_query_chars, at most 20 earlier questions, a source of at most 1,000 characters. Returns the judgment's id.

@@ -82,6 +82,7 @@ def cmd_migrate(args) -> int:
             "already_applied": result.already_applied,
             "sql": result.sql_files,
             "dictionary": result.dictionary,
+            "terms_rebuilt": result.terms_rebuilt,
         }
     )
     return 2 if _refuse_on_failed_health(args.dsn or settings.dsn) else 0

@@ -48,6 +48,7 @@ class MigrateResult:
     already_applied: list[str] = field(default_factory=list)
     sql_files: list[str] = field(default_factory=list)
     dictionary: str | None = None  # what kb.load_dictionary did (None: not asked)
+    terms_rebuilt: int | None = None  # documents chunked again for new term rules (None: not asked)
 
 
 def checksum(path: Path) -> str:
@@ -176,6 +177,8 @@ def migrate(
                 # without settings the server venv is left alone, and so is the dictionary
                 if site:
                     result.dictionary = conn.execute("SELECT kb.load_dictionary()").fetchone()[0]
+                    # postings of older term rules, rebuilt with the modules just installed
+                    result.terms_rebuilt = conn.execute("SELECT kb.rebuild_lexical_terms()").fetchone()[0]
 
             in_one_transaction(conn, apply_everything)
         finally:

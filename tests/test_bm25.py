@@ -2,6 +2,7 @@
 
 import pytest
 from helpers import insert_document
+from pgkb_plpy import lexical
 
 LEG = "SELECT chunk_id, score, coverage FROM kb_node.lexical_candidates(%s::text[], now(), NULL, %s::jsonb, %s)"
 
@@ -57,3 +58,22 @@ def test_refresh_runs_once_the_corpus_changed_by_a_tenth(fresh_db):
     fresh_db.execute("UPDATE kb.lexical_stats SET terms_chunk_count = 1000, chunk_count = 1000")
     fresh_db.execute("SELECT kb.refresh_lexical_stats()")  # 0 chunks now: changed by far more than a tenth
     assert fresh_db.execute("SELECT terms_chunk_count FROM kb.lexical_stats").fetchone()["terms_chunk_count"] == 0
+
+
+def test_a_word_split_by_an_invisible_format_character_is_found_by_the_plain_word(fresh_db):
+    # issue 42: format characters (category Cf) are removed before tokenising, in documents and
+    # queries alike (pgkb_plpy.lexical.normalize); a fresh database records the current rules
+    assert fresh_db.execute("SELECT kb.setting('lexical_terms_version') AS v").fetchone()["v"] == lexical.TERMS_VERSION
+    insert_document(
+        fresh_db, "hidden.md", "# Returns\n\nA ref\u200bund is paid within thirty days; error E-40\u200b31 means retry."
+    )
+    insert_document(fresh_db, "other.md", "# Shipping\n\nParcels ship within three days; ref and und are notes.")
+    hidden = fresh_db.execute("SELECT id FROM kb.documents WHERE source = 'hidden.md'").fetchone()["id"]
+    terms = {
+        r["term"]
+        for r in fresh_db.execute("SELECT term FROM kb.lexical_postings WHERE document_id = %s", (hidden,)).fetchall()
+    }
+    assert {"refund", "e-4031"} <= terms and not {"ref", "und"} & terms
+    for query in ("refund", "ref\u00adund", "E-4031"):
+        rows = fresh_db.execute("SELECT source FROM kb_retrieve(%s, k => 5, mode => 'lexical')", (query,)).fetchall()
+        assert [r["source"] for r in rows][:1] == ["hidden.md"], query

@@ -9,6 +9,7 @@ file are made here."""
 from __future__ import annotations
 
 import io
+import time
 import unicodedata
 import zipfile
 from pathlib import Path
@@ -206,6 +207,54 @@ def test_a_docx_zip_bomb_is_refused_before_it_expands(rolled_back_db):
     row = ingest(rolled_back_db, "bomb.docx", bomb)
     assert row["ingest_status"] == "failed"
     assert row["ingest_error"].startswith("zip_bomb: word/document.xml would expand"), row["ingest_error"]
+
+
+def _amplifying_xlsx(uses: int = 500, chars: int = 10_000) -> bytes:
+    """Issue 42, item 6: one shared string of ``chars`` characters used by ``uses`` cells (a few KB
+    that expand to ``uses * chars`` characters of text)."""
+    s = "http://schemas.openxmlformats.org/spreadsheetml/2006/main"
+    rel = "http://schemas.openxmlformats.org/officeDocument/2006/relationships"
+    words = ("lorem ipsum dolor sit amet " * (chars // 27 + 1))[:chars]
+    rows = "".join(f'<row r="{r}"><c r="A{r}" t="s"><v>0</v></c></row>' for r in range(1, uses + 1))
+    parts = {
+        "[Content_Types].xml": "<Types/>",
+        "xl/workbook.xml": f'<workbook xmlns="{s}" xmlns:r="{rel}"><sheets>'
+        '<sheet name="Data" sheetId="1" r:id="rId1"/></sheets></workbook>',
+        "xl/_rels/workbook.xml.rels": '<Relationships xmlns="http://schemas.openxmlformats.org/package/2006/'
+        f'relationships"><Relationship Id="rId1" Type="{rel}/worksheet" Target="worksheets/sheet1.xml"/>'
+        "</Relationships>",
+        "xl/sharedStrings.xml": f'<sst xmlns="{s}"><si><t>{words}</t></si></sst>',
+        "xl/worksheets/sheet1.xml": f'<worksheet xmlns="{s}"><sheetData>{rows}</sheetData></worksheet>',
+    }
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as archive:
+        for name, xml in parts.items():
+            archive.writestr(name, xml)
+    return buffer.getvalue()
+
+
+def test_a_few_kilobytes_that_repeat_one_string_are_refused_quickly_not_indexed_as_thousands_of_chunks(
+    rolled_back_db,
+):
+    crafted = _amplifying_xlsx()
+    assert len(crafted) < 4096
+    started = time.monotonic()
+    row = ingest(rolled_back_db, "amplified.xlsx", crafted)
+    elapsed = time.monotonic() - started
+    assert row["ingest_status"] == "failed", (row, f"{elapsed:.1f} s")
+    error = row["ingest_error"]
+    assert error.startswith("zip_bomb: the XLSX would yield more than 100 characters of text per byte"), error
+    assert "at sheet 'Data', cell A" in error and "the shared string at index 0 (10000 characters)" in error, error
+    assert error.endswith("; the limit file_max_expansion_ratio is 100 (kb.settings)"), error
+    d = doc(rolled_back_db, row["document_id"])
+    assert d["byte_size"] == len(crafted) and d["chunk_count"] == 0  # stored, never chunked
+    assert count_rows(rolled_back_db, "kb.chunks WHERE document_id = %s", row["document_id"]) == 0
+    assert elapsed < 5, f"{elapsed:.1f} s"
+    # a failure on a limit: parsed again once the limit changes (kb.parse_retry_reason)
+    assert rolled_back_db.execute("SELECT kb.reparse_files('files', true) AS n").fetchone()["n"] == 0
+    rolled_back_db.execute("UPDATE kb.settings SET value = '10' WHERE key = 'file_max_expansion_ratio'")
+    assert rolled_back_db.execute("SELECT kb.reparse_files('files', true) AS n").fetchone()["n"] == 1
+    assert "the limit file_max_expansion_ratio is 10 (kb.settings)" in doc(rolled_back_db, d["id"])["parse_error"]
 
 
 def test_a_200_megabyte_file_is_stored_failed_without_being_parsed(rolled_back_db):

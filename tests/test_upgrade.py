@@ -132,7 +132,10 @@ def test_migrating_a_previous_release_database_keeps_everything_and_reaches_the_
         try:
             before = old_session.execute(CONTENT).fetchone()
             settings_before = {r["key"]: r["value"] for r in old_session.execute(SETTINGS).fetchall()}
-            migrate(empty_database, load_settings())
+            upgrade = migrate(empty_database, load_settings())
+            # the previous release's postings were made with the term rules of version 1: rebuilt
+            documents = old_session.execute("SELECT count(*) AS n FROM kb.documents").fetchone()["n"]
+            assert upgrade.terms_rebuilt == documents > 0, "every document chunked again"
             # the backend that ran the old modules is told to reconnect instead of running them on
             with pytest.raises(psycopg.errors.Error, match="reconnect"):
                 old_session.execute("INSERT INTO kb.documents (source, body) VALUES ('late.md', '# Late\n\nText.')")

@@ -7,7 +7,12 @@ below. Changing any rule changes the index: bump :data:`TERMS_VERSION` and re-in
 
 Rules, applied in this order:
 
-1. **Normalise.** Unicode NFKC (full-width ``Ｅ－４０３１`` becomes ``E-4031``). English contractions
+1. **Normalise.** Every invisible format character (Unicode category ``Cf``: zero-width space
+   U+200B, ZWNJ/ZWJ U+200C/U+200D, word joiner U+2060, U+FEFF, soft hyphen U+00AD, the bidi marks
+   and embeddings U+200E/U+200F, U+202A-U+202E, U+2066-U+2069, tag characters, ...) is removed,
+   so ``ref\\u200bund`` is ``refund`` and ``E-40\\u200b31`` is ``E-4031``: text that looks the same
+   gives the same terms, and a writer cannot hide a word from BM25 with it (:func:`strip_format`).
+   Then Unicode NFKC (full-width ``Ｅ－４０３１`` becomes ``E-4031``). English contractions
    are expanded so that negation survives: ``n't`` becomes `` not`` (``can't`` -> ``can not``,
    ``won't`` -> ``will not``); the clitics ``'s 're 've 'll 'd 'm`` are dropped.
 2. **Split by script.** The text is scanned once, left to right, into maximal runs of
@@ -17,7 +22,8 @@ Rules, applied in this order:
    * *word tokens*: letters/digits of any other script, optionally joined by a single connector
      ``- _ . : /`` between two alphanumerics (``E-4031``, ``session.ttl_seconds``, ``v2.3.1``).
 
-   Everything else (whitespace, punctuation, symbols, emoji, controls) separates tokens. A script
+   Everything else (whitespace, punctuation, symbols, emoji, controls) separates tokens; format
+   characters are gone by then, so they separate nothing. A script
    change is a boundary too, so ``退款policy在30天内`` gives ``退款 | policy | 在 | 30 | 天内``.
 3. **CJK runs** become overlapping character bigrams (``如何打断`` -> ``如何 何打 打断``); a run of one
    character becomes that character. No dictionary segmentation, no CJK stop words.
@@ -49,6 +55,7 @@ in a chunk's term frequencies; the terms themselves are the ones above.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import unicodedata
 from collections import Counter
@@ -76,12 +83,14 @@ __all__ = [
     "query_terms",
     "spans",
     "stem",
+    "strip_format",
     "word_term",
 ]
 
 #: Version of the rules above. Postings built with another version must be rebuilt; the database
 #: records the version its postings were built with (setting ``lexical_terms_version``).
-TERMS_VERSION = 1
+#: 1: the rules as first shipped; 2: format characters (category Cf) removed in rule 1.
+TERMS_VERSION = 2
 
 #: Terms longer than this (in characters) are ignored.
 MAX_TERM_CHARS = 64
@@ -131,11 +140,38 @@ def stem(word: str) -> str:
     return _STEMMER.stemWord(word)
 
 
+def _format_class() -> str:
+    """Regex class of every format character (category Cf) of this Python's Unicode database.
+
+    Cf characters live in planes 0, 1 and 14 only (planes 2-3 are ideographs, 15-16 private use,
+    the rest unassigned), so only those are scanned: a few milliseconds once per backend, not
+    the 60 ms of all 1.1 million code points."""
+    planes = itertools.chain(range(0x20000), range(0xE0000, 0xE1000))
+    codes = [c for c in planes if unicodedata.category(chr(c)) == "Cf"]
+    ranges: list[list[int]] = []
+    for c in codes:
+        if ranges and ranges[-1][1] == c - 1:
+            ranges[-1][1] = c
+        else:
+            ranges.append([c, c])
+    return "[" + "".join(f"\\U{a:08x}-\\U{b:08x}" for a, b in ranges) + "]"
+
+
+_FORMAT_RE = re.compile(_format_class())
+
+
+def strip_format(text: str) -> str:
+    """``text`` without its invisible format characters (Unicode category Cf; rule 1)."""
+    return _FORMAT_RE.sub("", text) if text else ""
+
+
 def normalize(text: str) -> str:
-    """NFKC and contraction expansion (rule 1); case is preserved so identifiers can be detected."""
+    """Format characters removed, NFKC and contraction expansion (rule 1); case is preserved so
+    identifiers can be detected. The removal comes first, so a combining mark separated from its
+    base by a format character still composes with it; NFKC produces no format character."""
     if not text:
         return ""
-    text = unicodedata.normalize("NFKC", text)
+    text = unicodedata.normalize("NFKC", strip_format(text))
     if any(a in text for a in _APOSTROPHES):
         for pattern, replacement in _CONTRACTIONS:
             text = pattern.sub(replacement, text)
@@ -154,8 +190,9 @@ class TermsVersionError(RuntimeError):
         )
         self.stored = stored
         self.hint = (
-            f"Re-ingest the documents with this pgkb_plpy and set kb.settings lexical_terms_version to "
-            f"{TERMS_VERSION}; until then query terms and postings would not match."
+            "run pgkb migrate, which rebuilds them (SELECT kb.rebuild_lexical_terms(), as the owner: every "
+            "document is chunked and indexed again, only chunks whose text changed are re-embedded); until "
+            "then query terms and postings would not match (docs/RETRIEVAL.md, term rules)"
         )
 
 
@@ -258,8 +295,11 @@ def _terms(text: str) -> Iterator[str]:
 def spans(text: str) -> Iterator[tuple[str, int, int]]:
     """``(kind, start, end)`` of each CJK run (``"cjk"``) and word token (``"word"``) of rule 2.
 
-    Runs on ``text`` exactly as given (no NFKC, no contraction expansion), so offsets index the
-    caller's string; used for highlighting and for query analysis.
+    Runs on ``text`` exactly as given (no format-character removal, no NFKC, no contraction
+    expansion), so offsets index the caller's string; used for highlighting and for query
+    analysis. A format character therefore still splits a span here (``ref\\u200bund`` gives
+    ``ref`` and ``und``) although the terms of rule 1 remove it: a caller that wants the terms'
+    tokens and needs no offsets runs :func:`strip_format` first.
     """
     for match in _TOKEN_RE.finditer(text):
         yield ("cjk" if match.group("cjk") is not None else "word", match.start(), match.end())

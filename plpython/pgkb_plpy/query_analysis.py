@@ -271,7 +271,8 @@ def _strip_zh_function_words(run: str) -> list[str]:
 
 def core_terms(text: str) -> str:
     """The content of ``text``: stop words, function words and punctuation removed."""
-    text = text or ""
+    # invisible format characters join what they split, as in the term rules
+    text = lexical.strip_format(text or "")
     pieces: list[str] = []
     for kind, start, end in lexical.spans(text):
         token = text[start:end]

@@ -92,14 +92,14 @@ AS $$
         ('file_parse_timeout_s', 'integer', '120', NULL, false,
             'wall-clock seconds one file''s parse may take (its child process; OCR of its pages included)'),
         ('file_max_expansion_ratio', 'integer', '100', NULL, false,
-            'largest expansion of one zip member over 1 MiB in a DOCX, XLSX or PPTX (zip bombs reach thousands); beyond it the file fails as zip_bomb'),
+            'largest expansion of a file (beyond it the file fails as zip_bomb): of one zip member over 1 MiB in a DOCX, XLSX or PPTX (zip bombs reach thousands), and of the text any file yields, in characters per byte of the file, repeated text counted at each repetition (an XLSX shared string at every cell using it; honest workbooks measured up to 30)'),
         ('ocr_max_pages', 'integer', '20', NULL, false,
             'most image-only pages of one PDF read by OCR (pgkb worker); later ones get an ocr_limit warning; 0: no OCR. The OCR run is one parse, bounded by file_parse_timeout_s (about 4 s a dense page): raise both together'),
         -- where the in-database Python is: a session must not point PL/Python at other code
         ('python_path', 'text', 'null', NULL, false,
             'site-packages of the server-side venv that holds pgkb_plpy; written by pgkb migrate'),
         -- the term rules the stored postings were built with; code with other rules must re-index first
-        ('lexical_terms_version', 'integer', '1', NULL, false,
+        ('lexical_terms_version', 'integer', '2', NULL, false,
             'version of the BM25 term rules (pgkb_plpy.lexical.TERMS_VERSION) the stored postings were built with'),
         -- BM25 leg
         ('bm25_k1', 'number', '1.2', NULL, true, 'BM25 term-frequency saturation'),

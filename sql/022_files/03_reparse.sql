@@ -91,6 +91,41 @@ $$;
 COMMENT ON FUNCTION kb.reindex_documents(text) IS
 'Brings stale documents (kb.stale_documents) up to date: re-parses files parsed with an older conversion and re-chunks documents chunked with an older chunker; only chunks whose text changed are re-embedded. Returns the number of documents redone.';
 
+CREATE OR REPLACE FUNCTION kb.rebuild_lexical_terms()
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    installed integer := (kb.py_dictionary_source() ->> 'terms_version')::integer;
+    rebuilt integer;
+BEGIN
+    -- The postings and the glossary's terms were made with the term rules of
+    -- the setting lexical_terms_version; when the installed rules
+    -- (pgkb_plpy.lexical.TERMS_VERSION) differ, queries and postings would
+    -- not match, so every document is chunked again with them (only chunks
+    -- whose text changed are re-embedded) and every glossary entry's terms
+    -- recomputed, in the caller's transaction. pgkb migrate calls this.
+    IF (kb.setting('lexical_terms_version') #>> '{}')::integer = installed THEN
+        RETURN 0;
+    END IF;
+    UPDATE kb.settings SET value = to_jsonb(installed) WHERE key = 'lexical_terms_version';
+    -- clearing chunker_version chunks a document again (the trigger
+    -- documents_sync_update); one that has none yet (stored before the
+    -- chunker was versioned) is given a placeholder first, so that every
+    -- document is cleared
+    UPDATE kb.documents SET chunker_version = 'before terms version ' || installed WHERE chunker_version IS NULL;
+    UPDATE kb.documents SET chunker_version = NULL;
+    GET DIAGNOSTICS rebuilt = ROW_COUNT;
+    UPDATE kb.glossary SET terms = '{}';
+    RETURN rebuilt;
+END;
+$$;
+COMMENT ON FUNCTION kb.rebuild_lexical_terms() IS
+'When the installed term rules (pgkb_plpy.lexical.TERMS_VERSION) differ from those the postings were built with (setting lexical_terms_version): records the installed version, chunks every document again and recomputes the glossary''s terms; returns how many documents, 0 when the versions agree. The owner''s; pgkb migrate runs it.';
+REVOKE EXECUTE ON FUNCTION kb.rebuild_lexical_terms() FROM public;
+
 CREATE OR REPLACE VIEW kb.stale_documents WITH (security_invoker = true) AS
 SELECT
     d.id AS document_id,

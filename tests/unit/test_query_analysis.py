@@ -10,6 +10,7 @@ from pgkb_plpy.query_analysis import analyze
 from pgkb_plpy.vocabulary import MAX_QUERY_CHARS
 
 KEYS = {
+    "notes",
     "original",
     "language",
     "is_short",

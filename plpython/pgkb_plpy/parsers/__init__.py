@@ -19,6 +19,9 @@ The limits are settings of kb.settings (``file_max_bytes``, ``file_max_pages``,
 ``file_parse_timeout_s``, ``file_max_expansion_ratio``, ``ocr_max_pages``); the database passes the
 values in force to :func:`parse_file`, and the constants here are their defaults (a test compares
 them with sql/005_settings/01_catalogue.sql). An error caused by a limit names the setting.
+``file_max_expansion_ratio`` bounds expansion twice: a zip member's size over its compressed size
+(:func:`.ooxml.check_zip`, from the zip's directory), and the text a file yields per byte of the
+file (:class:`TextBudget`, counted as the parser produces it, repeated text at each repetition).
 
 Warnings (a page without text, a page awaiting OCR or that OCR could not read, a sheet that is not
 a table) are ``{"page", "kind", "message"}`` dicts in :attr:`ParsedFile.warnings`; the database
@@ -60,6 +63,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "ParseError",
     "ParsedFile",
+    "TextBudget",
     "detect",
     "parse_bytes",
     "parse_file",
@@ -78,7 +82,8 @@ MAX_PAGES = 3000
 MAX_TEXT_CHARS = 20_000_000
 #: Most bytes the members of a DOCX (a zip) may expand to, in all.
 MAX_UNCOMPRESSED_BYTES = 256 * 1024 * 1024
-#: Largest expansion ratio of one zip member over 1 MiB (zip bombs reach thousands).
+#: Largest expansion ratio of one zip member over 1 MiB (zip bombs reach thousands), and most characters
+#: of text a file may yield per byte of the file (:class:`TextBudget`).
 MAX_COMPRESSION_RATIO = 100
 #: Most members of a DOCX zip.
 MAX_ZIP_MEMBERS = 10_000
@@ -175,6 +180,37 @@ class ParseError(Exception):
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.args[0]}"
+
+
+class TextBudget:
+    """The text one file may yield: ``file_max_expansion_ratio`` characters per byte of the file,
+    the same expansion a zip member may have, counted on the text the parser produces -- so text
+    repeated from one place of the file (an XLSX shared string in every cell that uses it, a DOCX
+    cell merged down rows or a footnote referenced again, an HTML cell spanning rows) counts at
+    each repetition. A parser that can repeat text calls :meth:`take` as it produces it and stops
+    at the first piece past the limit; :func:`parse_bytes` checks every format's whole text too.
+    Past the limit the file is refused (``zip_bomb``, naming the setting and where it was)."""
+
+    def __init__(self, file_bytes: int, what: str) -> None:
+        self.file_bytes = file_bytes
+        self.what = what  # "XLSX", "HTML": the format as errors name it
+        self.ratio = LIMITS["file_max_expansion_ratio"]
+        self.limit = self.ratio * max(1, file_bytes)
+        self.used = 0
+
+    def take(self, chars: int, where=None) -> None:
+        """Count ``chars`` more characters of text; past the limit, a :class:`ParseError` naming
+        ``where`` (a string, or a function giving one: called only then)."""
+        self.used += chars
+        if self.used > self.limit:
+            raise self.exceeded(where() if callable(where) else where)
+
+    def exceeded(self, where: str | None = None) -> ParseError:
+        what = (
+            f"the {self.what} would yield more than {self.ratio} characters of text per byte of the file "
+            f"(more than {self.limit} characters from {self.file_bytes} bytes)" + (f", at {where}" if where else "")
+        )
+        return ParseError("zip_bomb", limit_message(what, "file_max_expansion_ratio"))
 
 
 @dataclass
@@ -497,6 +533,8 @@ def parse_bytes(
         raise ParseError(
             "too_large", f"the file yields {len(parsed.text)} characters of text; the limit is {MAX_TEXT_CHARS}"
         )
+    # every format, whatever its parser counted on the way: the whole text against the file's size
+    TextBudget(len(data), fmt.upper() if entry.parser else "file").take(len(parsed.text))
     if not parsed.text.strip() and not (parsed.ocr and parsed.ocr.get("pending_pages")):
         if fmt == "pdf":
             why = "OCR is off" if ocr == "off" else "OCR found no text either"

@@ -37,12 +37,14 @@ cost of a large file.
 from __future__ import annotations
 
 import re
+from functools import partial
 
 from . import (
     CONTENT_TYPES,
     FORMAT_BY_NAME,
     ParsedFile,
     ParseError,
+    TextBudget,
     clean_title,
     escape_line,
     format_version,
@@ -346,6 +348,7 @@ class _Notes:
         self.kind = kind
         self.text: dict[str, object] = {}
         self.numbers: dict[str, int] = {}
+        self.refs: dict[str, int] = {}  # id -> times referenced (each reference repeats the note)
         if root is None:
             return
         for note in root.iter(W + kind):
@@ -358,6 +361,7 @@ class _Notes:
         if note is None:
             return ""
         number = self.numbers.setdefault(note_id, len(self.numbers) + 1)
+        self.refs[note_id] = self.refs.get(note_id, 0) + 1
         words = " ".join(" ".join(read(p)[0].split()) for p in note.iter(_P)).strip()
         return f" [{self.kind} {number}: {words}]" if words else ""
 
@@ -385,10 +389,11 @@ def _cells_of(el):
             yield from _cells_of(child)
 
 
-def _table_rows(tbl, cell_text) -> list[list[str]]:
+def _table_rows(tbl, cell_text, budget: TextBudget, place: str) -> list[list[str]]:
     """The non-empty rows of table ``tbl`` as cells of text (``cell_text`` of a ``w:tc``): a cell
     merged across columns keeps its text in its first column, a cell merged down rows repeats it
-    in every row it spans, so that each row reads whole."""
+    in every row it spans, so that each row reads whole; each repetition counts against
+    ``budget`` (the table is ``place`` in errors)."""
     rows: list[list[str]] = []
     above: dict[int, str] = {}  # grid column -> text of the cell a vertical merge continues
     for tr in _rows_of(tbl):
@@ -400,6 +405,7 @@ def _table_rows(tbl, cell_text) -> list[list[str]]:
             column = len(cells)
             if merge is not None and merge.get(W + "val", "continue") == "continue":
                 text = above.get(column, "")
+                budget.take(len(text), f"{place}, row {len(rows) + 1}: a cell merged down rows repeats its text")
             else:
                 text = cell_text(tc)
                 above[column] = text
@@ -420,6 +426,16 @@ def _join_blocks(blocks: list[tuple[str, str]]) -> str:
     return "".join(parts)
 
 
+def _place(p, blocks: list, notes: dict) -> str:
+    """Where paragraph ``p`` is, for an error: a note and how often it was referenced so far, or
+    the body's block it makes."""
+    for note in p.iterancestors(W + "footnote", W + "endnote"):
+        kind, note_id = note.tag[len(W) :], note.get(W + "id")
+        refs = next((n.refs.get(note_id, 0) for n in notes.values() if n.kind == kind), 0)
+        return f"{kind} {note_id} (referenced {refs} times)"
+    return f"the body's block {len(blocks) + 1}"
+
+
 def parse_docx(data: bytes) -> ParsedFile:
     archive = check_zip(data)
     from lxml import etree
@@ -436,11 +452,13 @@ def parse_docx(data: bytes) -> ParsedFile:
     }
     title = clean_title(ooxml.core_title(archive, _WHAT))
     blocks: list[tuple[str, str]] = []  # (kind, text): kind "item" joins the previous item line by line
+    budget = TextBudget(len(data), _WHAT)  # every word read counts: a note at each reference
 
     def read(p) -> tuple[str, list]:
         """(text of paragraph ``p`` with its notes, the text boxes it anchors)."""
         out: list[str] = []
         boxes: list = []
+        where = partial(_place, p, blocks, notes)
 
         def walk(el) -> None:
             for child in el:
@@ -449,6 +467,7 @@ def parse_docx(data: bytes) -> ParsedFile:
                     continue
                 if tag == _T:
                     out.append(child.text or "")
+                    budget.take(len(out[-1]), where)
                 elif tag in (_TAB, _BR, _CR):
                     out.append(" ")
                 elif tag == W + "noBreakHyphen":
@@ -511,7 +530,8 @@ def parse_docx(data: bytes) -> ParsedFile:
             content(box)
 
     def table_block(tbl) -> None:
-        rows = _table_rows(tbl, lambda tc: ooxml.cell_text(" ".join(read(p)[0] for p in tc.iter(_P))))
+        cell_text = lambda tc: ooxml.cell_text(" ".join(read(p)[0] for p in tc.iter(_P)))  # noqa: E731
+        rows = _table_rows(tbl, cell_text, budget, f"the body's block {len(blocks) + 1} (a table)")
         if rows:
             blocks.append(("table", ooxml.markdown_table(rows)))
 

@@ -23,6 +23,11 @@ Table cells are placed on a grid: a ``colspan`` cell keeps its text in its first
 leaves the others empty; a ``rowspan`` cell repeats its text in each row it spans. Paragraph and
 list text is escaped (:func:`pgkb_plpy.parsers.escape_line`): ``<p># Set the pool size</p>`` is
 text, not a heading.
+
+The text is counted block by block, and a table row by row, against
+:class:`~pgkb_plpy.parsers.TextBudget` (a cell spanning rows counts in each row it fills): a short
+page whose long cell spans a thousand rows is refused at the first row past
+``file_max_expansion_ratio`` characters per byte of the page.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from html.parser import HTMLParser
 from . import (
     CONTENT_TYPES,
     ParsedFile,
+    TextBudget,
     clean_title,
     escape_line,
     format_version,
@@ -203,9 +209,10 @@ _WS_RE = re.compile(r"[ \t\r\n\f\u00a0]+")
 
 
 class _Converter(HTMLParser):
-    def __init__(self, chrome: set[int] | None = None) -> None:
+    def __init__(self, chrome: set[int] | None = None, budget: TextBudget | None = None) -> None:
         super().__init__(convert_charrefs=True)
         self.chrome = chrome or set()
+        self.budget = budget
         self.count = 0  # start tags seen (the scorer's indexes)
         self.out: list[str] = []  # finished blocks
         self.line: list[str] = []  # inline text of the current block
@@ -233,6 +240,7 @@ class _Converter(HTMLParser):
         self.line = []
         if not text:
             return
+        self.take(len(text))
         if self.heading:
             text = " ".join(text.split("\n"))
             self.out.append("#" * self.heading + " " + text)
@@ -249,6 +257,11 @@ class _Converter(HTMLParser):
                 self.out.append(f"\x1e{indent}- {text}")
         else:
             self.out.append("\n".join(escape_line(line) for line in text.split("\n")))
+
+    def take(self, chars: int, where: str = "") -> None:
+        """Count ``chars`` characters of the page's next block (``where`` in it) against the budget."""
+        if self.budget is not None:
+            self.budget.take(chars, lambda: f"the page's block {len(self.out) + 1}{where}")
 
     def _dropped(self, tag: str, attrs: dict) -> bool:
         if tag in _DROP or (tag in _DROP_OUTSIDE_MAIN and not self.main_depth):
@@ -329,6 +342,7 @@ class _Converter(HTMLParser):
             code = "".join(self.pre_text).strip("\n")
             self.pre = 0
             if code.strip():
+                self.take(len(code))
                 fence = "~~~" if "```" in code else "```"
                 self.out.append(f"{fence}{self.pre_lang}\n{code}\n{fence}")
             return
@@ -349,7 +363,7 @@ class _Converter(HTMLParser):
                 self.table[-1].append((text, *self.span))
             self.cell = None
         elif tag == "table" and self.table is not None:
-            rows = [r for r in _grid(self.table) if any(c for c in r)]
+            rows = [r for r in _grid(self.table, self.take) if any(c for c in r)]
             self.table = self.tables.pop() if self.tables else None
             if rows:
                 width = max(len(r) for r in rows)
@@ -395,9 +409,10 @@ def _fill_pending(line: list[str], pending: dict[int, tuple[str, int]]) -> None:
         line.append(text)
 
 
-def _grid(rows: list[list[tuple[str, int, int]]]) -> list[list[str]]:
+def _grid(rows: list[list[tuple[str, int, int]]], take=None) -> list[list[str]]:
     """Cells ``(text, rowspan, colspan)`` placed on a grid: a cell spanning columns keeps its text in
-    the first and leaves the others empty; a cell spanning rows repeats its text below."""
+    the first and leaves the others empty; a cell spanning rows repeats its text below. ``take``
+    counts each row's characters as it is placed (:meth:`_Converter.take`)."""
     out: list[list[str]] = []
     pending: dict[int, tuple[str, int]] = {}  # column -> (text, rows still to fill)
     for row in rows:
@@ -414,6 +429,8 @@ def _grid(rows: list[list[tuple[str, int, int]]]) -> list[list[str]]:
                 _fill_pending(line, pending)
             else:
                 line.append("")
+        if take is not None:
+            take(sum(len(cell) + 3 for cell in line), f" (a table), row {len(out) + 1}")
         out.append(line)
     return out
 
@@ -429,12 +446,13 @@ def _decode(data: bytes) -> str:
     return data.decode("utf-8", "replace")
 
 
-def html_to_text(html: str) -> tuple[str, str | None]:
-    """``(text, title)`` of an HTML document (see the module docstring)."""
+def html_to_text(html: str, budget: TextBudget | None = None) -> tuple[str, str | None]:
+    """``(text, title)`` of an HTML document (see the module docstring); its text counted against
+    ``budget`` when given."""
     scorer = _Scorer()
     scorer.feed(html)
     scorer.close()
-    conv = _Converter(scorer.dropped())
+    conv = _Converter(scorer.dropped(), budget)
     conv.feed(html)
     conv.close()
     # list items (marked \x1e) follow each other line by line; other blocks are paragraphs
@@ -451,5 +469,5 @@ def html_to_text(html: str) -> tuple[str, str | None]:
 
 
 def parse_html(data: bytes) -> ParsedFile:
-    text, title = html_to_text(_decode(data))
+    text, title = html_to_text(_decode(data), TextBudget(len(data), "HTML"))
     return ParsedFile("html", text, title, CONTENT_TYPES["html"], "python html.parser", format_version("html"))

@@ -11,12 +11,23 @@ title placeholder's text, else ``Slide N``) over its text in reading order, then
 * Pages: ``page_starts`` has one entry per slide, so chunks carry the slides they come from as
   ``page_start``/``page_end``.
 
-Read with lxml from the package's XML (:mod:`.ooxml`: zip-bomb checks, no entities, no network).
+Read with lxml from the package's XML (:mod:`.ooxml`: zip-bomb checks, no entities, no network);
+each slide's text counted against :class:`~pgkb_plpy.parsers.TextBudget` as it is read.
 """
 
 from __future__ import annotations
 
-from . import CONTENT_TYPES, FORMAT_BY_NAME, ParsedFile, clean_title, escape_line, format_version, ooxml, sanitize_text
+from . import (
+    CONTENT_TYPES,
+    FORMAT_BY_NAME,
+    ParsedFile,
+    TextBudget,
+    clean_title,
+    escape_line,
+    format_version,
+    ooxml,
+    sanitize_text,
+)
 
 P = "{http://schemas.openxmlformats.org/presentationml/2006/main}"
 A = "{http://schemas.openxmlformats.org/drawingml/2006/main}"
@@ -130,12 +141,14 @@ def parse_pptx(data: bytes) -> ParsedFile:
     rels = ooxml.relationships(archive, _MAIN_PART, _WHAT)
     warnings: list[dict] = []
     pieces: list[str] = []
+    budget = TextBudget(len(data), _WHAT)
     ids = presentation.find(P + "sldIdLst")
     for number, sld in enumerate(ids if ids is not None else [], start=1):
         target, rel_type = rels.get(sld.get(ooxml.R + "id") or "", ("", ""))
         if rel_type != "slide":
             continue
         pieces.append(_slide(archive, target, number, warnings))
+        budget.take(len(pieces[-1]), f"slide {number}")
     page_starts, pos = [], 0
     for piece in pieces:
         page_starts.append(pos)

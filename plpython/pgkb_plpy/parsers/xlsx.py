@@ -11,6 +11,9 @@ name, so the sheet is in every chunk's section path) over one Markdown table of 
   (``empty_sheet``). Hidden sheets are left out silently (the workbook hides them from readers).
 
 Read with lxml from the package's XML (:mod:`.ooxml`: zip-bomb checks, no entities, no network).
+The text is counted cell by cell against :class:`~pgkb_plpy.parsers.TextBudget` (a shared string
+counts at every cell that uses it): a few KB whose one long shared string fills thousands of cells
+are refused at the first cell past ``file_max_expansion_ratio`` characters per byte of the file.
 """
 
 from __future__ import annotations
@@ -18,7 +21,17 @@ from __future__ import annotations
 import datetime as dt
 import re
 
-from . import CONTENT_TYPES, FORMAT_BY_NAME, ParsedFile, clean_title, escape_line, format_version, ooxml, sanitize_text
+from . import (
+    CONTENT_TYPES,
+    FORMAT_BY_NAME,
+    ParsedFile,
+    TextBudget,
+    clean_title,
+    escape_line,
+    format_version,
+    ooxml,
+    sanitize_text,
+)
 
 S = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
 _WHAT = "XLSX"
@@ -94,6 +107,49 @@ def _cell_value(c, shared: list[str], date_styles: set[int]) -> str:
     return text
 
 
+def _shared_uses(root, upto, index: str) -> int:
+    """How many cells of worksheet ``root``, up to cell ``upto``, show the shared string ``index``."""
+    uses = 0
+    for c in root.iter(S + "c"):
+        uses += c.get("t") == "s" and (c.findtext(S + "v") or "").strip() == index
+        if c is upto:
+            return uses
+    return uses
+
+
+def _where(root, c, name: str, shared: list[str]) -> str:
+    """Where cell ``c`` is, for an error; a shared string with how many cells repeated it so far."""
+    where = f"sheet {name!r}, cell {c.get('r') or '?'}"
+    if c.get("t") != "s":
+        return where
+    index = (c.findtext(S + "v") or "").strip()
+    return (
+        f"{where}: the shared string at index {index} ({len(shared[int(index)])} characters) "
+        f"repeated in {_shared_uses(root, c, index)} cells"
+    )
+
+
+def _sheet_rows(root, name: str, shared: list[str], date_styles: set[int], budget: TextBudget) -> list[dict[int, str]]:
+    """The non-empty rows of a worksheet as column -> cell text, each cell's text counted against
+    ``budget`` where it is produced (a shared string at each use)."""
+    rows: list[dict[int, str]] = []
+    for row in root.iter(S + "row") if root is not None else []:
+        cells: dict[int, str] = {}
+        position = -1
+        for c in row.iter(S + "c"):
+            column = _column(c.get("r") or "")
+            position = column if column >= 0 else position + 1
+            value = ooxml.cell_text(_cell_value(c, shared, date_styles))
+            if value:
+                cells[position] = value
+                budget.used += len(value)  # budget.take, inlined: the loop runs once a cell
+                if budget.used > budget.limit:
+                    raise budget.exceeded(_where(root, c, name, shared))
+        if cells:
+            rows.append(cells)
+    return rows
+
+
 def parse_xlsx(data: bytes) -> ParsedFile:
     archive = ooxml.check_zip(data, _WHAT, _MAIN_PART, "an Excel workbook")
     workbook = ooxml.read_xml(archive, _MAIN_PART, _WHAT)
@@ -101,6 +157,7 @@ def parse_xlsx(data: bytes) -> ParsedFile:
     strings_root = ooxml.read_xml(archive, "xl/sharedStrings.xml", _WHAT)
     shared = [_text_of(si) for si in strings_root.iter(S + "si")] if strings_root is not None else []
     date_styles = _date_styles(archive)
+    budget = TextBudget(len(data), _WHAT)
     warnings: list[dict] = []
     blocks: list[str] = []
     sheets = workbook.find(S + "sheets")
@@ -118,19 +175,7 @@ def parse_xlsx(data: bytes) -> ParsedFile:
                 }
             )
             continue
-        root = ooxml.read_xml(archive, target, _WHAT)
-        rows: list[dict[int, str]] = []
-        for row in root.iter(S + "row") if root is not None else []:
-            cells: dict[int, str] = {}
-            position = -1
-            for c in row.iter(S + "c"):
-                column = _column(c.get("r") or "")
-                position = column if column >= 0 else position + 1
-                value = ooxml.cell_text(_cell_value(c, shared, date_styles))
-                if value:
-                    cells[position] = value
-            if cells:
-                rows.append(cells)
+        rows = _sheet_rows(ooxml.read_xml(archive, target, _WHAT), name, shared, date_styles, budget)
         if not rows:
             warnings.append({"page": None, "kind": "empty_sheet", "message": f"sheet {name!r} has no values"})
             continue
