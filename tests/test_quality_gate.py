@@ -46,7 +46,9 @@ HYBRID_FLOORS = {
     "mrr@10": 0.82,
     "ndcg@10": 0.86,
     "answered_when_found": 0.65,
-    "answer_precision": 0.74,
+    # the same code gives 0.7358 on some machines and 0.74 or more on others (582fe50 measured
+    # both ways): the floor holds the lower, so it guards against a change of the code, not of the CPU
+    "answer_precision": 0.73,
     "no_answer_accuracy": 0.45,
 }
 # answerable cases that come back with no rows: at most this share (measured hybrid 3 of 61)
