@@ -1230,6 +1230,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_node.lexical_term_weights(text[],jsonb,jsonb,integer,double precision)
 --     RETURNS TABLE(term text, pos bigint, df double precision, idf double precision, raw_idf double precision, read_limit integer, truncated boolean, counted boolean) LANGUAGE sql STABLE PARALLEL SAFE
 --     The BM25 weight of each query term (and of the terms a glossary expansion adds): df and Robertson idf from the corpus statistics (idf weighted as an added term, raw_idf as is), how many of its highest-impact postings the leg reads (p_per_term, NULL: all) and whether that truncates it, and whether a chunk's coverage counts it (the query's own terms but CJK bigrams straddling two of its words). Inlined.
+-- kb_node.max_call_terms(kb_pipeline.retrieval_settings)
+--     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The most distinct BM25 terms all stages of one kb_retrieve call can have (3 stages of kb_node.max_stage_terms): the bound of the terms a coordinator may ask a shard's statistics of. Pure.
 -- kb_node.max_stage_terms(kb_pipeline.retrieval_settings)
 --     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The most BM25 terms one stage of a kb_retrieve call can have (its text's terms, the glossary's and the dictionary's): the bound of the terms a coordinator may give a shard door. Pure.

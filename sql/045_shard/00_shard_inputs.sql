@@ -17,6 +17,19 @@ $$;
 COMMENT ON FUNCTION kb_node.max_stage_terms(kb_pipeline.retrieval_settings) IS
 'The most BM25 terms one stage of a kb_retrieve call can have (its text''s terms, the glossary''s and the dictionary''s): the bound of the terms a coordinator may give a shard door. Pure.';
 
+CREATE OR REPLACE FUNCTION kb_node.max_call_terms(p_settings kb_pipeline.retrieval_settings)
+RETURNS integer
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- a call has at most 3 stages (the question, normalised, its core terms:
+    -- pgkb_plpy.query_analysis)
+    SELECT 3 * kb_node.max_stage_terms(p_settings)
+$$;
+COMMENT ON FUNCTION kb_node.max_call_terms(kb_pipeline.retrieval_settings) IS
+'The most distinct BM25 terms all stages of one kb_retrieve call can have (3 stages of kb_node.max_stage_terms): the bound of the terms a coordinator may ask a shard''s statistics of. Pure.';
+
 CREATE OR REPLACE FUNCTION kb_node.checked_shard_inputs(
     p_inputs jsonb, p_stage_count integer, p_settings kb_pipeline.retrieval_settings
 )
@@ -45,7 +58,7 @@ BEGIN
         AND coalesce(jsonb_typeof(corpus -> 'df'), 'object') = 'object'
     ) THEN
         bad := 'lexical_corpus: chunk_count and total_length must be counts';
-    ELSIF (SELECT count(*) FROM jsonb_each(coalesce(corpus -> 'df', '{}'))) > 3 * kb_node.max_stage_terms(p_settings)
+    ELSIF (SELECT count(*) FROM jsonb_each(coalesce(corpus -> 'df', '{}'))) > kb_node.max_call_terms(p_settings)
         OR EXISTS (
             SELECT 1
             FROM jsonb_each(coalesce(corpus -> 'df', '{}')) AS f
@@ -55,7 +68,7 @@ BEGIN
             WHERE NOT coalesce(df.n BETWEEN 0 AND (corpus ->> 'chunk_count')::numeric AND df.n = trunc(df.n), false)
         ) THEN
         bad := format('lexical_corpus: df must hold at most %s terms, each a count of at most chunk_count chunks',
-            3 * kb_node.max_stage_terms(p_settings));
+            kb_node.max_call_terms(p_settings));
     ELSIF jsonb_array_length(coalesce(p_inputs -> 'stages', '[]')) < p_stage_count THEN
         bad := format('%s stages given, the query has %s', jsonb_array_length(coalesce(p_inputs -> 'stages', '[]')),
             p_stage_count);

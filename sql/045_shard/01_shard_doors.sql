@@ -23,12 +23,13 @@ VOLATILE PARALLEL UNSAFE
 SECURITY DEFINER
 SET search_path = pg_catalog, public, pg_temp
 AS $$
+DECLARE
+    max_terms integer;
 BEGIN
     PERFORM kb.enter_pipeline();
-    -- the terms of every stage of one call (at most 3 stages)
-    IF cardinality(p_terms) > 3 * kb_node.max_stage_terms(kb_pipeline.read_retrieval_settings()) THEN
-        RAISE EXCEPTION 'kb.shard_corpus: % terms; a call''s stages have at most %', cardinality(p_terms),
-            3 * kb_node.max_stage_terms(kb_pipeline.read_retrieval_settings())
+    max_terms := kb_node.max_call_terms(kb_pipeline.read_retrieval_settings());
+    IF cardinality(p_terms) > max_terms THEN
+        RAISE EXCEPTION 'kb.shard_corpus: % terms; a call''s stages have at most %', cardinality(p_terms), max_terms
             USING ERRCODE = 'program_limit_exceeded';
     END IF;
     RETURN (
