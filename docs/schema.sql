@@ -435,6 +435,11 @@ CREATE TABLE kb.eval_results (
 );
 ALTER TABLE kb.eval_results ADD CONSTRAINT eval_results_run_id_fkey FOREIGN KEY (run_id) REFERENCES kb.eval_runs(id) ON DELETE CASCADE;
 ALTER TABLE kb.eval_results ADD CONSTRAINT eval_results_pkey PRIMARY KEY (run_id, case_id);
+ALTER TABLE kb.eval_results ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_results_insert ON kb.eval_results USING ();
+CREATE POLICY visible_results ON kb.eval_results USING (((EXISTS ( SELECT 1
+   FROM kb.eval_runs r
+  WHERE (r.id = eval_results.run_id))) AND ((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest)))));
 
 -- (no comment)
 CREATE TABLE kb.eval_runs (
@@ -448,10 +453,16 @@ CREATE TABLE kb.eval_runs (
     metrics jsonb DEFAULT '{}'::jsonb NOT NULL,
     metrics_by_category jsonb DEFAULT '{}'::jsonb NOT NULL,
     configuration jsonb DEFAULT '{}'::jsonb NOT NULL,
-    configuration_key text GENERATED ALWAYS AS ("left"(md5(((((mode || '|'::text) || COALESCE(model, ''::text)) || '|'::text) || ((configuration - 'complete'::text))::text)), 12)) STORED
+    configuration_key text GENERATED ALWAYS AS ("left"(md5(((((mode || '|'::text) || COALESCE(model, ''::text)) || '|'::text) || ((configuration - 'complete'::text))::text)), 12)) STORED,
+    role_name name DEFAULT CURRENT_USER,
+    case_set_version text,
+    corpus_fingerprint text
 );
 ALTER TABLE kb.eval_runs ADD CONSTRAINT eval_runs_pkey PRIMARY KEY (id);
 CREATE INDEX eval_runs_dataset ON kb.eval_runs USING btree (dataset, mode, started_at);
+ALTER TABLE kb.eval_runs ENABLE ROW LEVEL SECURITY;
+CREATE POLICY own_runs_insert ON kb.eval_runs USING ();
+CREATE POLICY visible_runs ON kb.eval_runs USING (kb.eval_run_visible(role_name));
 
 -- Team glossary: terms naming the same concept (per namespace, or global when namespace is NULL); the lexical leg expands a query with the equivalents of the terms it contains (kb.glossary_expansion).
 CREATE TABLE kb.glossary (
@@ -483,29 +494,40 @@ CREATE TABLE kb.judgments (
     query text NOT NULL,
     context text[] DEFAULT '{}'::text[] NOT NULL,
     as_of date,
-    source text NOT NULL,
+    source text,
     judgment text NOT NULL,
     judged_by name DEFAULT CURRENT_USER NOT NULL,
     judged_at timestamp with time zone DEFAULT now() NOT NULL,
     origin text DEFAULT 'sql'::text NOT NULL,
-    note text
+    note text,
+    asked_in text,
+    shown text[] DEFAULT '{}'::text[] NOT NULL,
+    rater_kind text DEFAULT 'reader'::text NOT NULL,
+    status text DEFAULT 'suggested'::text NOT NULL,
+    reviewed_by name,
+    reviewed_at timestamp with time zone,
+    retired_at timestamp with time zone,
+    retired_by name,
+    case_key text NOT NULL
 );
+ALTER TABLE kb.judgments ADD CONSTRAINT judgments_asked_in_valid CHECK ((asked_in ~ '^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$'::text));
 ALTER TABLE kb.judgments ADD CONSTRAINT judgments_context_valid CHECK ((cardinality(context) <= 20));
-ALTER TABLE kb.judgments ADD CONSTRAINT judgments_judgment_valid CHECK ((judgment = ANY (ARRAY['relevant'::text, 'not relevant'::text, 'forbidden'::text])));
+ALTER TABLE kb.judgments ADD CONSTRAINT judgments_judgment_valid CHECK (((judgment = ANY (ARRAY['relevant'::text, 'not relevant'::text, 'forbidden'::text, 'no answer'::text])) AND ((judgment = 'no answer'::text) = (source IS NULL))));
 ALTER TABLE kb.judgments ADD CONSTRAINT judgments_namespace_valid CHECK ((namespace ~ '^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$'::text));
 ALTER TABLE kb.judgments ADD CONSTRAINT judgments_note_valid CHECK ((length(note) <= 2000));
 ALTER TABLE kb.judgments ADD CONSTRAINT judgments_origin_valid CHECK (((origin <> ''::text) AND (length(origin) <= 100)));
 ALTER TABLE kb.judgments ADD CONSTRAINT judgments_query_valid CHECK (((query = btrim(query)) AND (query <> ''::text) AND (length(query) <= 2000)));
+ALTER TABLE kb.judgments ADD CONSTRAINT judgments_rater_kind_valid CHECK ((rater_kind = ANY (ARRAY['admin'::text, 'reader'::text])));
+ALTER TABLE kb.judgments ADD CONSTRAINT judgments_shown_valid CHECK ((cardinality(shown) <= 1000));
 ALTER TABLE kb.judgments ADD CONSTRAINT judgments_source_valid CHECK (((source <> ''::text) AND (length(source) <= 1000)));
+ALTER TABLE kb.judgments ADD CONSTRAINT judgments_status_valid CHECK ((status = ANY (ARRAY['accepted'::text, 'suggested'::text, 'rejected'::text])));
 ALTER TABLE kb.judgments ADD CONSTRAINT judgments_pkey PRIMARY KEY (id);
-CREATE UNIQUE INDEX judgments_one_per_role ON kb.judgments USING btree (namespace, judged_by, md5(query), source);
+CREATE INDEX judgments_case ON kb.judgments USING btree (namespace, case_key);
+CREATE UNIQUE INDEX judgments_one_live_per_role ON kb.judgments USING btree (namespace, judged_by, case_key, COALESCE(source, ''::text)) WHERE (retired_at IS NULL);
 ALTER TABLE kb.judgments ENABLE ROW LEVEL SECURITY;
-CREATE POLICY judged_documents ON kb.judgments USING ((((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))) AND (EXISTS ( SELECT 1
-   FROM kb.documents d
-  WHERE ((d.namespace = judgments.namespace) AND (d.source = judgments.source))))));
-CREATE POLICY own_judgments_delete ON kb.judgments USING ((((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))) AND (judged_by = CURRENT_USER)));
+CREATE POLICY judged_documents ON kb.judgments USING (kb.judgment_readable(namespace, source, shown));
 CREATE POLICY own_judgments_insert ON kb.judgments USING ();
-CREATE POLICY own_judgments_update ON kb.judgments USING ((((( SELECT kb.allowed_namespaces(CURRENT_USER) AS allowed_namespaces) IS NULL) OR (namespace IN ( SELECT unnest(kb.allowed_namespaces(CURRENT_USER)) AS unnest))) AND (judged_by = CURRENT_USER)));
+CREATE POLICY own_judgments_update ON kb.judgments USING ((((judged_by = CURRENT_USER) OR kb.judges_as_admin()) AND kb.judgment_readable(namespace, source, shown)));
 
 -- (no comment)
 CREATE TABLE kb.language_statistics (
@@ -749,7 +771,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- VIEW kb.ingest_failures
 -- Per namespace: documents by ingest status (excluded: rag_include false, stored but out of retrieval; ocr_pending: pending because scanned pages wait for OCR), chunks, last indexing time.
 -- VIEW kb.ingest_status
--- The judgments of each question as a golden case in the format of examples/eval/cases.json (golden_case; `pgkb eval` reads a JSON list of them): expected = the sources judged relevant, forbidden = those judged forbidden, the newest judgment of a source deciding. A question judged only not relevant or forbidden has expected [] (the honest answer may be "no evidence": category judged-no-answer, to review). Rows the role may read only.
+-- The golden cases the live, accepted judgments make, one per namespace, question, earlier questions and as_of, in the format of examples/eval/cases.json (golden_case): expected = sources accepted as relevant, forbidden = accepted as forbidden; no evidence is expected only after an accepted no answer judgment. state: ready (usable), disputed (accepted judgments disagree: an admin decides), incomplete (only not relevant or forbidden). suggestions: live judgments waiting for an admin. Rows the role may read only.
 -- VIEW kb.judged_cases
 -- The language statistics the caller may see, per model, namespace and language group: vectors when computed and now, the drift between (a share; recomputed at language_statistics_drift), the sample size and when.
 -- VIEW kb.language_statistics_status
@@ -807,6 +829,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.chunker_version()
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Current version of the chunking rules (pgkb_plpy.chunker.CHUNKER_VERSION); a document chunked with another is stale.
+-- kb.corpus_fingerprint(text)
+--     RETURNS text LANGUAGE sql STABLE PARALLEL SAFE
+--     A hash of what the calling role's retrievals in p_namespace (NULL: all it reads) would search now: the current documents it may read (source, content hash, chunk count), the BM25 statistics of their namespaces and the active model. kb.eval_runs.corpus_fingerprint holds it per run: equal values searched the same corpus.
 -- kb.counts_in_statistics(bigint)
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
 --     Whether the corpus statistics (BM25 df, N, average length; language moments) count a document's chunks: it is in kb.statistics_documents, i.e. shared and current now. The one spelling of the rule for every count. Inlined into its callers.
@@ -846,6 +871,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.escape_regex(text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Escapes regular expression metacharacters so user text matches literally in ~ and ~*.
+-- kb.eval_run_visible(name)
+--     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
+--     Whether the current role may see an evaluation run made by p_role: its own or a role it belongs to, or any when it reads every namespace (kb.allowed_namespaces NULL).
 -- kb.file_limits()
 --     RETURNS jsonb LANGUAGE sql STABLE PARALLEL SAFE
 --     The limits of kb.settings a file is parsed under (file_max_bytes, file_max_pages, file_parse_timeout_s, file_max_expansion_ratio, ocr_max_pages), as one jsonb object; stored with each parse (kb.documents.parse_limits).
@@ -900,6 +928,15 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.json_text_list(jsonb)
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     A JSON string or array of strings as text[] (NULL otherwise).
+-- kb.judges_as_admin()
+--     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
+--     Whether the current role judges as an admin (a member of pgkb_admin, or the owner): its judgments are accepted when made and it may accept or reject others'.
+-- kb.judgment_case_key(text,text,text[],date)
+--     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The case a judgment belongs to (kb.judgments.case_key): its namespace, question, earlier questions and as_of; the same question at two dates is two cases.
+-- kb.judgment_readable(text,text,text[])
+--     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
+--     Whether the current role may read a judgment: its namespace, the judged document (none for a no-answer judgment) and every passage shown with the question (namespace/source) are all the role's to read.
 -- kb.language_moments(text,text,text[],integer,text)
 --     RETURNS kb.language_moment[] LANGUAGE plpgsql STABLE PARALLEL UNSAFE SECURITY DEFINER
 --     The query's offset and scale per language group over the statistics of the namespaces named that the session's role may read (NULL: all it may read), for the vector each group is searched with (query_vector: the query without its language's mean in groups of another language, NULL for the query itself); empty when there are too few vectors for a correction. SECURITY DEFINER, bounded: a vector of at most kb.max_vector_chars characters, at most kb.max_namespaces namespaces, a query of at most kb_pipeline.max_query_chars.
@@ -1008,9 +1045,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.rebuild_lexical_terms()
 --     RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     When the installed term rules (pgkb_plpy.lexical.TERMS_VERSION) differ from those the postings were built with (setting lexical_terms_version): records the installed version, chunks every document again and recomputes the glossary's terms; returns how many documents, 0 when the versions agree. The owner's; pgkb migrate runs it.
--- kb.record_judgment(text,text,text,text,text[],date,text,text)
+-- kb.record_judgment(text,text,text,text,text[],date,text,text,text,text[])
 --     RETURNS bigint LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
---     Records that a source answers a question (relevant), does not (not relevant) or must never be shown for it (forbidden), as the calling role: a chat product's thumbs-up or a person in the lab. Judging the same question and source again replaces the role's judgment. Runs as its caller: row-level security accepts only a document the caller may read (else insufficient_privilege). Bounded: a query of at most kb_pipeline.max_query_chars, at most 20 earlier questions, a source of at most 1,000 characters. Returns the judgment's id.
+--     Records, as the calling role, that a source answers a question (relevant), does not (not relevant), must never be shown for it (forbidden), or that nothing in the namespace answers it (no answer: p_source NULL, p_asked_in the namespace). p_asked_in: the namespace the question was asked in (NULL: all the role reads); p_shown: namespace/source of every passage shown with the question (the question is readable only by roles that may read all of them). An admin's judgment is accepted, another role's suggested. Judging the same question (with its context and as_of) and source again retires the role's earlier judgment, which stays as history. A source the caller may not read, or that does not exist, is refused alike by name. Bounded: a query of at most kb_pipeline.max_query_chars, at most 20 earlier questions, 1,000 shown passages. Returns the live judgment's id.
 -- kb.recount_language_statistics(text)
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     Recomputes the stale language statistics of a model (default: the active one) over every tenant's vectors, as the owner (SECURITY DEFINER), one recount at a time; returns nothing, so that no caller learns about namespaces it may not see.
@@ -1047,12 +1084,21 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.reparse_files(text,boolean)
 --     RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Parses again the stored files whose outcome can differ now (kb.parse_retry_reason: parsed with an older conversion, or failed on a limit that has changed since; unless p_failed_only, also successful files of an older conversion), of one namespace or all, in batches of 10 with a progress NOTICE after each; returns how many. A deterministic failure with nothing changed is left alone. Runs with the caller's rights.
+-- kb.restore_judgment(bigint)
+--     RETURNS bigint LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     Makes a retired judgment live again, retiring the same rater's live judgment of the same case and source. The caller's own judgments, or any it reads as an admin. Returns the id.
+-- kb.retire_judgment(bigint)
+--     RETURNS bigint LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     Deletes a judgment from the cases: it is retired (kept, with who retired it and when) and kb.restore_judgment brings it back. The caller's own judgments, or any it reads as an admin. Returns the id.
 -- kb.retrieval_log_state()
 --     RETURNS text LANGUAGE sql STABLE PARALLEL SAFE
 --     Whether a kb_retrieve call in this transaction is logged to kb.retrieval_log: logged, off (setting retrieval_log), skipped: hot standby (nothing can be written there), or refused: read-only transaction (on a primary with the log on: kb.log_retrieval raises).
 -- kb.retrieval_metadata(jsonb)
 --     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The metadata keys that change how a document is indexed (rag_include, concept_keys, aliases, synonyms; docs/INGEST.md): a change of them re-indexes the document.
+-- kb.review_judgment(bigint,text)
+--     RETURNS bigint LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     An admin accepts (the judgment decides cases), rejects, or returns to suggested a live judgment it may read, stamping itself as reviewer. Returns the id.
 -- kb.session_reader_ids()
 --     RETURNS oid[] LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     The role ids a document's readers must name for the session's role (kb.session_role) to read it: that role, the roles it belongs to and 0 (PUBLIC); NULL when the role reads every document (superuser, BYPASSRLS, the owner).
@@ -1161,6 +1207,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.trg_glossary_terms()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     BEFORE INSERT/UPDATE on kb.glossary: sets terms to kb.query_terms(term) and refuses a term without BM25 terms. After a change of the term rules (lexical_terms_version), UPDATE kb.glossary SET terms = '{}' recomputes them.
+-- kb.trg_judgments_provenance()
+--     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     Stamps a new judgment with its rater (judged_by, rater_kind, judged_at) and status (accepted for an admin, else suggested); lets only an admin change a status, stamping the reviewer; stamps who retired or restored a judgment.
 -- kb.trg_models_secrets()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     BEFORE INSERT/UPDATE OF options on kb.models: moves secret options (kb.is_secret_option) into the admin-only kb.model_secrets, whichever way the model was written.

@@ -216,9 +216,9 @@ def fit_answerability(
     sources = [f"cases:{p}" for p in cases_files]
     if judged:
         with connect(dsn) as conn:
-            rows = conn.execute("SELECT golden_case FROM kb.judged_cases").fetchall()
-        cases += evaluate.cases_from([r["golden_case"] for r in rows], "kb.judged_cases")
-        sources.append(f"kb.judged_cases ({len(rows)})")
+            judged_cases = evaluate.judged_cases(conn)
+        cases += judged_cases
+        sources.append(f"kb.judged_cases ({len(judged_cases)})")
     if not cases:
         raise RuntimeError("fit-answerability: no cases: give golden case files and/or --judged")
     report = evaluate.evaluate(

@@ -69,6 +69,13 @@ def cases_from(data: object, path: str = "cases") -> list[Case]:
     return cases
 
 
+def judged_cases(conn) -> list[Case]:
+    """The ready golden cases the accepted judgments the connection's role may read make (kb.judged_cases:
+    never a disputed or incomplete one, never a suggestion nobody accepted)."""
+    rows = conn.execute("SELECT golden_case FROM kb.judged_cases WHERE state = 'ready' ORDER BY case_id").fetchall()
+    return cases_from([r["golden_case"] for r in rows], "kb.judged_cases")
+
+
 def _open_text(path: Path):
     return gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")
 
@@ -245,6 +252,28 @@ def configuration(conn, k: int) -> dict:
     return {"settings": {r["key"]: r["value"] for r in rows}, "k": k, "complete": True}
 
 
+def case_set_version(cases: list[Case], default_namespace: str | None = None) -> str:
+    """A hash of the cases as asked (each in its namespace, else the run's): two runs with the same value
+    asked the same questions with the same expectations (kb.eval_runs.case_set_version)."""
+    canonical = json.dumps(
+        [
+            [
+                c.id,
+                c.query,
+                c.context or [],
+                c.namespace or default_namespace,
+                c.as_of,
+                sorted(c.expected),
+                sorted(c.forbidden),
+            ]
+            for c in sorted(cases, key=lambda c: c.id)
+        ],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+
 def store_run(
     conn,
     dataset: str,
@@ -261,8 +290,8 @@ def store_run(
     with conn.transaction():
         run_id = conn.execute(
             """INSERT INTO kb.eval_runs (dataset, mode, model, git_commit, params, metrics, metrics_by_category,
-                   configuration)
-               VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id""",
+                   configuration, case_set_version, corpus_fingerprint)
+               VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, kb.corpus_fingerprint(%s)) RETURNING id""",
             (
                 dataset,
                 mode,
@@ -272,6 +301,8 @@ def store_run(
                 Jsonb(summary),
                 Jsonb(by_category),
                 Jsonb(config or {}),
+                case_set_version([r["case"] for r in results], default_namespace),
+                default_namespace,
             ),
         ).fetchone()["id"]
         with conn.cursor() as cur:

@@ -160,14 +160,6 @@ def world(module_db, tmp_path_factory):
         for source, body, fields in documents:
             insert_document(conn, source, body, namespace=namespace, **fields)
     conn.execute("SELECT kb.refresh_lexical_stats()")
-    cases_dir = tmp_path_factory.mktemp("lab-cases")
-    for namespace, cases in (("acme", ACME_CASES), ("globex", GLOBEX_CASES)):
-        path = cases_dir / f"{namespace}.json"
-        path.write_text(json.dumps(cases), encoding="utf-8")
-        for _ in range(2):  # two runs: a trend
-            evaluate.evaluate(
-                dsn, cases_file=str(path), mode="lexical,hybrid", k=10, namespace=namespace, progress=False
-            )
     conn.execute("UPDATE kb.settings SET value = 'true' WHERE key = 'tenant_isolation'")
     with ExitStack() as stack:
         for name, (groups, namespace) in ROLES.items():
@@ -176,6 +168,21 @@ def world(module_db, tmp_path_factory):
             if namespace:
                 conn.execute(
                     "INSERT INTO kb.namespace_grants (role_name, namespace) VALUES (%s, %s)", (role(name), namespace)
+                )
+        # each tenant's admin runs its cases twice (a trend): a role sees its own runs
+        cases_dir = tmp_path_factory.mktemp("lab-cases")
+        for namespace, cases in (("acme", ACME_CASES), ("globex", GLOBEX_CASES)):
+            path = cases_dir / f"{namespace}.json"
+            path.write_text(json.dumps(cases), encoding="utf-8")
+            for _ in range(2):
+                evaluate.evaluate(
+                    dsn,
+                    cases_file=str(path),
+                    mode="lexical,hybrid",
+                    k=10,
+                    namespace=namespace,
+                    progress=False,
+                    role=role(f"{namespace}_admin"),
                 )
         yield dsn
         conn.execute("UPDATE kb.settings SET value = 'false' WHERE key = 'tenant_isolation'")
@@ -944,13 +951,17 @@ def test_the_trend_draws_one_line_per_configuration_not_per_mode(labs):
     assert len(re.findall(r"data-config=", latest)) == 2 and "fusion=rrf" in latest
 
 
-def insert_run(conn, outcomes: dict[str, tuple[int | None, list[str]]], mode: str = "lexical") -> int:
-    """A stored run of dataset cases:flips.json whose case c passed (rank 1) or failed as outcomes say."""
+def insert_run(
+    conn, outcomes: dict[str, tuple[int | None, list[str]]], mode: str = "lexical", case_set: str = "v1"
+) -> int:
+    """A stored run of acme's admin, dataset cases:flips.json, whose case c passed (rank 1) or failed as
+    outcomes say."""
     run_id = conn.execute(
-        """INSERT INTO kb.eval_runs (dataset, mode, params, metrics, configuration)
+        """INSERT INTO kb.eval_runs (dataset, mode, params, metrics, configuration, role_name, case_set_version,
+               corpus_fingerprint)
            VALUES ('cases:flips.json', %s, '{"k": 10, "namespace": "acme"}', '{"cases": 3}',
-                   '{"settings": {}, "k": 10, "complete": true}') RETURNING id""",
-        (mode,),
+                   '{"settings": {}, "k": 10, "complete": true}', %s, %s, 'c1') RETURNING id""",
+        (mode, role("acme_admin"), case_set),
     ).fetchone()["id"]
     for case_id, (rank, returned) in outcomes.items():
         conn.execute(
@@ -969,9 +980,26 @@ def test_run_against_run_lists_the_flipped_cases_with_overlap_and_rank_biased_ov
     flips = dict(re.findall(r'<tr data-case="(\w)" data-flip="(\w+)"', page.text))
     assert flips == {"x": "broken", "y": "fixed", "z": "none"}
     assert 'data-fixed="1" data-broken="1"' in page.text
-    assert re.search(r"data-overlap>0.167<", page.text)  # of the first 10: 2 shared for x and y, 1 for z
+    # the same documents in another order: overlap 1 (however short the lists), rank-biased overlap below 1
+    assert float(re.search(r"data-overlap>([0-9.]+)<", page.text).group(1)) == 1.0
     rbo = float(re.search(r"data-rbo>([0-9.]+)<", page.text).group(1))
     assert 0.5 < rbo < 1
+    assert "data-run-differences" not in page.text  # same case set, corpus and role: nothing to warn of
+
+
+def test_runs_over_different_case_sets_say_so_first_and_compare_only_the_cases_asked_alike(labs, module_db):
+    left = insert_run(module_db, {"x": (1, ["a.md"]), "y": (1, ["a.md"])}, case_set="v1")
+    right = insert_run(module_db, {"x": (2, ["b.md", "a.md"]), "y": (1, ["a.md"]), "w": (1, ["a.md"])}, case_set="v2")
+    module_db.execute(
+        "UPDATE kb.eval_results SET expected = ARRAY['b.md'] WHERE run_id = %s AND case_id = 'x'", (right,)
+    )
+    page = labs("acme_admin").get(f"/eval/compare?a={left}&b={right}")
+    assert page.status_code == 200
+    warning = page.text.index("data-run-differences")
+    assert warning < page.text.index("data-run-pair") and "the case sets differ" in page.text[warning:]
+    flips = dict(re.findall(r'<tr data-case="(\w)" data-flip="(\w+)"', page.text))
+    assert flips == {"y": "none"}  # x changed its expectation under the same id, w is in B only
+    assert "1 changed under the same id: x" in text(page)
 
 
 def test_rank_biased_overlap_and_overlap_at_k_match_hand_computed_values():
@@ -982,6 +1010,8 @@ def test_rank_biased_overlap_and_overlap_at_k_match_hand_computed_values():
     # swapping the first two of four: X = 0, 2, 3, 4 -> (0.1/0.9)(0.81 + 0.729 + 0.6561) + 0.6561
     assert runs.rank_biased_overlap(list("abcd"), list("bacd")) == pytest.approx(0.9)
     assert runs.overlap_at(list("abcd"), list("bxcy"), 4) == 0.5
+    assert runs.overlap_at(list("abcd"), list("abcd"), 10) == 1.0  # identical four-passage lists at k 10
+    assert runs.overlap_at(list("ab"), list("abcd"), 10) == 0.5
     assert runs.overlap_at([], [], 10) is None
 
 
@@ -1019,17 +1049,35 @@ def test_judging_a_result_records_it_as_the_lab_role_and_it_exports_as_a_golden_
         assert page.status_code == 200 and "data-judged" in page.text
     card = re.search(r'<article class="result" data-source="policies/refund-v2.md".*?</article>', page.text, re.S)
     assert 'data-judge="relevant"' in card.group(0)
+    assert "a suggestion until an admin accepts it" in text(page)
     stored = module_db.execute(
-        "SELECT judged_by, origin, as_of::text FROM kb.judgments WHERE source = 'policies/refund-v2.md'"
+        "SELECT id, judged_by, origin, as_of::text, status, asked_in, shown FROM kb.judgments"
+        " WHERE source = 'policies/refund-v2.md' AND query = %s",
+        (question["q"],),
     ).fetchone()
-    assert stored == {"judged_by": role("acme_reader"), "origin": "lab", "as_of": "2025-06-01"}
+    assert {k: stored[k] for k in ("judged_by", "origin", "as_of", "status", "asked_in")} == {
+        "judged_by": role("acme_reader"),
+        "origin": "lab",
+        "as_of": "2025-06-01",
+        "status": "suggested",
+        "asked_in": "acme",
+    }
+    assert "acme/policies/refund-v2.md" in stored["shown"] and "acme/faq/returns.md" in stored["shown"]
+    assert not [c for c in lab.get("/judgments/cases.json").json() if c["query"] == question["q"]]
+    admin = labs("acme_admin")
+    listed = admin.get("/judgments?state=suggested")
+    assert f'data-judgment-id="{stored["id"]}" data-status="suggested"' in listed.text
+    accepted = admin.post(
+        "/judgments/action", data={"token": admin.app.state.token, "action": "accept", "id": str(stored["id"])}
+    )
+    assert accepted.status_code == 200 and 'data-done="accept"' in accepted.text
     exported = lab.get("/judgments/cases.json")
     assert exported.headers["content-disposition"].startswith("attachment")
     case = next(c for c in exported.json() if c["query"] == question["q"])
     assert case["expected"] == ["policies/refund-v2.md"] and case["namespace"] == "acme"
     assert case["as_of"] == "2025-06-01" and case["forbidden"] == []
     assert evaluate.cases_from(exported.json())[0].query  # the evaluator reads the export as it is
-    assert "policies/refund-v2.md" in labs("acme_admin").get("/judgments").text  # a team sees its judgments
+    assert "policies/refund-v2.md" in admin.get("/judgments").text  # a team sees its judgments
 
 
 def test_a_judgment_without_this_processs_form_token_is_refused(labs, module_db):
@@ -1062,7 +1110,7 @@ def test_judgments_live_under_the_namespace_security_of_the_documents(labs, worl
     assert "globex/plan.md" in labs("globex_admin").get("/judgments/cases.json").text
 
 
-def test_an_application_records_feedback_from_sql_as_a_reader(world):
+def test_an_application_records_feedback_from_sql_as_a_reader_and_an_admin_accepts_it(world):
     from harness.db import connect
 
     with connect(world) as conn:
@@ -1073,10 +1121,15 @@ def test_an_application_records_feedback_from_sql_as_a_reader(world):
         again = conn.execute(
             "SELECT kb.record_judgment('acme', 'E-4031 meaning', 'manuals/errors.md', 'relevant', p_origin => 'chat')"
         ).fetchone()
-        assert first == again  # judging again replaces the role's judgment
+        assert first == again  # judging again alike keeps the live judgment
+        case = conn.execute("SELECT state FROM kb.judged_cases WHERE query = 'E-4031 meaning'").fetchone()
+        assert case is None  # a reader's judgment is a suggestion: no case yet
+        conn.execute("RESET ROLE")
+        conn.execute(f"SET ROLE {role('acme_admin')}")
+        conn.execute("SELECT kb.review_judgment(%s, 'accepted')", (first["record_judgment"],))
         case = conn.execute("SELECT golden_case FROM kb.judged_cases WHERE query = 'E-4031 meaning'").fetchone()
         assert case["golden_case"]["expected"] == ["manuals/errors.md"]
-        with pytest.raises(Exception, match="judgment must be relevant, not relevant or forbidden"):
+        with pytest.raises(Exception, match="judgment must be relevant, not relevant, forbidden or no answer"):
             conn.execute("SELECT kb.record_judgment('acme', 'q', 'manuals/errors.md', 'thumbs up')")
 
 

@@ -11,9 +11,12 @@
 | ``POST /actions/retry-failed`` | embed the queued and failed chunks the role may see (roles that may run the queue) |
 | ``GET /eval`` | runs, a trend line per configuration, latest run per configuration; the form that starts one |
 | ``POST /eval/start``, ``GET /eval/jobs/{id}`` | an evaluation run in the background (pgkb_admin), its progress |
+| ``POST /eval/jobs/{id}/cancel`` | cancel a queued or running evaluation |
+| ``POST /eval/{id}/again`` | the run's cases, mode, k, namespace and configuration asked again as a new job |
 | ``GET /eval/{id}`` | one run: configuration, metrics, categories, cases with links that ask each case again exactly |
 | ``GET /eval/compare?a=&b=`` | run against run: flipped cases, per-case deltas, overlap@k and rank-biased overlap |
-| ``GET /judgments``, ``/judgments/cases.json`` | judged questions as golden cases; their export (cases.json format) |
+| ``GET /judgments``, ``/judgments/cases.json`` | cases and judgments, filtered; the ready cases as cases.json |
+| ``POST /judgments/action`` | accept or reject (admins), delete or restore a judgment |
 
 Each page's handlers live in harness.lab.pages (query, documents, evaluation, judgments) and take the
 LabContext (harness.lab.context) that create_app builds: the database as the lab's role, the templates,
@@ -110,10 +113,13 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
         Route("/eval", partial(evaluation.eval_page, lab)),
         Route("/eval/start", partial(evaluation.eval_start, lab), methods=["POST"]),
         Route("/eval/jobs/{id:int}", partial(evaluation.job_page, lab)),
+        Route("/eval/jobs/{id:int}/cancel", partial(evaluation.job_cancel, lab), methods=["POST"]),
         Route("/eval/compare", partial(evaluation.run_against_run_page, lab)),
         Route("/eval/{id:int}", partial(evaluation.eval_run_page, lab)),
+        Route("/eval/{id:int}/again", partial(evaluation.run_again, lab), methods=["POST"]),
         Route("/judgments", partial(judgments.judgments_page, lab)),
         Route("/judgments/cases.json", partial(judgments.judgments_export, lab)),
+        Route("/judgments/action", partial(judgments.judgment_action, lab), methods=["POST"]),
         Route("/static/highlight.css", highlight_css),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]

@@ -169,33 +169,26 @@ def retry_failed(conn: psycopg.Connection) -> None:
     conn.execute("CALL kb.embed_pending(32, NULL, true)")
 
 
-# A run is visible to a role that isolation restricts when it ran in a namespace the role was granted, or
-# (a run of per-case namespaces) when every case it recorded ran in one.
-_VISIBLE_RUN = """(
-    (SELECT kb.allowed_namespaces(current_user)) IS NULL
-    OR r.params ->> 'namespace' = ANY (kb.allowed_namespaces(current_user))
-    OR (r.params ->> 'namespace' IS NULL
-        AND EXISTS (SELECT 1 FROM kb.eval_results AS x WHERE x.run_id = r.id)
-        AND NOT EXISTS (SELECT 1 FROM kb.eval_results AS x WHERE x.run_id = r.id AND (x.namespace IS NULL
-            OR NOT x.namespace = ANY (kb.allowed_namespaces(current_user)))))
-)"""
+# One trend line: a configuration over one case set (a changed case set starts a new line, never a "regression")
+SERIES_KEY = "r.configuration_key || coalesce('_' || r.case_set_version, '') AS series_key"
 
 
 def eval_runs(conn: psycopg.Connection, dataset: str | None = None) -> list[dict[str, Any]]:
-    """Evaluation runs the role may see, newest first. A role that tenant isolation restricts sees only runs
-    of a namespace it was granted (a run without a namespace may have read any: unrestricted roles only)."""
+    """Evaluation runs the role may see, newest first (row-level security of kb.eval_runs: a role sees its
+    own runs; one that reads every namespace sees all)."""
     return conn.execute(
         f"""SELECT r.id, r.started_at, r.dataset, r.mode, r.model, r.git_commit, r.params, r.metrics,
-                   r.metrics_by_category, r.configuration, r.configuration_key
+                   r.metrics_by_category, r.configuration, r.configuration_key, r.role_name, r.case_set_version,
+                   r.corpus_fingerprint, {SERIES_KEY}
             FROM kb.eval_runs AS r
-            WHERE {_VISIBLE_RUN} AND (%(dataset)s::text IS NULL OR r.dataset = %(dataset)s)
+            WHERE %(dataset)s::text IS NULL OR r.dataset = %(dataset)s
             ORDER BY r.started_at DESC, r.id DESC LIMIT 500""",
         {"dataset": dataset},
     ).fetchall()
 
 
 def eval_run(conn: psycopg.Connection, run_id: int) -> dict[str, Any] | None:
-    return conn.execute(f"SELECT r.* FROM kb.eval_runs AS r WHERE r.id = %s AND {_VISIBLE_RUN}", (run_id,)).fetchone()
+    return conn.execute(f"SELECT r.*, {SERIES_KEY} FROM kb.eval_runs AS r WHERE r.id = %s", (run_id,)).fetchone()
 
 
 def eval_results(conn: psycopg.Connection, run_id: int) -> list[dict[str, Any]]:
@@ -213,26 +206,31 @@ def may_run_eval(conn: psycopg.Connection) -> bool:
     return conn.execute("SELECT pg_has_role(current_user, 'pgkb_admin', 'MEMBER') AS ok").fetchone()["ok"]
 
 
-def judged_cases(conn: psycopg.Connection, namespace: str | None = None) -> list[dict[str, Any]]:
-    """The golden cases the role's visible judgments make (kb.judged_cases), newest first."""
+def judged_cases(
+    conn: psycopg.Connection, namespace: str | None = None, state: str | None = None
+) -> list[dict[str, Any]]:
+    """The golden cases the accepted judgments the role may read make (kb.judged_cases), newest first; of
+    one state (ready, disputed, incomplete) when given."""
     return conn.execute(
-        """SELECT * FROM kb.judged_cases WHERE %(ns)s::text IS NULL OR namespace = %(ns)s
+        """SELECT * FROM kb.judged_cases
+           WHERE (%(ns)s::text IS NULL OR namespace = %(ns)s) AND (%(state)s::text IS NULL OR state = %(state)s)
            ORDER BY last_judged_at DESC, case_id""",
-        {"ns": namespace},
+        {"ns": namespace, "state": state},
     ).fetchall()
 
 
-def judgments_for(conn: psycopg.Connection, namespace_query: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
-    """The role's own judgments of some (namespace, source) pairs for one question: {(namespace, source):
-    judgment}. namespace_query: [(namespace, query)] pairs whose judgments to read."""
-    if not namespace_query:
+def judgments_for(conn: psycopg.Connection, form: Any, namespaces: list[str]) -> dict[tuple[str, str | None], str]:
+    """The role's live judgments of a form's question (with its earlier questions and as_of) in some
+    namespaces: {(namespace, source): judgment}, source None for a "no answer" judgment."""
+    if not namespaces:
         return {}
+    arguments = form.arguments()
     rows = conn.execute(
         """SELECT j.namespace, j.source, j.judgment FROM kb.judgments AS j
-           JOIN unnest(%s::text[], %s::text[]) AS w (namespace, query)
-             ON j.namespace = w.namespace AND md5(j.query) = md5(w.query) AND j.query = w.query
-           WHERE j.judged_by = current_user""",
-        ([n for n, _ in namespace_query], [q for _, q in namespace_query]),
+           WHERE j.namespace = ANY (%(ns)s) AND j.judged_by = current_user AND j.retired_at IS NULL
+             AND j.case_key = kb.judgment_case_key(
+                 j.namespace, %(q)s, %(context)s::text[], %(as_of)s::timestamptz::date)""",
+        {"ns": namespaces, "q": form.q, "context": arguments.get("context") or [], "as_of": form.as_of.strip() or None},
     ).fetchall()
     return {(r["namespace"], r["source"]): r["judgment"] for r in rows}
 
@@ -242,13 +240,53 @@ def record_judgment(
     *,
     namespace: str,
     query: str,
-    source: str,
+    source: str | None,
     judgment: str,
     context: list[str] | None,
     as_of: str | None,
+    asked_in: str | None,
+    shown: list[str],
 ) -> int:
-    """kb.record_judgment as the lab's role, origin 'lab'."""
-    return conn.execute(
-        """SELECT kb.record_judgment(%s, %s, %s, %s, %s, %s::timestamptz::date, 'lab') AS id""",
-        (namespace, query, source, judgment, context, as_of),
+    """kb.record_judgment as the lab's role, origin 'lab': the live judgment's id and status (accepted, or
+    suggested until an admin accepts it)."""
+    judgment_id = conn.execute(
+        """SELECT kb.record_judgment(%s, %s, %s, %s, %s, %s::timestamptz::date, 'lab',
+               p_asked_in => %s, p_shown => %s) AS id""",
+        (namespace, query, source, judgment, context, as_of, asked_in, shown),
     ).fetchone()["id"]
+    return conn.execute("SELECT id, status FROM kb.judgments WHERE id = %s", (judgment_id,)).fetchone()
+
+
+JUDGMENT_STATES = ("accepted", "suggested", "rejected", "retired")
+JUDGMENT_ACTIONS = {
+    "accept": "SELECT kb.review_judgment(%s, 'accepted')",
+    "reject": "SELECT kb.review_judgment(%s, 'rejected')",
+    "retire": "SELECT kb.retire_judgment(%s)",
+    "restore": "SELECT kb.restore_judgment(%s)",
+}
+
+
+def judgments(
+    conn: psycopg.Connection, namespace: str | None, state: str | None, text: str | None, limit: int = 200
+) -> list[dict[str, Any]]:
+    """The judgments the role may read, newest first: live ones of a status, or retired ones (state
+    'retired': the history), in a namespace, whose question or source holds some text."""
+    return conn.execute(
+        """SELECT j.id, j.namespace, j.query, j.context, j.as_of, j.source, j.judgment, j.judged_by, j.judged_at,
+                  j.rater_kind, j.status, j.reviewed_by, j.reviewed_at, j.retired_at, j.retired_by, j.asked_in,
+                  j.origin, j.note, j.case_key
+           FROM kb.judgments AS j
+           WHERE (%(ns)s::text IS NULL OR j.namespace = %(ns)s)
+             AND (%(state)s::text IS NULL AND j.retired_at IS NULL
+                  OR %(state)s = 'retired' AND j.retired_at IS NOT NULL
+                  OR j.retired_at IS NULL AND j.status = %(state)s)
+             AND (%(text)s::text IS NULL OR strpos(lower(j.query), lower(%(text)s)) > 0
+                  OR strpos(lower(j.source), lower(%(text)s)) > 0)
+           ORDER BY coalesce(j.retired_at, j.judged_at) DESC, j.id DESC LIMIT %(limit)s""",
+        {"ns": namespace, "state": state, "text": text, "limit": limit},
+    ).fetchall()
+
+
+def judgment_action(conn: psycopg.Connection, action: str, judgment_id: int) -> None:
+    """Accept, reject, retire (delete, kept as history) or restore a judgment, as the lab's role."""
+    conn.execute(JUDGMENT_ACTIONS[action], (judgment_id,))

@@ -273,10 +273,10 @@ def trend_svg(
         def key_of(r: dict[str, Any]) -> str:
             return r["mode"]
     else:
-        groups = [g for g in series if any(r.get("configuration_key") == g["key"] for r in points)]
+        groups = [g for g in series if any(r.get("series_key") == g["key"] for r in points)]
 
         def key_of(r: dict[str, Any]) -> str:
-            return r.get("configuration_key") or f"run-{r['id']}"
+            return r.get("series_key") or f"run-{r['id']}"
 
     width, left, right, top, plot_bottom = 720, 48, 16, 16, 224
     height = plot_bottom + 28 + 18 * len(groups)

@@ -6,7 +6,8 @@
   persistence p), which weighs agreement near the top more.
 * ``run_against_run`` joins two runs' cases: which flipped (passed in one, failed in the other), the
   per-case deltas, and the mean overlap of their returned lists.
-* ``configurations`` groups runs by their configuration key and says what differs between them.
+* ``configurations`` groups runs by their configuration key and case set (one trend line each) and says
+  what differs between them.
 """
 
 from __future__ import annotations
@@ -26,11 +27,12 @@ def passed(result: dict[str, Any]) -> bool:
 
 
 def overlap_at(left: list[str], right: list[str], k: int) -> float | None:
-    """|top k of left ∩ top k of right| / k (None when both lists are empty)."""
+    """|top k of left ∩ top k of right| / the longer of the two top-k lists: 1 for identical lists however
+    short, 0 for disjoint ones (None when both are empty)."""
     a, b = left[:k], right[:k]
     if not a and not b:
         return None
-    return len(set(a) & set(b)) / k
+    return len(set(a) & set(b)) / max(len(a), len(b))
 
 
 def rank_biased_overlap(left: list[str], right: list[str], p: float = 0.9) -> float | None:
@@ -51,17 +53,47 @@ def rank_biased_overlap(left: list[str], right: list[str], p: float = 0.9) -> fl
     return (1 - p) / p * total + ((x_l - x_s) / depth + x_s / s) * p**depth
 
 
+# what makes two runs' cases of one id the same case: asked alike, expecting alike
+CASE_AS_ASKED = ("query", "context", "namespace", "as_of", "k", "expected", "forbidden")
+
+
+def as_asked(result: dict[str, Any]) -> tuple:
+    return tuple(
+        tuple(sorted(v)) if key in ("expected", "forbidden") and v else (tuple(v) if isinstance(v, list) else v)
+        for key, v in ((key, result.get(key)) for key in CASE_AS_ASKED)
+    )
+
+
+def differences(left_run: dict[str, Any], right_run: dict[str, Any]) -> list[str]:
+    """What two runs did not share, said before any figure: the case set, the corpus, the role."""
+    said = []
+    for key, what in (
+        ("case_set_version", "the case sets differ: only the cases both asked alike are compared"),
+        ("corpus_fingerprint", "the corpora differ: documents or statistics changed between the runs"),
+        ("role_name", "the runs were made by different roles, which may read different documents"),
+    ):
+        a, b = left_run.get(key), right_run.get(key)
+        if a != b:
+            said.append(f"{what} (A {a or 'not recorded'} · B {b or 'not recorded'})")
+    return said
+
+
 def run_against_run(
     left: list[dict[str, Any]], right: list[dict[str, Any]], k: int = 10, p: float = 0.9
 ) -> dict[str, Any]:
     """Two runs' cases joined by case id: each with both outcomes, the nDCG@10 delta (right - left), the
     first relevant ranks, overlap@k and RBO of the returned lists, and whether it flipped; the flipped
-    first. Cases of one run only are listed apart."""
+    first. Only cases both runs asked alike are compared (shared: their mean nDCG@10 and pass share per
+    side); cases of one run only, and cases whose question or expectations changed, are listed apart."""
     by_id = {r["case_id"]: r for r in right}
     cases = []
+    changed = []
     for a in left:
         b = by_id.get(a["case_id"])
         if b is None:
+            continue
+        if as_asked(a) != as_asked(b):
+            changed.append(a["case_id"])
             continue
         pa, pb = passed(a), passed(b)
         ndcg_a, ndcg_b = a.get("ndcg_10"), b.get("ndcg_10")
@@ -84,8 +116,18 @@ def run_against_run(
     overlaps = [c["overlap"] for c in cases if c["overlap"] is not None]
     rbos = [c["rbo"] for c in cases if c["rbo"] is not None]
     left_ids = {r["case_id"] for r in left}
+    shared = {}
+    for side in ("left", "right"):
+        ndcgs = [c[side]["ndcg_10"] for c in cases if c[side].get("ndcg_10") is not None]
+        shared[side] = {
+            "cases": len(cases),
+            "ndcg@10": sum(ndcgs) / len(ndcgs) if ndcgs else None,
+            "passed": sum(1 for c in cases if c[f"passed_{side}"]) / len(cases) if cases else None,
+        }
     return {
         "cases": cases,
+        "shared": shared,
+        "changed": sorted(changed),
         "fixed": sum(1 for c in cases if c["flip"] == "fixed"),
         "broken": sum(1 for c in cases if c["flip"] == "broken"),
         "mean_overlap": sum(overlaps) / len(overlaps) if overlaps else None,
@@ -102,7 +144,7 @@ def configurations(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     settings whose values differ between the configurations shown (what tells them apart), plus k."""
     groups: dict[str, dict[str, Any]] = {}
     for run in sorted(runs, key=lambda r: (r["started_at"], r["id"]), reverse=True):
-        key = run.get("configuration_key") or f"run-{run['id']}"
+        key = run.get("series_key") or run.get("configuration_key") or f"run-{run['id']}"
         group = groups.setdefault(
             key,
             {
@@ -110,6 +152,7 @@ def configurations(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "mode": run["mode"],
                 "model": run.get("model"),
                 "configuration": run.get("configuration") or {},
+                "case_set_version": run.get("case_set_version"),
                 "runs": [],
             },
         )
@@ -121,6 +164,7 @@ def configurations(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     differing = [k for k in keys if len({repr(s.get(k)) for s in settings}) > 1]
     modes = Counter(g["mode"] for g in groups.values())
     models = {g["model"] for g in groups.values()}
+    case_sets = {g["case_set_version"] for g in groups.values()}
     for group in groups.values():
         config = group["configuration"]
         values = config.get("settings") or {}
@@ -129,6 +173,8 @@ def configurations(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if len(models) > 1:
             parts.append(group["model"] or "no model")
         parts += [f"{k}={v}" for k, v in shown.items()]
+        if len(case_sets) > 1:
+            parts.append(f"cases {group['case_set_version'] or 'not recorded'}")
         if not config.get("complete", True):
             parts.append("(settings not recorded)" if not config.get("settings") else "(overrides only)")
         group["differs"] = shown

@@ -102,3 +102,49 @@ WITH CHECK (
 -- who may read the log is decided by the SELECT privilege alone (pgkb_admin, BI roles)
 DROP POLICY IF EXISTS read_log ON kb.retrieval_log;
 CREATE POLICY read_log ON kb.retrieval_log FOR SELECT USING (true);
+
+-- Who sees which runs: a role its own runs (and those of roles it belongs
+-- to), a role that reads every namespace all of them; a case's row also
+-- needs its namespace to be the role's. Runs stored before runs named their
+-- role (role_name NULL) are seen only by roles that read every namespace.
+CREATE OR REPLACE FUNCTION kb.eval_run_visible(p_role name)
+RETURNS boolean
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT (SELECT kb.allowed_namespaces(current_user)) IS NULL
+        OR p_role = current_user
+        OR EXISTS (
+            SELECT 1 FROM pg_catalog.pg_roles AS r
+            WHERE r.rolname = p_role AND pg_has_role(current_user, r.oid, 'MEMBER')
+        )
+$$;
+COMMENT ON FUNCTION kb.eval_run_visible(name) IS
+'Whether the current role may see an evaluation run made by p_role: its own or a role it belongs to, or any when it reads every namespace (kb.allowed_namespaces NULL).';
+
+ALTER TABLE kb.eval_runs ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS visible_runs ON kb.eval_runs;
+CREATE POLICY visible_runs ON kb.eval_runs FOR SELECT USING (kb.eval_run_visible(eval_runs.role_name));
+DROP POLICY IF EXISTS own_runs_insert ON kb.eval_runs;
+CREATE POLICY own_runs_insert ON kb.eval_runs FOR INSERT WITH CHECK (eval_runs.role_name = current_user);
+
+ALTER TABLE kb.eval_results ENABLE ROW LEVEL SECURITY;
+DROP POLICY IF EXISTS visible_results ON kb.eval_results;
+CREATE POLICY visible_results ON kb.eval_results FOR SELECT
+USING (
+    EXISTS (SELECT 1 FROM kb.eval_runs AS r WHERE r.id = eval_results.run_id)
+    AND (
+        (SELECT kb.allowed_namespaces(current_user)) IS NULL
+        OR eval_results.namespace IS NULL
+        OR eval_results.namespace IN (SELECT unnest(kb.allowed_namespaces(current_user)))
+    )
+);
+DROP POLICY IF EXISTS own_results_insert ON kb.eval_results;
+CREATE POLICY own_results_insert ON kb.eval_results FOR INSERT
+WITH CHECK (
+    EXISTS (SELECT 1 FROM kb.eval_runs AS r WHERE r.id = eval_results.run_id AND r.role_name = current_user)
+);
+
+-- evaluations run from the lab run as its role: pgkb_admin stores them
+GRANT INSERT ON kb.eval_runs, kb.eval_results TO pgkb_admin;

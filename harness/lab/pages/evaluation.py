@@ -24,6 +24,7 @@ from .. import runs as lab_runs
 from ..context import LabContext, nonnegative_int
 from ..database import NotPermitted
 from ..forms import FormError, settings_from
+from ..jobs import MAX_CASE_K, MAX_QUEUED_PER_ROLE, JobRefused
 
 MAX_UPLOAD = 5_000_000  # bytes of an uploaded case file
 
@@ -70,6 +71,7 @@ def eval_page(lab: LabContext, request: Request) -> Response:
             "configs": configs,
             "chart": render.trend_svg(selected, metric, series=configs),
             "may_run": data["may_run"],
+            "job_bounds": {"case_k": MAX_CASE_K, "queued": MAX_QUEUED_PER_ROLE},
             "meta": {"namespaces": data["namespaces"], "settings": data["settings"]},
             "case_files": case_files(),
             "jobs": lab.jobs.recent(),
@@ -114,9 +116,84 @@ def _eval_start(lab: LabContext, request: Request, form: Any, uploaded: bytes) -
             400, f"unknown namespace {namespace!r}: the role {lab.db.role_label} sees no document in it"
         )
     lab.db.run(lambda conn: None, settings=settings)  # each setting checked by kb.setting before the job starts
-    job = lab.jobs.start(
-        lab.db.dsn, lab.db.role, cases=cases, dataset=dataset, modes=modes, k=k, namespace=namespace, settings=settings
-    )
+    try:
+        job = lab.jobs.start(
+            lab.db.dsn,
+            lab.db.role,
+            cases=cases,
+            dataset=dataset,
+            modes=modes,
+            k=k,
+            namespace=namespace,
+            settings=settings,
+        )
+    except JobRefused as exc:
+        raise HTTPException(429 if "waiting" in str(exc) else 400, f"cannot start the evaluation: {exc}") from None
+    return RedirectResponse(f"/eval/jobs/{job.id}", status_code=303)
+
+
+async def run_again(lab: LabContext, request: Request) -> Response:
+    """POST /eval/{id}/again: the run's cases, mode, k, namespace and every setting of its configuration
+    asked again as a new job (stored cases: the case set version comes out the same)."""
+    await lab.checked_form(request)
+    return await run_in_threadpool(_run_again, lab, request.path_params["id"])
+
+
+def _run_again(lab: LabContext, run_id: int) -> Response:
+    def work(conn):
+        if not queries.may_run_eval(conn):
+            return "denied"
+        run = queries.eval_run(conn, run_id)
+        if run is None:
+            return None
+        return run, queries.eval_results(conn, run_id), {s["key"] for s in queries.query_settings(conn)}
+
+    data = lab.db.run(work)
+    if data == "denied":
+        raise NotPermitted(
+            f"the role {lab.db.role_label} may not run evaluations", "grant pgkb_admin to the lab's role"
+        )
+    if data is None:
+        raise HTTPException(404, f"no evaluation run {run_id} that the role {lab.db.role_label} can see")
+    run, results, overridable = data
+    cases = [
+        evaluate.Case(
+            id=r["case_id"],
+            query=r["query"],
+            expected=list(r["expected"]),
+            forbidden=list(r["forbidden"] or []),
+            category=r["category"],
+            namespace=r["namespace"],
+            as_of=r["as_of"],
+            context=r["context"],
+        )
+        for r in sorted(results, key=lambda r: r["case_id"])
+    ]
+    config = run["configuration"] or {}
+    recorded = config.get("settings") or run["params"].get("settings") or {}
+    settings = {key: _setting_text(value) for key, value in recorded.items() if key in overridable}
+    try:
+        job = lab.jobs.start(
+            lab.db.dsn,
+            lab.db.role,
+            cases=cases,
+            dataset=run["dataset"],
+            modes=[run["mode"]],
+            k=int(run["params"].get("k") or config.get("k") or 100),
+            namespace=run["params"].get("namespace"),
+            settings=settings,
+        )
+    except JobRefused as exc:
+        raise HTTPException(429 if "waiting" in str(exc) else 400, f"cannot run it again: {exc}") from None
+    return RedirectResponse(f"/eval/jobs/{job.id}", status_code=303)
+
+
+async def job_cancel(lab: LabContext, request: Request) -> Response:
+    """POST /eval/jobs/{id}/cancel: cancel a queued or running job of this lab, then its page."""
+    await lab.checked_form(request)
+    job = lab.jobs.cancel(request.path_params["id"])
+    if job is None:
+        raise HTTPException(404, f"no evaluation job {request.path_params['id']} in this lab process")
     return RedirectResponse(f"/eval/jobs/{job.id}", status_code=303)
 
 
@@ -133,10 +210,10 @@ def chosen_cases(lab: LabContext, form: Any, uploaded: bytes) -> tuple[list[eval
             raise FormError(f"{name} is not a JSON list of cases: {exc}") from None
         return evaluate.cases_from(data, name), f"cases:{Path(name).name}"
     if source == "judged":
-        rows = lab.db.run(queries.judged_cases)
-        if not rows:
-            raise FormError("there are no judged cases yet: judge results on the query page first")
-        return evaluate.cases_from([r["golden_case"] for r in rows], "kb.judged_cases"), "judged:kb.judged_cases"
+        cases = lab.db.run(evaluate.judged_cases)
+        if not cases:
+            raise FormError("there are no ready judged cases yet: judge results on the query page first")
+        return cases, "judged:kb.judged_cases"
     files = {f.name: f for f in case_files()}
     if source.startswith("file:") and source[5:] in files:
         path = files[source[5:]]
@@ -193,7 +270,7 @@ def eval_run_page(lab: LabContext, request: Request) -> Response:
             "only_failures": only_failures,
             "metric": metric,
             "failed": failed_cases,
-            "config": next((c for c in configs if c["key"] == run["configuration_key"]), None),
+            "config": next((c for c in configs if c["key"] == run["series_key"]), None),
             "others": others,
             "chart": render.trend_svg(data["dataset_runs"], metric, run["id"], series=configs),
         },
@@ -243,9 +320,10 @@ def run_against_run_page(lab: LabContext, request: Request) -> Response:
             "nav": "eval",
             "left": data["left"],
             "right": data["right"],
-            "left_config": configs.get(data["left"]["configuration_key"]),
-            "right_config": configs.get(data["right"]["configuration_key"]),
+            "left_config": configs.get(data["left"]["series_key"]),
+            "right_config": configs.get(data["right"]["series_key"]),
             "cmp": comparison,
+            "differences": lab_runs.differences(data["left"], data["right"]),
             "links": links,
             "dataset_runs": data["dataset_runs"],
         },

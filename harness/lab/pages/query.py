@@ -69,29 +69,38 @@ def refuse_judgment(params: Any, page: str) -> None:
         raise HTTPException(405, f"a judgment is recorded only by POST to {JUDGE_ACTIONS[page]} (a result's button)")
 
 
-def judge(lab: LabContext, params: Any, form: QueryForm) -> dict[str, Any]:
-    """Record the judgment a result card's button posted with the form (``judge``: JSON of judgment,
-    namespace and source), as the lab's role through kb.record_judgment. Only the judge actions call it,
-    after lab.checked_form (POST, this process's form token)."""
+def judge_choice(params: Any) -> dict[str, Any] | None:
+    """The judgment a button posted with the form (``judge``: JSON of judgment, namespace and source; the
+    source null for "no answer"), or None when none was posted; 400 for anything a button does not send."""
     raw = params.get("judge")
+    if not raw:
+        return None
     try:
         choice = json.loads(str(raw))
-        judgment, namespace, source = str(choice["j"]), str(choice["ns"]), str(choice["src"])
+        judgment, namespace, source = str(choice["j"]), str(choice["ns"]), choice["src"]
     except (ValueError, KeyError, TypeError):
         raise HTTPException(400, "the judgment is not one a result card sends") from None
-    turns = form.arguments().get("context")
-    lab.db.run(
-        lambda conn: queries.record_judgment(
-            conn,
-            namespace=namespace,
-            query=form.q,
-            source=source,
-            judgment=judgment,
-            context=turns,
-            as_of=form.as_of.strip() or None,
-        )
-    )
+    if source is not None and not isinstance(source, str):
+        raise HTTPException(400, "the judgment is not one a result card sends")
     return {"judgment": judgment, "namespace": namespace, "source": source}
+
+
+def record_choice(conn, choice: dict[str, Any], form: QueryForm, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Record a posted judgment as the lab's role (kb.record_judgment), with the namespace the question was
+    asked in and every passage the page shows for it, in the connection that retrieved them. Only the judge
+    actions call it, after lab.checked_form (POST, this process's form token)."""
+    stored = queries.record_judgment(
+        conn,
+        namespace=choice["namespace"],
+        query=form.q,
+        source=choice["source"],
+        judgment=choice["judgment"],
+        context=form.arguments().get("context"),
+        as_of=form.as_of.strip() or None,
+        asked_in=form.namespace.strip() or None,
+        shown=sorted({f"{r['namespace']}/{r['source']}" for r in rows}),
+    )
+    return {**choice, "status": stored["status"]}
 
 
 async def query_page(lab: LabContext, request: Request) -> Response:
@@ -124,16 +133,18 @@ def _query_page(lab: LabContext, request: Request, params: Any, judging: bool = 
         context["error"] = inline_error(FormError(problem))
     elif form.q:
         try:
-            context["judged"] = judge(lab, params, form) if judging else None
+            choice = judge_choice(params) if judging else None
             req = form.request()
 
             def work(conn):
                 rows = queries.retrieve(conn, req)
+                if choice:
+                    context["judged"] = record_choice(conn, choice, form, rows)
                 # the reason of the answerability decision (probability, thresholds, signals) is in the
                 # explain object (a second retrieval of the same request, in the same transaction)
                 explained = queries.explain(conn, req)
                 docs = queries.documents_by_id(conn, [r["document_id"] for r in rows], req.as_of)
-                judged = queries.judgments_for(conn, sorted({(r["namespace"], form.q) for r in rows}))
+                judged = queries.judgments_for(conn, form, sorted({r["namespace"] for r in rows}))
                 return rows, explained, docs, judged
 
             context["rows"], context["explain"], context["docs"], context["judgments"] = lab.db.run(
@@ -238,7 +249,7 @@ def _compare_page(lab: LabContext, request: Request, params: Any, judging: bool 
         context["error"] = inline_error(FormError(problem))
     elif sides["a"].q:
         try:
-            context["judged"] = judge(lab, params, sides["a"]) if judging else None
+            choice = judge_choice(params) if judging else None
             for side in ("a", "b"):
                 req = sides[side].request()
 
@@ -250,8 +261,14 @@ def _compare_page(lab: LabContext, request: Request, params: Any, judging: bool 
                 context[f"rows_{side}"], docs = lab.db.run(work, settings=sides[side].settings)
                 context.setdefault("docs", {}).update(docs)
             context["changes"] = render.rank_changes(context["rows_a"], context["rows_b"])
-            pairs = sorted({(r["namespace"], sides["a"].q) for r in context["rows_a"] + context["rows_b"]})
-            context["judgments"] = lab.db.run(lambda conn: queries.judgments_for(conn, pairs))
+            shown = context["rows_a"] + context["rows_b"]
+
+            def judgments(conn):
+                if choice:
+                    context["judged"] = record_choice(conn, choice, sides["a"], shown)
+                return queries.judgments_for(conn, sides["a"], sorted({r["namespace"] for r in shown}))
+
+            context["judgments"] = lab.db.run(judgments)
             context["answer_a"] = render.answer_summary(context["rows_a"], None)
             context["answer_b"] = render.answer_summary(context["rows_b"], None)
         except (FormError, QueryFailed, NotPermitted) as exc:
