@@ -359,10 +359,11 @@ def evaluate(
     dataset: str | None = None,
     role: str | None = None,
     on_case: Callable[[], None] | None = None,
+    on_stored: Callable[[str, int], None] | None = None,
 ) -> dict:
     """Evaluate golden cases (cases_file, or cases given with their dataset name) or a BEIR folder in each
     mode and store every run. role: SET ROLE before anything (the lab's role); on_case: called before each
-    case of each mode (progress)."""
+    case of each mode (progress); on_stored: called with each mode and its run id once its run is stored."""
     modes = list(retrieval.MODES) if mode == "all" else [m.strip() for m in mode.split(",")]
     bad = [m for m in modes if m not in retrieval.MODES]
     if bad:
@@ -413,6 +414,8 @@ def evaluate(
             }
             run_id = store_run(conn, dataset, m, params, summary, by_category, results, config, namespace)
             report["modes"][m] = {"run_id": run_id, "metrics": summary, "by_category": by_category}
+            if on_stored:
+                on_stored(m, run_id)
     return report
 
 

@@ -14,6 +14,7 @@ from contextlib import ExitStack
 from html import unescape
 from urllib.parse import urlencode
 
+import psycopg
 import pytest
 from helpers import TEST_HOST, TEST_PORT, insert_document, temporary_role
 from starlette.testclient import TestClient
@@ -937,6 +938,47 @@ def test_an_evaluation_with_an_out_of_range_setting_is_refused_before_it_starts(
     files = {"upload": ("bad.json", json.dumps(ACME_CASES).encode(), "application/json")}
     answer = lab.post("/eval/start", data=data, files=files, follow_redirects=False)
     assert answer.status_code == 400 and "rrf_k = -60 is outside its range 1 to 1000" in text(answer)
+
+
+def test_evaluation_jobs_are_bounded_per_job_and_per_role_and_cancel_before_their_next_case(labs, world):
+    from helpers import wait_for
+
+    from harness.lab.jobs import MAX_CASE_K, MAX_QUEUED_PER_ROLE
+
+    lab = labs("acme_admin")
+    token = lab.app.state.token
+
+    def start(cases, name, k="10", modes=("lexical",)):
+        data = {"token": token, "modes": list(modes), "k": k, "namespace": "acme"}
+        files = {"upload": (name, json.dumps(cases).encode(), "application/json")}
+        return lab.post("/eval/start", data=data, files=files, follow_redirects=False)
+
+    many = [{**ACME_CASES[0], "id": f"copy-{n}"} for n in range(MAX_CASE_K // 1000 + 1)]
+    over = start(many, "many.json", k="1000")
+    assert over.status_code == 400 and f"over the lab's bound of {MAX_CASE_K:,}" in text(over)
+
+    # a job that cannot store its run holds the role's one running slot until the lock is released
+    with psycopg.connect(world, autocommit=False) as holder:
+        holder.execute("LOCK TABLE kb.eval_runs IN EXCLUSIVE MODE")
+        running = lab.app.state.jobs.get(
+            int(start(ACME_CASES, "held.json", modes=("lexical", "dense")).headers["location"].rsplit("/", 1)[1])
+        )
+        queued = [start(ACME_CASES, f"queued-{n}.json") for n in range(MAX_QUEUED_PER_ROLE)]
+        assert all(answer.status_code == 303 for answer in queued)
+        refused = start(ACME_CASES, "one-too-many.json")
+        assert refused.status_code == 429 and f"at most {MAX_QUEUED_PER_ROLE}" in text(refused)
+        first_queued = int(queued[0].headers["location"].rsplit("/", 1)[1])
+        lab.post(f"/eval/jobs/{first_queued}/cancel", data={"token": token})
+        assert lab.app.state.jobs.get(first_queued).state == "cancelled"
+        wait_for(lambda: running.done == len(ACME_CASES), timeout=60)  # its first mode asked, waiting to store
+        lab.post(f"/eval/jobs/{running.id}/cancel", data={"token": token})
+        holder.rollback()
+    wait_for(lambda: all(j.state not in ("queued", "running") for j in lab.app.state.jobs.recent()), timeout=120)
+    assert running.state == "cancelled" and running.done == len(ACME_CASES)  # the second mode never began
+    assert lab.app.state.jobs.get(first_queued).run_ids == {}
+    assert set(running.run_ids) == {"lexical"}  # stored before the cancel, and said so
+    page = lab.get(f"/eval/jobs/{running.id}").text
+    assert "data-cancelled" in page and f"run #{running.run_ids['lexical']} (lexical)" in page
 
 
 def test_the_trend_draws_one_line_per_configuration_not_per_mode(labs):

@@ -141,7 +141,7 @@ class Jobs:
             job.done += 1
 
         try:
-            report = evaluate.evaluate(
+            evaluate.evaluate(
                 arguments["dsn"],
                 cases=arguments["cases"],
                 dataset=job.dataset,
@@ -152,8 +152,8 @@ class Jobs:
                 progress=False,
                 role=arguments["role"],
                 on_case=one_case,
+                on_stored=job.run_ids.__setitem__,
             )
-            job.run_ids = {m: data["run_id"] for m, data in report["modes"].items()}
             job.done = job.total
             job.state = "finished"
         except Cancelled:
