@@ -64,7 +64,7 @@ from pydantic import Field
 
 from . import retrieval, roles, status
 from .config import load_settings
-from .db import connect, redacted
+from .db import connect, connection_lost, redacted
 
 ROLE_ENV = "PGKB_MCP_ROLE"
 NAMESPACE_TOOLS_ENV = "PGKB_MCP_NAMESPACE_TOOLS"
@@ -208,15 +208,15 @@ class Database:
                     self._conn = self._open()
                 try:
                     return work(self._conn)
-                except psycopg.OperationalError as exc:
+                except psycopg.Error as exc:
+                    if not connection_lost(exc, self._conn):
+                        raise ToolError(_db_message(exc)) from exc
                     # The server went away (restart, idle timeout): reopen once, then give up.
                     self._conn.close()
                     self._conn = None
                     if attempt == 2:
                         raise ToolError(f"lost the connection to the pgkb database: {_db_message(exc)}") from exc
                     log.warning("connection lost (%s); reconnecting", _db_message(exc))
-                except psycopg.Error as exc:
-                    raise ToolError(_db_message(exc)) from exc
         raise AssertionError("unreachable")
 
     def role_dsn(self) -> str:

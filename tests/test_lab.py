@@ -318,6 +318,17 @@ def test_as_of_returns_the_version_that_applied_then(labs):
     assert "policies/refund-v1.md" in sources and "policies/refund-v2.md" not in sources
 
 
+def test_a_date_that_is_not_iso_is_refused_by_name_and_the_date_used_is_echoed(labs):
+    lab = labs("acme_reader")
+    refused = lab.get(url("/query", q="refund within days of delivery", as_of="01/07/2025"))
+    assert refused.status_code == 400
+    assert "as_of must be an ISO date such as 2025-07-01" in text(refused) and "'01/07/2025'" in text(refused)
+    answered = lab.get(url("/query", q="refund within days of delivery", as_of="2024-06-01"))
+    used = re.search(r'data-as-of="([^"]+)"', answered.text).group(1)
+    assert used.startswith("2024-06-01 00:00:00") and f"at {used}" in text(answered)
+    assert 'data-as-of="now"' in lab.get(url("/query", q="refund within days of delivery")).text
+
+
 def test_follow_up_context_reaches_the_retrieval(labs):
     page = labs("acme_reader").get(url("/explain", q="and for digital goods?", context="refund period", mode="lexical"))
     assert page.status_code == 200 and "refund period" in text(page)
@@ -418,6 +429,66 @@ def test_compare_applies_each_sides_settings_to_its_side_only(labs):
     page = labs("acme_reader").get(url("/compare", **params))
     left, right = page.text.split('data-side="b"')
     assert "<mark>" in left and "<mark>" not in right
+
+
+def test_compare_lets_each_side_ask_in_its_own_namespace_k_and_as_of_and_labels_z_scores(labs):
+    params = {
+        "q": "refund within days of delivery",
+        "namespace": "acme",
+        "a.mode": "lexical",
+        "b.mode": "lexical",
+        "a.as_of": "2024-06-01",
+        "b.k": "1",
+    }
+    page = labs("acme_reader").get(url("/compare", **params))
+    left, right = page.text.split('data-side="b"')
+    assert "policies/refund-v1.md" in left and "policies/refund-v2.md" not in left.split("</h2>", 1)[1]
+    assert right.count('class="result"') == 1
+    assert "as of 2024-06-01" in left and "k 1" in right
+    # with results on the page, the settings are folded so the results come right after the form
+    assert '<details class="settings" open' not in page.text
+    dense = labs("acme_reader").get(url("/compare", q="refund within days of delivery", namespace="acme", mode="dense"))
+    labels = re.findall(r'data-leg="dense">dense #\d+ · (\S+)', dense.text)
+    explained = labs("acme_reader").get(
+        url("/query", q="refund within days of delivery", namespace="acme", mode="dense")
+    )
+    assert labels and set(labels) == set(re.findall(r'data-leg="dense">dense #\d+ · (\S+)', explained.text))
+
+
+def test_a_judgment_on_compare_records_the_question_as_its_side_asked_it(labs, module_db):
+    lab = labs("acme_admin")
+    question = f"refund window {uuid.uuid4().hex[:6]}"
+    data = {
+        "token": lab.app.state.token,
+        "q": question,
+        "namespace": "acme",
+        "a.mode": "lexical",
+        "b.mode": "lexical",
+        "b.as_of": "2024-06-01",
+        "judge": json.dumps({"j": "forbidden", "ns": "acme", "src": "policies/refund-v2.md", "side": "b"}),
+    }
+    answer = lab.post("/compare/judge", data=data)
+    assert answer.status_code == 200 and "data-judged" in answer.text, text(answer)[:400]
+    row = module_db.execute("SELECT as_of FROM kb.judgments WHERE query = %s", (question,)).fetchone()
+    assert str(row["as_of"]) == "2024-06-01"
+
+
+def test_a_question_over_the_limit_is_answered_but_not_judged_and_says_why(labs):
+    lab = labs("acme_admin")
+    page = lab.post("/query", data={"q": LONG_QUESTION, "namespace": "acme"})
+    assert page.status_code == 200 and "cannot be judged" in text(page) and 'name="judge"' not in page.text
+    judged = lab.post(
+        "/query/judge",
+        data={
+            "token": lab.app.state.token,
+            "q": LONG_QUESTION,
+            "namespace": "acme",
+            "judge": json.dumps({"j": "relevant", "ns": "acme", "src": "policies/refund-v2.md"}),
+        },
+    )
+    # a program-limit error is the limit it is, never "cannot reach the database"
+    assert judged.status_code == 400 and "query must be at most 2000 characters" in text(judged)
+    assert "Cannot reach" not in text(judged)
 
 
 # -- documents ----------------------------------------------------------------------------

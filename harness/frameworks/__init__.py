@@ -28,7 +28,7 @@ from psycopg.rows import dict_row
 
 from .. import retrieval
 from ..config import load_settings
-from ..db import connect
+from ..db import connect, connection_lost
 
 # The arguments of kb_retrieve besides the query, in signature order (harness.retrieval.RetrievalRequest).
 ARGUMENTS = tuple(retrieval.OPTIONAL_ARGUMENTS)
@@ -118,7 +118,9 @@ class KnowledgeBase:
                     self._conn = connect(self.dsn)
                 try:
                     return retrieval.retrieve(self._conn, query, **arguments)
-                except psycopg.OperationalError:
+                except psycopg.Error as exc:
+                    if not connection_lost(exc, self._conn):
+                        raise
                     self._conn.close()
                     self._conn = None
                     if attempt == 2:

@@ -25,7 +25,7 @@ import psycopg
 from psycopg import sql
 
 from .. import roles
-from ..db import connect, redacted
+from ..db import connect, connection_lost, redacted
 
 ROLE_ENV = "PGKB_LAB_ROLE"
 POOL_SIZE = 4
@@ -82,6 +82,14 @@ def db_message(exc: psycopg.Error) -> tuple[str, str | None]:
     diag = getattr(exc, "diag", None)
     message = (diag.message_primary if diag else None) or str(exc).strip() or type(exc).__name__
     return message, (diag.message_hint if diag else None)
+
+
+def refusal(exc: psycopg.Error, role_label: str) -> LabError:
+    """The page for an error the database answered with: not permitted, or refused with its message."""
+    message, hint = db_message(exc)
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return NotPermitted(message, hint or f"the lab runs as {role_label}")
+    return QueryFailed(message, hint)
 
 
 class LabDatabase:
@@ -187,20 +195,15 @@ class LabDatabase:
                             # this retrieval would not read it: a wrong value is named, never ignored
                             conn.execute("SELECT kb.setting(%s)", (key,))
                         result = work(conn)
-            except psycopg.OperationalError as exc:
+            except psycopg.Error as exc:
+                if not connection_lost(exc, conn):
+                    self._give_back(conn)
+                    raise refusal(exc, self.role_label) from exc
                 conn.close()
                 if attempt == 1 and reused:
                     continue  # the server restarted or dropped an idle connection: one fresh try
                 message, hint = db_message(exc)
                 raise DatabaseUnavailable(f"lost the connection to the database: {message}", hint) from exc
-            except psycopg.errors.InsufficientPrivilege as exc:
-                self._give_back(conn)
-                message, hint = db_message(exc)
-                raise NotPermitted(message, hint or f"the lab runs as {self.role_label}") from exc
-            except psycopg.Error as exc:
-                self._give_back(conn)
-                message, hint = db_message(exc)
-                raise QueryFailed(message, hint) from exc
             except BaseException:
                 self._give_back(conn)
                 raise

@@ -3,8 +3,8 @@
 Parameters (all optional but ``q``): ``q`` the question; one per argument of kb_retrieve the form offers
 (FORM_ARGUMENTS: ``k``, ``namespace``, ``mode``, ``filters`` as a JSON object, ``as_of``, ``context`` as
 earlier questions one per line); ``set.<key>`` a retrieval setting for this query only. On the compare page
-the two sides use ``a.mode``/``a.set.<key>`` and ``b.mode``/``b.set.<key>``. An empty field means "the
-database's default". Only what cannot be put into SQL is checked here (an integer is a whole number,
+each side has its own SIDE_ARGUMENTS and settings (``a.mode``, ``a.k``, ``a.set.<key>``, ``b.…``). An empty
+field means "the database's default". Only what cannot be put into SQL is checked here (an integer is a whole number,
 filters is a JSON object, a setting may be set per session); the database checks the rest and its message
 is shown.
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import field, make_dataclass
+from datetime import datetime
 from typing import Any
 from urllib.parse import urlencode
 
@@ -29,7 +30,7 @@ ARGUMENTS_AS_SETTINGS = frozenset({"max_per_document", "merge_adjacent"})
 # kb_retrieve's optional arguments the form has a field for, in signature order.
 FORM_ARGUMENTS = tuple(name for name in retrieval.OPTIONAL_ARGUMENTS if name not in ARGUMENTS_AS_SETTINGS)
 # Fields each side of the compare page has on its own (``a.mode``, ``b.mode``); the others are shared.
-SIDE_ARGUMENTS = frozenset({"mode"})
+SIDE_ARGUMENTS = frozenset({"mode", "namespace", "k", "as_of"})
 
 _TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
 _FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
@@ -69,7 +70,27 @@ def argument_value(name: str, text: str) -> Any:
         return word in _TRUE
     if sql_type == "jsonb":
         return _json_object(name, text)
+    if sql_type == "timestamptz":
+        return _iso_moment(name, text.strip())
     return text.strip()
+
+
+# Words PostgreSQL reads as a moment on its own; anything else must be ISO 8601, so that 01/07/2025 is
+# never read as 7 January by one server's DateStyle and 1 July by another's.
+_MOMENT_WORDS = frozenset({"now", "today"})
+
+
+def _iso_moment(name: str, text: str) -> str:
+    if text.lower() in _MOMENT_WORDS:
+        return text.lower()
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        raise FormError(
+            f"{name} must be an ISO date such as 2025-07-01 (or a timestamp such as 2025-07-01 09:00+08), "
+            f"not {text!r}: a date like 01/07/2025 means 7 January in some places and 1 July in others"
+        ) from None
+    return text
 
 
 class _QueryFormMethods:

@@ -50,6 +50,11 @@ def query_settings(conn: psycopg.Connection) -> list[dict[str, Any]]:
     return [r for r in rows if r["key"] not in INGEST_SETTINGS]
 
 
+def max_query_chars(conn: psycopg.Connection) -> int:
+    """Characters of a question kb_retrieve reads (a longer one is cut) and kb.record_judgment accepts."""
+    return conn.execute("SELECT kb_pipeline.max_query_chars() AS n").fetchone()["n"]
+
+
 def retrieve(conn: psycopg.Connection, request: retrieval.RetrievalRequest) -> list[dict[str, Any]]:
     """kb_retrieve for a request (harness.lab.forms.QueryForm.request())."""
     return retrieval.retrieve(conn, request)
@@ -58,6 +63,17 @@ def retrieve(conn: psycopg.Connection, request: retrieval.RetrievalRequest) -> l
 def explain(conn: psycopg.Connection, request: retrieval.RetrievalRequest) -> dict[str, Any]:
     """kb_retrieve_explain for a request."""
     return retrieval.explain(conn, request)
+
+
+def moment_used(conn: psycopg.Connection, as_of: Any) -> str:
+    """The moment a request's as_of means to the database (its session time zone), to echo on the page:
+    'now' when none was given."""
+    if as_of is None:
+        return "now"
+    row = conn.execute(
+        "SELECT to_char(%s::timestamptz, 'YYYY-MM-DD HH24:MI:SS TZ') AS moment", (str(as_of),)
+    ).fetchone()
+    return row["moment"]
 
 
 def documents(

@@ -107,10 +107,18 @@ def test_every_retrieval_argument_is_named_once_in_python():
 
 
 def test_the_lab_template_has_an_input_for_every_field_of_the_query_form():
+    from harness.lab.forms import SIDE_ARGUMENTS
+
     macros = (REPO / "harness" / "lab" / "templates" / "macros.html").read_text(encoding="utf-8")
-    fields = re.search(r"{% macro query_fields.*?{% endmacro %}", macros, re.S).group(0)
-    missing = [name for name in ["q", *_lab_form_fields()] if f'name="{name}"' not in fields]
-    assert not missing, f"macros.html query_fields has no input for {missing}"
+    shared = re.search(r"{% macro query_fields.*?{% endmacro %}", macros, re.S).group(0)
+    per_side = re.search(r"{% macro side_fields.*?{% endmacro %}", macros, re.S).group(0)
+
+    def offered(name: str) -> bool:
+        return f'name="{name}"' in shared or (name in SIDE_ARGUMENTS and f'name="{{{{ prefix }}}}{name}"' in per_side)
+
+    missing = [name for name in ["q", *_lab_form_fields()] if not offered(name)]
+    assert not missing, f"macros.html query_fields and side_fields have no input for {missing}"
+    assert "side_fields(form, meta)" in shared, "query_fields must include the per-side fields on one-sided pages"
 
 
 def test_the_tools_and_the_command_line_describe_an_argument_in_the_requests_words():

@@ -24,14 +24,18 @@ from ...retrieval import RetrievalRequest
 from .. import queries, render
 from ..context import LabContext, parameters
 from ..database import LabError, NotPermitted, QueryFailed
-from ..forms import FormError, QueryForm, query_form
+from ..forms import SIDE_ARGUMENTS, FormError, QueryForm, query_form
 
 
 def form_meta(lab: LabContext) -> dict[str, Any]:
     """What the form offers: the namespaces the role sees and the settings a query may override."""
 
     def work(conn):
-        return {"namespaces": queries.namespaces(conn), "settings": queries.query_settings(conn)}
+        return {
+            "namespaces": queries.namespaces(conn),
+            "settings": queries.query_settings(conn),
+            "max_query_chars": queries.max_query_chars(conn),
+        }
 
     return lab.db.run(work)
 
@@ -80,9 +84,10 @@ def judge_choice(params: Any) -> dict[str, Any] | None:
         judgment, namespace, source = str(choice["j"]), str(choice["ns"]), choice["src"]
     except (ValueError, KeyError, TypeError):
         raise HTTPException(400, "the judgment is not one a result card sends") from None
-    if source is not None and not isinstance(source, str):
+    side = choice.get("side", "a")
+    if (source is not None and not isinstance(source, str)) or side not in ("a", "b"):
         raise HTTPException(400, "the judgment is not one a result card sends")
-    return {"judgment": judgment, "namespace": namespace, "source": source}
+    return {"judgment": judgment, "namespace": namespace, "source": source, "side": side}
 
 
 def record_choice(conn, choice: dict[str, Any], form: QueryForm, rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -145,6 +150,7 @@ def _query_page(lab: LabContext, request: Request, params: Any, judging: bool = 
                 explained = queries.explain(conn, req)
                 docs = queries.documents_by_id(conn, [r["document_id"] for r in rows], req.as_of)
                 judged = queries.judgments_for(conn, form, sorted({r["namespace"] for r in rows}))
+                context["as_of_used"] = queries.moment_used(conn, req.as_of)
                 return rows, explained, docs, judged
 
             context["rows"], context["explain"], context["docs"], context["judgments"] = lab.db.run(
@@ -256,21 +262,23 @@ def _compare_page(lab: LabContext, request: Request, params: Any, judging: bool 
                 def work(conn, req=req):
                     rows = queries.retrieve(conn, req)
                     ids = [r["document_id"] for r in rows]
-                    return rows, queries.documents_by_id(conn, ids, req.as_of)
+                    return rows, queries.explain(conn, req), queries.documents_by_id(conn, ids, req.as_of)
 
-                context[f"rows_{side}"], docs = lab.db.run(work, settings=sides[side].settings)
+                rows, explained, docs = lab.db.run(work, settings=sides[side].settings)
+                context[f"rows_{side}"] = rows
+                context[f"answer_{side}"] = render.answer_summary(rows, explained)
+                context[f"dense_{side}"] = render.dense_score_label(explained)
                 context.setdefault("docs", {}).update(docs)
             context["changes"] = render.rank_changes(context["rows_a"], context["rows_b"])
             shown = context["rows_a"] + context["rows_b"]
+            namespaces = sorted({r["namespace"] for r in shown})
 
             def judgments(conn):
-                if choice:
-                    context["judged"] = record_choice(conn, choice, sides["a"], shown)
-                return queries.judgments_for(conn, sides["a"], sorted({r["namespace"] for r in shown}))
+                if choice:  # the question as the judged passage's side asked it (its namespace, k, as of)
+                    context["judged"] = record_choice(conn, choice, sides[choice["side"]], shown)
+                return [queries.judgments_for(conn, sides[side], namespaces) for side in ("a", "b")]
 
-            context["judgments"] = lab.db.run(judgments)
-            context["answer_a"] = render.answer_summary(context["rows_a"], None)
-            context["answer_b"] = render.answer_summary(context["rows_b"], None)
+            context["judgments"], context["judgments_b"] = lab.db.run(judgments)
         except (FormError, QueryFailed, NotPermitted) as exc:
             context["error"] = inline_error(exc)
     status = context["error"]["status"] if context["error"] else 200
@@ -278,13 +286,15 @@ def _compare_page(lab: LabContext, request: Request, params: Any, judging: bool 
 
 
 def compare_sides(params: Any) -> dict[str, str]:
-    """The compare form's fields; a query form sent to compare (its mode and set.* unprefixed) becomes both
-    sides with that mode and side A with its settings, so "Compare…" starts from the question as asked."""
+    """The compare form's fields. An unprefixed mode, namespace, k or as of applies to each side that has none
+    of its own; a query form sent to compare (no side's fields) also gives side A its settings, so
+    "Compare…" starts from the question as asked."""
     values = {key: str(value) for key, value in params.items()}
-    if not any(key.startswith(("a.", "b.")) for key in values):
-        for key, value in list(values.items()):
-            if key == "mode":
-                values["a.mode"] = values["b.mode"] = value
-            elif key.startswith("set."):
-                values[f"a.{key}"] = value
+    sided = any(key.startswith(("a.", "b.")) for key in values)
+    for key, value in list(values.items()):
+        if key in SIDE_ARGUMENTS:  # a side's own value wins
+            values.setdefault(f"a.{key}", value)
+            values.setdefault(f"b.{key}", value)
+        elif key.startswith("set.") and not sided:
+            values[f"a.{key}"] = value
     return values
