@@ -931,6 +931,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.judges_as_admin()
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
 --     Whether the current role judges as an admin (a member of pgkb_admin, or the owner): its judgments are accepted when made and it may accept or reject others'.
+-- kb.judging_queue(integer)
+--     RETURNS TABLE(namespace text, query text, context text[], as_of date, reason text, times_logged bigint) LANGUAGE plpgsql STABLE PARALLEL SAFE
+--     The questions waiting for the calling role's judgment, most useful first: disputed cases and suggestions waiting for review (admins), incomplete cases, then questions of evaluation runs no live judgment covers (roles that read kb.eval_results), those the retrieval log saw most often first (times_logged: log rows with the question's hash, 0 when the role cannot read the log). Rows the role may read only; at most p_limit (1 to 1000).
 -- kb.judgment_case_key(text,text,text[],date)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The case a judgment belongs to (kb.judgments.case_key): its namespace, question, earlier questions and as_of; the same question at two dates is two cases.

@@ -180,3 +180,45 @@ def test_a_tenant_sees_no_judgment_or_case_of_another_namespace(team):
         assert team.execute("SELECT count(*) AS n FROM kb.judgments WHERE namespace = 'other'").fetchone()["n"] == 0
     assert cases(team, READER) == []
     assert [c["namespace"] for c in cases(team, OUTSIDER)] == ["other"]  # its own namespace's case
+
+
+def queue(conn, role: str) -> list[tuple[str, str]]:
+    with acting_as(conn, role):
+        return [(r["query"], r["reason"]) for r in conn.execute("SELECT * FROM kb.judging_queue(50)").fetchall()]
+
+
+def test_the_judging_queue_offers_each_role_the_questions_waiting_for_it(team):
+    judge(team, ADMIN, "printer floor", "faq.md", "not relevant")  # incomplete: anyone may add to it
+    judge(team, READER, "what is E-4031", "errors.md", "relevant")  # a suggestion: an admin reviews it
+    judge(team, ADMIN, "paper", "errors.md", "relevant")
+    judge(team, OTHER_READER, "paper", "errors.md", "relevant")  # suggestions on a ready case
+    admin = dict(queue(team, ADMIN))
+    assert admin["printer floor"].startswith("incomplete")
+    assert admin["what is E-4031"] == "suggested judgments wait for review"
+    assert admin["paper"] == "1 suggested judgments wait for review"
+    assert dict(queue(team, READER)) == {"printer floor": admin["printer floor"]}
+    assert queue(team, OUTSIDER) == []  # nothing of namespace team
+
+
+def test_the_judging_queue_adds_unjudged_evaluation_questions_ranked_by_the_log(team):
+    team.execute("UPDATE kb.settings SET value = 'true' WHERE key = 'retrieval_log'")
+    with acting_as(team, ADMIN):
+        run = team.execute(
+            """INSERT INTO kb.eval_runs (dataset, mode, params, metrics) VALUES ('cases:q.json', 'lexical', '{}', '{}')
+               RETURNING id"""
+        ).fetchone()["id"]
+        for n, question in enumerate(("printers", "E-4031 meaning", "judged already")):
+            team.execute(
+                """INSERT INTO kb.eval_results (run_id, case_id, query, expected, returned, namespace, context)
+                   VALUES (%s, %s, %s, '{}', '{}', 'team', '{}')""",
+                (run, f"c{n}", question),
+            )
+        for _ in range(2):
+            team.execute("SELECT count(*) FROM kb_retrieve('E-4031 meaning', namespace => 'team')")
+    judge(team, ADMIN, "judged already", "faq.md", "relevant")
+    waiting = queue(team, ADMIN)
+    assert [q for q, reason in waiting if reason.startswith("asked in an evaluation")] == ["E-4031 meaning", "printers"]
+    with acting_as(team, ADMIN):
+        logged = team.execute("SELECT query, times_logged FROM kb.judging_queue(50)").fetchall()
+    assert {r["query"]: r["times_logged"] for r in logged} == {"E-4031 meaning": 2, "printers": 0}
+    assert queue(team, READER) == []  # a reader reads no evaluation results: that part is left out, not refused

@@ -16,6 +16,7 @@
 | ``GET /eval/{id}`` | one run: configuration, metrics, categories, cases with links that ask each case again exactly |
 | ``GET /eval/compare?a=&b=`` | run against run: flipped cases, per-case deltas, overlap@k and rank-biased overlap |
 | ``GET /judgments``, ``/judgments/cases.json`` | cases and judgments, filtered; the ready cases as cases.json |
+| ``GET /judgments/next`` | the query page of the next question waiting for a judgment (kb.judging_queue) |
 | ``POST /judgments/action`` | accept or reject (admins), delete or restore a judgment |
 
 Each page's handlers live in harness.lab.pages (query, documents, evaluation, judgments) and take the
@@ -118,6 +119,7 @@ def create_app(dsn: str, role: str | None, allowed_hosts: list[str] | None = Non
         Route("/eval/{id:int}", partial(evaluation.eval_run_page, lab)),
         Route("/eval/{id:int}/again", partial(evaluation.run_again, lab), methods=["POST"]),
         Route("/judgments", partial(judgments.judgments_page, lab)),
+        Route("/judgments/next", partial(judgments.next_question, lab)),
         Route("/judgments/cases.json", partial(judgments.judgments_export, lab)),
         Route("/judgments/action", partial(judgments.judgment_action, lab), methods=["POST"]),
         Route("/static/highlight.css", highlight_css),

@@ -222,6 +222,11 @@ def may_run_eval(conn: psycopg.Connection) -> bool:
     return conn.execute("SELECT pg_has_role(current_user, 'pgkb_admin', 'MEMBER') AS ok").fetchone()["ok"]
 
 
+def judging_queue(conn: psycopg.Connection, limit: int = 20) -> list[dict[str, Any]]:
+    """The questions waiting for the role's judgment, most useful first (kb.judging_queue)."""
+    return conn.execute("SELECT * FROM kb.judging_queue(%s)", (limit,)).fetchall()
+
+
 def judged_cases(
     conn: psycopg.Connection, namespace: str | None = None, state: str | None = None
 ) -> list[dict[str, Any]]:

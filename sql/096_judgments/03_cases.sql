@@ -114,3 +114,83 @@ INNER JOIN questions AS q ON s.namespace = q.namespace AND s.case_key = q.case_k
 COMMENT ON VIEW kb.judged_cases IS
 'The golden cases the live, accepted judgments make, one per namespace, question, earlier questions and as_of, in the format of examples/eval/cases.json (golden_case): expected = sources accepted as relevant, forbidden = accepted as forbidden; no evidence is expected only after an accepted no answer judgment. state: ready (usable), disputed (accepted judgments disagree: an admin decides), incomplete (only not relevant or forbidden). suggestions: live judgments waiting for an admin. Rows the role may read only.';
 GRANT SELECT ON kb.judged_cases TO pgkb_reader, pgkb_writer, pgkb_admin;
+
+-- The questions waiting for the calling role's judgment, most useful first.
+-- The retrieval log keeps a hash of each question, never its text, so it can
+-- rank questions whose text pgkb already holds (evaluation cases), not add
+-- new ones. The parts a role may not read (evaluation results, the log) are
+-- left out of the statement rather than refused.
+CREATE OR REPLACE FUNCTION kb.judging_queue(p_limit integer DEFAULT 50)
+RETURNS TABLE (namespace text, query text, context text[], as_of date, reason text, times_logged bigint)
+LANGUAGE plpgsql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    parts text[];
+    logged text := '0::bigint';
+BEGIN
+    IF p_limit IS NULL OR p_limit NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'kb.judging_queue: p_limit must be between 1 and 1000 (got %)', p_limit
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- open cases: anyone adds to a case with nothing relevant; an admin settles disputes and suggestions
+    parts := ARRAY[$q$
+        SELECT c.namespace, c.query, c.context, c.as_of,
+            CASE
+                WHEN c.state = 'disputed' THEN 'disputed: accepted judgments disagree'
+                WHEN c.state = 'incomplete' THEN 'incomplete: nothing judged relevant and no "no answer"'
+                ELSE format('%s suggested judgments wait for review', c.suggestions)
+            END AS reason,
+            CASE WHEN c.state = 'disputed' THEN 1 WHEN c.state = 'incomplete' THEN 3 ELSE 2 END AS priority
+        FROM kb.judged_cases AS c
+        WHERE c.state = 'incomplete' OR (kb.judges_as_admin() AND (c.state = 'disputed' OR c.suggestions > 0))
+        UNION ALL
+        SELECT DISTINCT ON (j.namespace, j.case_key) j.namespace, j.query, j.context, j.as_of,
+            'suggested judgments wait for review', 2
+        FROM kb.judgments AS j
+        WHERE kb.judges_as_admin() AND j.retired_at IS NULL AND j.status = 'suggested'
+            AND NOT EXISTS (
+                SELECT 1 FROM kb.judgments AS a
+                WHERE a.namespace = j.namespace AND a.case_key = j.case_key
+                    AND a.retired_at IS NULL AND a.status = 'accepted'
+            )
+    $q$];
+    IF has_table_privilege('kb.eval_results', 'SELECT') THEN
+        -- evaluation questions no live judgment covers
+        parts := parts || ARRAY[$q$
+            SELECT e.namespace, e.query, e.context, e.as_of, 'asked in an evaluation run, never judged', 4
+            FROM (
+                SELECT DISTINCT r.namespace, r.query, coalesce(r.context, '{}') AS context,
+                    CASE WHEN r.as_of ~ '^\d{4}-\d{2}-\d{2}' THEN left(r.as_of, 10)::date END AS as_of
+                FROM kb.eval_results AS r
+                WHERE r.namespace IS NOT NULL AND r.error IS NULL
+            ) AS e
+            WHERE NOT EXISTS (
+                SELECT 1 FROM kb.judgments AS j
+                WHERE j.namespace = e.namespace AND j.retired_at IS NULL
+                    AND j.case_key = kb.judgment_case_key(e.namespace, e.query, e.context, e.as_of)
+            )
+        $q$];
+    END IF;
+    IF has_column_privilege('kb.retrieval_log', 'query_hash', 'SELECT') THEN
+        logged := $q$(SELECT count(*) FROM kb.retrieval_log AS l
+            WHERE l.query_hash = encode(sha256(convert_to(w.query, 'UTF8')), 'hex'))$q$;
+    END IF;
+    -- one row a question (its most urgent reason), then the most urgent and most asked first
+    RETURN QUERY EXECUTE format($q$
+        SELECT v.namespace, v.query, v.context, v.as_of, v.reason, v.times_logged
+        FROM (
+            SELECT DISTINCT ON (w.namespace, w.query, w.context, w.as_of) w.*, %s AS times_logged
+            FROM (%s) AS w
+            ORDER BY w.namespace, w.query, w.context, w.as_of, w.priority
+        ) AS v
+        ORDER BY v.priority, v.times_logged DESC, v.namespace, v.query
+        LIMIT $1
+    $q$, logged, array_to_string(parts, ' UNION ALL '))
+    USING p_limit;
+END
+$$;
+COMMENT ON FUNCTION kb.judging_queue(integer) IS
+'The questions waiting for the calling role''s judgment, most useful first: disputed cases and suggestions waiting for review (admins), incomplete cases, then questions of evaluation runs no live judgment covers (roles that read kb.eval_results), those the retrieval log saw most often first (times_logged: log rows with the question''s hash, 0 when the role cannot read the log). Rows the role may read only; at most p_limit (1 to 1000).';
+GRANT EXECUTE ON FUNCTION kb.judging_queue(integer) TO pgkb_reader, pgkb_writer, pgkb_admin;

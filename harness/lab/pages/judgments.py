@@ -18,6 +18,29 @@ from .. import queries
 from ..context import LabContext, nonnegative_int
 
 CASE_STATES = ("ready", "disputed", "incomplete")
+QUEUE_SHOWN = 20
+
+
+def question_link(question: dict) -> str:
+    """The query page asking a question of the judging queue as it is to be judged."""
+    fields = {
+        "q": question["query"],
+        "namespace": question["namespace"],
+        "as_of": question["as_of"].isoformat() if question["as_of"] else "",
+        "context": "\n".join(question["context"] or []),
+    }
+    return "/query?" + urlencode({k: v for k, v in fields.items() if v})
+
+
+def next_question(lab: LabContext, request: Request) -> Response:
+    """GET /judgments/next: the query page of the first question of the judging queue other than the one
+    given (``skip``: the question just judged, ``skip_ns`` its namespace); the judgments page when none waits."""
+    skip = (request.query_params.get("skip") or "", request.query_params.get("skip_ns") or "")
+    waiting = lab.db.run(lambda conn: queries.judging_queue(conn, QUEUE_SHOWN))
+    for question in waiting:
+        if (question["query"], question["namespace"]) != skip:
+            return RedirectResponse(question_link(question), status_code=303)
+    return RedirectResponse("/judgments?done=queue-empty", status_code=303)
 
 
 def _filters(params) -> dict[str, str | None]:
@@ -38,9 +61,10 @@ def judgments_page(lab: LabContext, request: Request) -> Response:
             queries.judged_cases(conn, chosen["namespace"], chosen["case_state"]),
             queries.judgments(conn, chosen["namespace"], chosen["state"], chosen["text"]),
             conn.execute("SELECT kb.judges_as_admin() AS admin").fetchone()["admin"],
+            queries.judging_queue(conn, QUEUE_SHOWN),
         )
 
-    cases, judgments, admin = lab.db.run(work)
+    cases, judgments, admin, waiting = lab.db.run(work)
     return lab.page(
         request,
         "judgments.html",
@@ -48,6 +72,7 @@ def judgments_page(lab: LabContext, request: Request) -> Response:
             "nav": "judgments",
             "cases": cases,
             "judgments": judgments,
+            "waiting": [{**q, "link": question_link(q)} for q in waiting],
             "admin": admin,
             "filters": chosen,
             "states": queries.JUDGMENT_STATES,

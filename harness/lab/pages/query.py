@@ -5,7 +5,9 @@ The forms are posted (a long question does not fit in a URL) or sent as GET by l
 read. A result card's judge button posts the form again, with the judgment, to the page's judge action
 (``POST /query/judge``, ``POST /compare/judge``: POST only, with this process's form token), which
 kb.record_judgment stores as the lab's role before the page is shown again; a judgment sent to the page
-itself, by GET or POST, is refused (405) and writes nothing.
+itself, by GET or POST, is refused (405) and writes nothing. lab.js sends the same post asking for JSON
+(``Accept: application/json``) with the passages the page shows (``shown``): the judgment is recorded
+without asking the question again, and the card changes in place.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import psycopg
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import JSONResponse, Response
 
 from ...retrieval import RetrievalRequest
 from .. import queries, render
@@ -115,9 +117,62 @@ async def query_page(lab: LabContext, request: Request) -> Response:
 
 
 async def query_judge(lab: LabContext, request: Request) -> Response:
-    """POST /query/judge: record the judgment, then the query page of the same form."""
+    """POST /query/judge: record the judgment, then the query page of the same form (or JSON, asked by lab.js)."""
     params = await lab.checked_form(request)
+    if wants_json(request):
+        return await run_in_threadpool(judge_in_place, lab, params, "")
     return await run_in_threadpool(_query_page, lab, request, params, True)
+
+
+MAX_SHOWN = 1000  # kb.record_judgment's bound on the passages shown with a question
+
+
+def wants_json(request: Request) -> bool:
+    return "application/json" in request.headers.get("accept", "")
+
+
+def shown_passages(params: Any) -> list[str]:
+    """The namespace/source of every passage the page shows, as lab.js sends them (a JSON list)."""
+    try:
+        shown = json.loads(str(params.get("shown") or "[]"))
+    except ValueError:
+        shown = None
+    if not isinstance(shown, list) or len(shown) > MAX_SHOWN or not all(isinstance(s, str) for s in shown):
+        raise HTTPException(400, f"shown must be a JSON list of at most {MAX_SHOWN} namespace/source names")
+    return sorted(set(shown))
+
+
+def judge_in_place(lab: LabContext, params: Any, page: str) -> Response:
+    """Record a judgment posted by lab.js (no retrieval: the page already shows the passages); JSON of what
+    was recorded, or of the error with the status the page would have had."""
+    meta = form_meta(lab)
+    choice = judge_choice(params)
+    if choice is None:
+        raise HTTPException(400, "no judgment was sent")
+    side = f"{choice['side']}." if page == "compare" else ""
+    form, problem = read_form(lab, compare_sides(params) if side else params, meta, side)
+    try:
+        if problem:
+            raise FormError(problem)
+        form.arguments()  # every field checked as the page would
+        shown = shown_passages(params)
+        stored = lab.db.run(
+            lambda conn: queries.record_judgment(
+                conn,
+                namespace=choice["namespace"],
+                query=form.q,
+                source=choice["source"],
+                judgment=choice["judgment"],
+                context=form.arguments().get("context"),
+                as_of=form.as_of.strip() or None,
+                asked_in=form.namespace.strip() or None,
+                shown=shown,
+            )
+        )
+    except (FormError, QueryFailed, NotPermitted) as exc:
+        error = inline_error(exc)
+        return JSONResponse({"error": error["message"], "hint": error["hint"]}, status_code=error["status"])
+    return JSONResponse({**choice, "id": stored["id"], "status": stored["status"]})
 
 
 def _query_page(lab: LabContext, request: Request, params: Any, judging: bool = False) -> Response:
@@ -229,8 +284,11 @@ async def compare_page(lab: LabContext, request: Request) -> Response:
 
 
 async def compare_judge(lab: LabContext, request: Request) -> Response:
-    """POST /compare/judge: record the judgment (of side A's question), then the compare page of the same form."""
+    """POST /compare/judge: record the judgment (the question as the judged passage's side asked it), then the
+    compare page of the same form (or JSON, asked by lab.js)."""
     params = await lab.checked_form(request)
+    if wants_json(request):
+        return await run_in_threadpool(judge_in_place, lab, params, "compare")
     return await run_in_threadpool(_compare_page, lab, request, params, True)
 
 
