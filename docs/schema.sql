@@ -1090,6 +1090,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.restore_judgment(bigint)
 --     RETURNS bigint LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Makes a retired judgment live again, retiring the same rater's live judgment of the same case and source. The caller's own judgments, or any it reads as an admin. Returns the id.
+-- kb.retire_case(text,text)
+--     RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+--     Deletes a case (kb.judged_cases.case_id) from the golden set: every live judgment of it the caller may change (its own, or all as an admin) is retired, kept as history; kb.restore_judgment brings each back. Returns how many were retired.
 -- kb.retire_judgment(bigint)
 --     RETURNS bigint LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Deletes a judgment from the cases: it is retired (kept, with who retired it and when) and kb.restore_judgment brings it back. The caller's own judgments, or any it reads as an admin. Returns the id.

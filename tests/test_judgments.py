@@ -222,3 +222,20 @@ def test_the_judging_queue_adds_unjudged_evaluation_questions_ranked_by_the_log(
         logged = team.execute("SELECT query, times_logged FROM kb.judging_queue(50)").fetchall()
     assert {r["query"]: r["times_logged"] for r in logged} == {"E-4031 meaning": 2, "printers": 0}
     assert queue(team, READER) == []  # a reader reads no evaluation results: that part is left out, not refused
+
+
+def test_deleting_a_case_retires_the_judgments_the_role_may_change_and_each_can_be_restored(team):
+    kept = judge(team, ADMIN, "what is E-4031", "errors.md", "relevant")
+    judge(team, READER, "what is E-4031", "faq.md", "relevant")
+    [case] = cases(team, query="what is E-4031")
+    with acting_as(team, READER):
+        assert team.execute("SELECT kb.retire_case('team', %s) AS n", (case["case_id"],)).fetchone()["n"] == 1
+    assert cases(team, query="what is E-4031")[0]["expected"] == ["errors.md"]  # the admin's stays
+    with acting_as(team, ADMIN):
+        assert team.execute("SELECT kb.retire_case('team', %s) AS n", (case["case_id"],)).fetchone()["n"] == 1
+        with pytest.raises(psycopg.errors.NoDataFound, match="has no live judgment that you may change"):
+            team.execute("SELECT kb.retire_case('team', %s)", (case["case_id"],))
+    assert cases(team, query="what is E-4031") == []
+    with acting_as(team, ADMIN):
+        team.execute("SELECT kb.restore_judgment(%s)", (kept,))
+    assert cases(team, query="what is E-4031")[0]["expected"] == ["errors.md"]

@@ -248,6 +248,7 @@ def test_in_a_browser_an_unknown_namespace_is_named(page):
         "/compare?q=refund+within+days+of+delivery&namespace=acme&a.mode=lexical&b.mode=hybrid",
         "/documents?namespace=acme",
         "/eval",
+        "/judgments",
     ],
 )
 def test_in_a_browser_every_page_fits_390_pixels_without_sideways_scrolling(page, path, tmp_path):
@@ -353,6 +354,16 @@ def test_in_a_browser_a_result_is_judged_in_place_by_mouse_and_keys_and_becomes_
     exported = json.loads(Path(download.value.path()).read_text(encoding="utf-8"))
     [golden] = [c for c in exported if c["query"] == "how long may a customer ask for a refund"]
     assert golden["expected"] == [first] and golden["forbidden"] == [second]
+
+
+def test_in_a_browser_a_question_being_asked_says_so(page):
+    page.goto("/query")
+    page.fill("input[name=q]", "refund within days of delivery")
+    # the answer never comes: the form's own submit is stopped, lab.js still sees it
+    page.evaluate("document.querySelector('form.query').addEventListener('submit', (e) => e.preventDefault())")
+    page.click("button[type=submit]")
+    expect(page.locator("[data-asking]")).to_contain_text("the first question of a new connection loads")
+    expect(page.locator("[data-asking]")).to_have_attribute("role", "status")
 
 
 def test_in_a_browser_chinese_is_drawn_with_glyphs_not_boxes(page):

@@ -311,3 +311,8 @@ def judgments(
 def judgment_action(conn: psycopg.Connection, action: str, judgment_id: int) -> None:
     """Accept, reject, retire (delete, kept as history) or restore a judgment, as the lab's role."""
     conn.execute(JUDGMENT_ACTIONS[action], (judgment_id,))
+
+
+def retire_case(conn: psycopg.Connection, namespace: str, case_id: str) -> int:
+    """Delete a case: retire every live judgment of it the lab's role may change (kb.retire_case)."""
+    return conn.execute("SELECT kb.retire_case(%s, %s) AS n", (namespace, case_id)).fetchone()["n"]

@@ -172,3 +172,26 @@ END;
 $$;
 COMMENT ON FUNCTION kb.restore_judgment(bigint) IS
 'Makes a retired judgment live again, retiring the same rater''s live judgment of the same case and source. The caller''s own judgments, or any it reads as an admin. Returns the id.';
+
+CREATE OR REPLACE FUNCTION kb.retire_case(p_namespace text, p_case_id text)
+RETURNS integer
+LANGUAGE plpgsql
+VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+DECLARE
+    retired integer;
+BEGIN
+    -- row-level security limits the update to the judgments the caller may change
+    UPDATE kb.judgments AS j SET retired_at = now()
+    WHERE j.namespace = p_namespace AND 'judged-' || left(j.case_key, 12) = p_case_id AND j.retired_at IS NULL;
+    GET DIAGNOSTICS retired = ROW_COUNT;
+    IF retired = 0 THEN
+        RAISE EXCEPTION 'kb.retire_case: case % of namespace % has no live judgment that you may change', p_case_id,
+            p_namespace USING ERRCODE = 'no_data_found';
+    END IF;
+    RETURN retired;
+END;
+$$;
+COMMENT ON FUNCTION kb.retire_case(text, text) IS
+'Deletes a case (kb.judged_cases.case_id) from the golden set: every live judgment of it the caller may change (its own, or all as an admin) is retired, kept as history; kb.restore_judgment brings each back. Returns how many were retired.';

@@ -85,13 +85,18 @@ def judgments_page(lab: LabContext, request: Request) -> Response:
 
 
 async def judgment_action(lab: LabContext, request: Request) -> Response:
-    """POST /judgments/action: accept, reject, retire (delete) or restore one judgment, then the page again."""
+    """POST /judgments/action: accept, reject, retire (delete) or restore one judgment, or retire every live
+    judgment of a case the role may change (``retire-case``), then the page again."""
     form = await lab.checked_form(request)
     action = str(form.get("action") or "")
-    if action not in queries.JUDGMENT_ACTIONS:
-        raise HTTPException(400, f"action must be one of {', '.join(queries.JUDGMENT_ACTIONS)}")
-    judgment_id = nonnegative_int(form.get("id"), 0)
-    await run_in_threadpool(lambda: lab.db.run(lambda conn: queries.judgment_action(conn, action, judgment_id)))
+    if action == "retire-case":
+        namespace, case_id = str(form.get("namespace") or ""), str(form.get("case") or "")
+        await run_in_threadpool(lambda: lab.db.run(lambda conn: queries.retire_case(conn, namespace, case_id)))
+    elif action in queries.JUDGMENT_ACTIONS:
+        judgment_id = nonnegative_int(form.get("id"), 0)
+        await run_in_threadpool(lambda: lab.db.run(lambda conn: queries.judgment_action(conn, action, judgment_id)))
+    else:
+        raise HTTPException(400, f"action must be one of {', '.join([*queries.JUDGMENT_ACTIONS, 'retire-case'])}")
     back = str(form.get("back") or "/judgments")
     back = back if back.startswith("/judgments") else "/judgments"
     separator = "&" if "?" in back else "?"

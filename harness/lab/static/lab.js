@@ -94,9 +94,23 @@ function markJudged(holder, answer) {
   holder.classList.remove("judge-failed");
 }
 
+// A question can take seconds (the first one of a new connection loads the embedding model): after a
+// moment the form says it is asking, so a slow answer is not taken for a dead page.
+function showAsking(form) {
+  const note = document.createElement("p");
+  note.className = "notice asking";
+  note.setAttribute("role", "status");
+  note.dataset.asking = "";
+  note.textContent = "Asking the database… the first question of a new connection loads the embedding model and can take several seconds.";
+  setTimeout(() => form.after(note), 400);
+}
+
 document.addEventListener("submit", async (event) => {
   const button = event.submitter;
-  if (!button || button.name !== "judge") return;
+  if (!button || button.name !== "judge") {
+    if (event.target.matches("form.query")) showAsking(event.target);
+    return;
+  }
   event.preventDefault();
   const holder = button.closest(".judge");
   const body = new URLSearchParams(new FormData(event.target, button));
