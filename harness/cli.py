@@ -5,12 +5,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from importlib import metadata
 
 import psycopg
 
 from . import cluster, glossary, loader, migrate, retrieval, shards, status
 from .config import load_settings
-from .db import connect
+from .db import connect, redacted
+
+# Commands that read through Settings.read_dsn (PGKB_READ_DSN, a standby); the others use Settings.dsn.
+READ_COMMANDS = frozenset({"query"})
+
+
+def _progress(args) -> bool:
+    """Progress bars only for a person at a terminal: never with --quiet or --json, nor into a log or pipe."""
+    return not getattr(args, "quiet", False) and not getattr(args, "json", False) and sys.stderr.isatty()
 
 
 def _print_json(data) -> None:
@@ -90,9 +99,17 @@ def cmd_migrate(args) -> int:
 
 def cmd_status(args) -> int:
     data = status.collect(load_settings().dsn)
+    if not data["migrations"]:
+        if args.json:
+            _print_json(data)
+        print(
+            f"pgkb status: the database{_where(args)} is not migrated (no kb schema): run `pgkb migrate`",
+            file=sys.stderr,
+        )
+        return 2
     if args.json:
         _print_json(data)
-        return 0
+        return status.health_exit_code(data.get("health", []))
     print(f"PostgreSQL {data['server_version']}")
     print("extensions: " + ", ".join(f"{k} {v}" for k, v in data["extensions"].items()))
     print(f"migrations applied: {len(data['migrations'])}")
@@ -115,8 +132,11 @@ def cmd_status(args) -> int:
 
 def cmd_ingest(args) -> int:
     summary = loader.ingest(
-        load_settings().dsn, args.paths, namespace=args.namespace, progress=not args.quiet, workers=args.workers
+        load_settings().dsn, args.paths, namespace=args.namespace, progress=_progress(args), workers=args.workers
     )
+    for warning in summary.warnings:
+        if warning["kind"] == "nothing_to_load":  # said even with --quiet: an empty folder is usually a mistake
+            print(f"pgkb ingest: warning: {warning['file']}: {warning['message']}", file=sys.stderr)
     if not args.quiet:
         for line in loader.report_lines(summary):
             print(line, file=sys.stderr)
@@ -127,7 +147,7 @@ def cmd_ingest(args) -> int:
 def cmd_backfill(args) -> int:
     from . import backfill
 
-    outcome = backfill.run(load_settings().dsn, model=args.model, batch_size=args.batch_size, progress=not args.quiet)
+    outcome = backfill.run(load_settings().dsn, model=args.model, batch_size=args.batch_size, progress=_progress(args))
     _print_json(outcome)
     return 0 if outcome["error"] is None else 1
 
@@ -143,6 +163,9 @@ def cmd_query(args) -> int:
     # reads go where harness.config.Settings.read_dsn says (PGKB_READ_DSN: a standby)
     with connect(load_settings().read_dsn) as conn:
         arguments = {name: getattr(args, name) for name in retrieval.OPTIONAL_ARGUMENTS}
+        if args.explain:
+            _print_json(retrieval.explain(conn, retrieval.RetrievalRequest(args.text, **arguments)))
+            return 0
         rows = retrieval.retrieve(conn, args.text, **arguments)
         if args.json:
             _print_json(rows)
@@ -250,8 +273,14 @@ def cmd_lab(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="pgkb", description="Retrieval for RAG inside PostgreSQL")
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = argparse.ArgumentParser(
+        prog="pgkb",
+        description="Retrieval for RAG inside PostgreSQL. Connects to PGKB_DSN, else the embedded cluster "
+        "(PGKB_HOME, PGKB_PORT); reads of `pgkb query` go to PGKB_READ_DSN when set.",
+        epilog="e.g. pgkb up && pgkb ingest examples/corpus && pgkb query '退款期限是几天？' --k 3",
+    )
+    parser.add_argument("--version", action="version", version=f"pgkb {version()}")
+    sub = parser.add_subparsers(dest="command", required=True, help="`pgkb COMMAND --help` for its options")
     # the order of the calls is the order `pgkb --help` lists the commands in
     _add_cluster_commands(sub)
     _add_loading_commands(sub)
@@ -261,38 +290,61 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+JSON_HELP = "print JSON instead of lines for people"
+QUIET_HELP = "no progress bar and no table of what was not loaded (progress is drawn only at a terminal anyway)"
+
+
+def version() -> str:
+    """The installed package's version (pyproject.toml, the CHANGELOG's newest heading)."""
+    try:
+        return metadata.version("pgkb")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
+
+
 def _add_cluster_commands(sub) -> None:
     """up, down, dsn, migrate, doctor, status."""
     sub.add_parser("up", help="create/start the embedded cluster and migrate (idempotent)").set_defaults(func=cmd_up)
     sub.add_parser("down", help="stop the embedded cluster").set_defaults(func=cmd_down)
     sub.add_parser("dsn", help="print the connection string").set_defaults(func=cmd_dsn)
     p = sub.add_parser("migrate", help="apply migrations and re-create SQL objects")
-    p.add_argument("--dsn")
+    p.add_argument(
+        "--dsn",
+        help="the database to migrate (default PGKB_DSN, else the embedded cluster), e.g. postgresql://postgres@db.internal/pgkb",
+    )
     p.set_defaults(func=cmd_migrate)
     p = sub.add_parser("doctor", help="health checks, one line each with the fix; exit 1 degraded, 2 failed")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=cmd_doctor)
-    p = sub.add_parser("status", help="server, extensions, migrations, models, ingest state")
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser(
+        "status", help="server, extensions, migrations, models, ingest state; exit 2 unmigrated, 1 degraded"
+    )
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=cmd_status)
 
 
 def _add_loading_commands(sub) -> None:
     """ingest, backfill, worker, reindex-hnsw: what stores, embeds and indexes."""
-    p = sub.add_parser("ingest", help="load folders of Markdown/text files")
-    p.add_argument("paths", nargs="+")
-    p.add_argument("--namespace")
+    p = sub.add_parser(
+        "ingest",
+        help="load folders or files: Markdown, text, HTML, PDF (scans read by OCR in the database), DOCX, XLSX, "
+        "PPTX; a file gone from a folder is marked removed",
+    )
+    p.add_argument("paths", nargs="+", help="folders or files, e.g. examples/corpus")
+    p.add_argument(
+        "--namespace", help="the namespace of every document (default: front matter's, else 'default'), e.g. policies"
+    )
     p.add_argument(
         "--workers",
         type=int,
         help="bulk load: N connections store the files (deferred embedding), then N embed the queue",
     )
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     p.set_defaults(func=cmd_ingest)
     p = sub.add_parser("backfill", help="embed queued chunks (pending or failed) of a model")
     p.add_argument("--model", help="model name (default: the active model)")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--batch-size", type=int, default=32, help="chunks per batch (default %(default)s), e.g. 64")
+    p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     p.set_defaults(func=cmd_backfill)
     p = sub.add_parser(
         "worker",
@@ -306,7 +358,7 @@ def _add_loading_commands(sub) -> None:
     p.add_argument(
         "--include-exhausted", action="store_true", help="also retry chunks past embed_max_attempts failures"
     )
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help="log warnings only")
     p.set_defaults(func=cmd_worker)
     p = sub.add_parser(
         "reindex-hnsw",
@@ -314,7 +366,7 @@ def _add_loading_commands(sub) -> None:
     )
     p.add_argument("--model", help="only this model's indexes (default: every model's)")
     p.add_argument("--all", action="store_true", help="rebuild even the indexes built with the settings' options")
-    p.add_argument("--quiet", action="store_true")
+    p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     p.set_defaults(func=cmd_reindex_hnsw)
 
 
@@ -359,7 +411,10 @@ def _add_reading_commands(sub) -> None:
     p.add_argument("text", help=retrieval.description("query"))
     for argument in retrieval.OPTIONAL_FIELDS:
         _add_query_option(p, argument)
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print kb_retrieve's rows as JSON")
+    p.add_argument(
+        "--explain", action="store_true", help="print kb_retrieve_explain's object (stages, candidates, the decision)"
+    )
     p.set_defaults(func=cmd_query)
     p = sub.add_parser(
         "check",
@@ -384,20 +439,22 @@ def _add_evaluation_commands(sub) -> None:
     p.add_argument("cases", nargs="*", help="golden case files (JSON, the format of pgkb eval)")
     p.add_argument("--judged", action="store_true", help="also the golden cases the judgments make (kb.judged_cases)")
     p.add_argument("--mode", default="lexical,dense,hybrid", help="modes to fit (default all three)")
-    p.add_argument("--k", type=int, default=10)
+    p.add_argument("--k", type=int, default=10, help="passages asked per case (default %(default)s)")
     p.add_argument("--dry-run", action="store_true", help="fit and validate, write nothing")
     p.add_argument("--undo", action="store_true", help="deactivate the model in force and go back to the one before")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help=JSON_HELP)
     p.set_defaults(func=cmd_fit_answerability)
 
 
 def _add_eval_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("cases", nargs="?")
-    p.add_argument("--beir")
-    p.add_argument("--queries")
-    p.add_argument("--qrels")
-    p.add_argument("--mode", default="all")
-    p.add_argument("--k", type=int, default=100)
+    p.add_argument("cases", nargs="?", help="a golden case file (JSON), e.g. examples/eval/cases.json")
+    p.add_argument("--beir", metavar="DIR", help="a BEIR folder instead, e.g. ../shared/datasets/scifact")
+    p.add_argument("--queries", help="BEIR: the queries file in DIR (default queries.jsonl), e.g. queries-train.jsonl")
+    p.add_argument("--qrels", help="BEIR: the relevance file in DIR (default qrels/test.tsv), e.g. qrels-train.tsv")
+    p.add_argument(
+        "--mode", default="all", help="modes, comma-separated: hybrid, dense, lexical, auto or all (default all)"
+    )
+    p.add_argument("--k", type=int, default=100, help="passages asked per case (default %(default)s)")
     p.add_argument("--limit", type=int, help="evaluate only the first N queries (a fixed sample)")
     p.add_argument(
         "--corpus-sample",
@@ -420,15 +477,15 @@ def _add_eval_arguments(p: argparse.ArgumentParser) -> None:
         default="kind",
         help="BEIR: the query metadata key whose value is the case's category (default kind; '' for none)",
     )
-    p.add_argument("--namespace")
+    p.add_argument("--namespace", help="ask every case in this namespace (BEIR: load the corpus into it)")
     p.add_argument(
         "--set",
         action="append",
         metavar="KEY=VALUE",
         help="a retrieval setting for this run, e.g. fusion=rrf or weight_dense=0.5 (repeatable)",
     )
-    p.add_argument("--json", action="store_true")
-    p.add_argument("--plot")
+    p.add_argument("--json", action="store_true", help=JSON_HELP + " (no progress bar)")
+    p.add_argument("--plot", metavar="PNG", help="draw the metrics per mode into this image, e.g. eval.png")
 
 
 def _add_client_commands(sub) -> None:
@@ -451,13 +508,44 @@ def _add_client_commands(sub) -> None:
     p.set_defaults(func=shards.main)
     p = sub.add_parser("lab", help="a local web page to query, explain, compare, browse documents and evaluations")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--port", type=int, default=8765, help="port to listen on (default %(default)s)")
     p.add_argument(
         "--allow-superuser",
         action="store_true",
         help="run as a superuser (or BYPASSRLS role) although row-level security then does not apply",
     )
     p.set_defaults(func=cmd_lab)
+
+
+def _where(args) -> str:
+    """' at <dsn> (from <where it came from>)' for the database a command used."""
+    settings = load_settings()
+    if getattr(args, "dsn", None):
+        dsn, source = args.dsn, "--dsn"
+    elif args.command in READ_COMMANDS:
+        dsn, source = settings.read_dsn, settings.read_dsn_source
+    else:
+        dsn, source = settings.dsn, settings.dsn_source
+    return f" at {redacted(dsn)} (from {source})"
+
+
+def _next_step_to_connect() -> str:
+    if load_settings().dsn_override:
+        return (
+            "check that the server of PGKB_DSN runs and the string is right, or unset PGKB_DSN for the embedded cluster"
+        )
+    return "start the embedded cluster with `pgkb up` (or set PGKB_DSN to a running server)"
+
+
+def _not_migrated(args) -> bool:
+    """Whether the command's database has no kb schema (a missing function or schema then means: migrate)."""
+    settings = load_settings()
+    dsn = getattr(args, "dsn", None) or (settings.read_dsn if args.command in READ_COMMANDS else settings.dsn)
+    try:
+        with connect(dsn) as conn:
+            return conn.execute("SELECT to_regclass('kb.schema_migrations') IS NULL AS missing").fetchone()["missing"]
+    except psycopg.Error:
+        return False
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -471,12 +559,23 @@ def main(argv: list[str] | None = None) -> int:
         # a failed connection has no SQLSTATE; a deadlock or a cancelled statement is an
         # OperationalError too, and says what it is
         if exc.sqlstate is None:
-            print(f"pgkb {args.command}: cannot connect: {exc}", file=sys.stderr)
+            reason = str(exc).strip().splitlines()[0]
+            print(f"pgkb {args.command}: cannot connect to the database{_where(args)}: {reason}", file=sys.stderr)
+            print(f"next: {_next_step_to_connect()}", file=sys.stderr)
         else:
             print(f"pgkb {args.command}: {exc.sqlstate}: {exc}", file=sys.stderr)
         return 2
     except psycopg.Error as exc:
-        print(f"pgkb {args.command}: {exc.diag.message_primary or exc}", file=sys.stderr)
+        message = exc.diag.message_primary or str(exc)
+        if isinstance(
+            exc, psycopg.errors.UndefinedFunction | psycopg.errors.InvalidSchemaName | psycopg.errors.UndefinedTable
+        ) and _not_migrated(args):
+            print(
+                f"pgkb {args.command}: the database{_where(args)} is not migrated: run `pgkb migrate`", file=sys.stderr
+            )
+            print(f"(PostgreSQL said: {message})", file=sys.stderr)
+            return 2
+        print(f"pgkb {args.command}: {message}", file=sys.stderr)
         return 2
 
 

@@ -53,6 +53,18 @@ class Settings:
         return self.dsn_override or self.embedded_dsn
 
     @property
+    def dsn_source(self) -> str:
+        """Where ``dsn`` came from, for error messages."""
+        if self.dsn_override:
+            return "PGKB_DSN"
+        return f"the embedded cluster (PGKB_HOME={self.home}, PGKB_PORT={self.port})"
+
+    @property
+    def read_dsn_source(self) -> str:
+        """Where ``read_dsn`` came from, for error messages."""
+        return "PGKB_READ_DSN" if self.read_dsn_override else self.dsn_source
+
+    @property
     def read_dsn(self) -> str:
         """The one rule for where reads go: PGKB_READ_DSN when set (a hot standby, or a libpq
         multi-host string such as `postgresql://standby,primary/pgkb?target_session_attrs=prefer-standby`),

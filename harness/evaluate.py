@@ -506,7 +506,7 @@ def main(args) -> int:
         decoys=args.decoys,
         category_key=args.category_key or None,
         settings=dict(item.split("=", 1) for item in (args.set or [])),
-        progress=not args.json,
+        progress=not args.json and sys.stderr.isatty(),
     )
     if args.plot:
         plot(report, args.plot)

@@ -426,21 +426,21 @@ def listing(conn: psycopg.Connection, namespace: str | None = None, only_global:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The subcommands of `pgkb glossary`: load FILE (--namespace NS | --global) [--replace], list."""
-    sub = parser.add_subparsers(dest="glossary_command", required=True)
+    sub = parser.add_subparsers(dest="glossary_command", required=True, help="load a file, or list the rows")
     p = sub.add_parser("load", help="load a glossary file (lines with |, CSV/TSV with a header, JSON)")
-    p.add_argument("file")
+    p.add_argument("file", help="the glossary file, e.g. examples/glossary.csv")
     scope = p.add_mutually_exclusive_group(required=True)
     scope.add_argument("--namespace", help="the namespace whose retrievals the glossary applies to")
     scope.add_argument("--global", dest="global_", action="store_true", help="the global glossary (admins)")
     p.add_argument("--replace", action="store_true", help="delete the namespace's rows first (same transaction)")
     p.add_argument("--format", choices=FORMATS, help="default: from the suffix (.csv .tsv .json; else lines)")
     p.add_argument("--dry-run", action="store_true", help="check the file against the database, write nothing")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the outcome as JSON")
     p = sub.add_parser("list", help="the glossary rows this role may see")
     scope = p.add_mutually_exclusive_group()
-    scope.add_argument("--namespace")
-    scope.add_argument("--global", dest="global_", action="store_true")
-    p.add_argument("--json", action="store_true")
+    scope.add_argument("--namespace", help="only this namespace's rows, e.g. policies")
+    scope.add_argument("--global", dest="global_", action="store_true", help="only the global glossary's rows")
+    p.add_argument("--json", action="store_true", help="print the rows as JSON")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -323,6 +323,7 @@ UPSERT = UPSERT_INSERT + "\nVALUES " + UPSERT_VALUES + UPSERT_CONFLICT
 #: Documents of a bulk load's batch (--workers) per statement, so that the ingest trigger (per
 #: statement) writes their chunks, postings and queue rows in one pass.
 BULK_BATCH_FILES = 32
+EMPTY_FOLDER_MESSAGE = "no file here to load (hidden files and folders are not read): nothing was ingested from it"
 
 
 def ingest(
@@ -345,6 +346,10 @@ def ingest(
             skipped_here: list[dict] = []
             files = discover(root, skipped_here)
             summary.not_loaded.extend(skipped_here)
+            if not files and not skipped_here:
+                summary.warnings.append(
+                    {"file": root_arg, "page": None, "kind": "nothing_to_load", "message": EMPTY_FOLDER_MESSAGE}
+                )
             origin = str(root)
             origins.append(origin)
             bar = tqdm(files, desc=f"ingest {root_arg}", unit="file", disable=not progress, file=sys.stderr)

@@ -211,18 +211,18 @@ def local_sharded_corpus(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="shards_command", required=True)
+    sub = parser.add_subparsers(dest="shards_command", required=True, help="what to do on the coordinator")
     sub.add_parser("init", help="install the coordinator (plproxy, schema kb_shard) in the migrated database")
     p = sub.add_parser("add", help="add a shard: a migrated pgkb database")
-    p.add_argument("name")
+    p.add_argument("name", help="the shard's name, e.g. shard1")
     p.add_argument("connect", help="libpq connect string of the shard, e.g. 'host=10.0.0.5 port=5432 dbname=pgkb'")
     p.add_argument("--user", help="the role the coordinator connects as (default: each caller's own)")
     p = sub.add_parser("map", help="place a namespace on a shard")
-    p.add_argument("namespace")
-    p.add_argument("shard")
+    p.add_argument("namespace", help="the namespace, e.g. policies")
+    p.add_argument("shard", help="the shard's name, as given to pgkb shards add")
     p = sub.add_parser("ingest", help="load folders through the coordinator, routed by namespace")
-    p.add_argument("paths", nargs="+")
-    p.add_argument("--namespace")
+    p.add_argument("paths", nargs="+", help="folders or files, as for pgkb ingest")
+    p.add_argument("--namespace", help="the namespace of every document (default: front matter's, else 'default')")
     sub.add_parser("sync", help="refresh the shards' statistics and copy them to the coordinator")
     sub.add_parser("list", help="the shards and their namespaces")
 

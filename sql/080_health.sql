@@ -146,10 +146,13 @@ BEGIN
         -- per namespace, summed over those the caller may see
         SELECT coalesce(sum(s.chunk_count), 0), min(s.refreshed_at) INTO stats_chunks, stats_refreshed
         FROM kb.lexical_stats AS s;
-        SELECT count(*) INTO chunks FROM kb.chunks;
+        -- against the chunks the statistics count by their own rule: of the shared, current documents
+        -- (drafts, superseded, expired and private versions are rightly left out)
+        SELECT count(*) INTO chunks FROM kb.chunks AS c
+        WHERE c.document_id IN (SELECT kb.visible_documents(now(), NULL, '{}', true));
         RETURN QUERY SELECT 'bm25 statistics',
             CASE WHEN abs(stats_chunks - chunks) <= greatest(0.1 * chunks, 10) THEN 'ok' ELSE 'degraded' END,
-            format('statistics count %s chunks (refreshed %s), the table holds %s', stats_chunks,
+            format('statistics count %s chunks (refreshed %s), the current shared documents hold %s', stats_chunks,
                 coalesce(to_char(stats_refreshed, 'YYYY-MM-DD HH24:MI'), 'never'), chunks),
             CASE WHEN abs(stats_chunks - chunks) > greatest(0.1 * chunks, 10)
                 THEN 'SELECT kb.refresh_lexical_stats()' END;
