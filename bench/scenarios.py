@@ -24,6 +24,7 @@ SCENARIOS: dict[str, Scenario] = {
     "retrieval": Scenario("bench.retrieval.cli", "kb_retrieve latency at --sizes against the bare legs (hybrid p95 / sum of the bare legs' p95), HNSW recall@10 against exact search (--recall-only, --ef-search-sweep), two databases interleaved (--compare A,B: B / A)"),  # noqa: E501
     "dense_breakdown": Scenario("bench.retrieval.dense_breakdown", "where the dense stage's time goes on a real-vector database: each step's p50 / p95 and its ratio to a bare top-10 HNSW scan"),  # noqa: E501
     "query_path": Scenario("bench.query_path", "kb_retrieve in every mode as the owner and as a tenant against the bare legs: hybrid / (bare BM25 + bare HNSW), hybrid less one embedding / (lexical + bare HNSW), tenant / owner"),  # noqa: E501
+    "framework_async": Scenario("bench.framework_async", "the LangChain retriever's ainvoke, and 4 at once, against invoke, warm pools: async / sync p50, 4 at once / sync p50, a new connection per async call / sync"),  # noqa: E501
     "first_query": Scenario("bench.first_query", "the first query of a fresh connection per mode: p50 above SELECT 1 on a fresh connection"),  # noqa: E501
     "concurrency": Scenario("bench.concurrency", "kb_retrieve from 1, 4, 16 clients while a writer ingests: queries/s over 1 client; a fresh client's first query through PgBouncer against direct"),  # noqa: E501
     "tenant_interference": Scenario("bench.tenant_interference", "what another tenant's postings cost a tenant's query: p50 of a shared word / a control word; what the id sequences reveal"),  # noqa: E501

@@ -8,7 +8,8 @@ shares between them, importing neither framework:
 * `ARGUMENTS`, `arguments_of`, `keyword_parameters`: kb_retrieve's optional arguments as
   harness.retrieval.RetrievalRequest describes them, from which each retriever builds its fields;
 * `KnowledgeBase`: where the calls go (a DSN; default PGKB_READ_DSN, else PGKB_DSN, else the
-  embedded cluster of `pgkb up`), one kept connection for sync calls and one connection per async call;
+  embedded cluster of `pgkb up`) through pools of connections (psycopg_pool, sync and async) shared by
+  every retriever of the same DSN and pool size;
 * `passage_metadata`: a row's columns as the metadata of a document or node;
 * `Decision`: what kb_retrieve decided for a call ("answer", "low confidence" or "no evidence"), which
   a retriever keeps as ``last_decision``: "no evidence" is an empty list, never padding.
@@ -16,22 +17,26 @@ shares between them, importing neither framework:
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import threading
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-import psycopg
 from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from .. import retrieval
 from ..config import load_settings
-from ..db import connect, connection_lost
 
 # The arguments of kb_retrieve besides the query, in signature order (harness.retrieval.RetrievalRequest).
 ARGUMENTS = tuple(retrieval.OPTIONAL_ARGUMENTS)
+
+# Every pooled connection: autocommit (a retrieval is one statement), rows as dicts.
+CONNECTION_OPTIONS = {"autocommit": True, "row_factory": dict_row}
 
 # Metadata keys a framework shows a language model with the passage's text: the line to cite.
 # (The rest is for the program: scores, ranks, provenance.)
@@ -96,43 +101,82 @@ def passage_metadata(row: dict[str, Any], as_of: Any = None) -> dict[str, Any]:
     return metadata
 
 
+DEFAULT_POOL_SIZE = 4
+
+
 class KnowledgeBase:
     """Where a retriever's calls go. ``dsn`` None: PGKB_READ_DSN, else PGKB_DSN, else the embedded
-    cluster (read when the first call is made). Sync calls share one connection, opened at the first
-    call (so the backend keeps its embedding model loaded) and reopened once when it was lost; each
-    async call opens its own (an async connection belongs to one event loop)."""
+    cluster. Calls borrow connections from pools of at most ``pool_size`` connections: one pool for
+    sync calls and one per event loop for async calls (an async connection belongs to its loop), each
+    opened at its first call and keeping its connections, so their backends keep the embedding model
+    loaded. Retrievers of the same DSN and pool size share one KnowledgeBase (``shared``)."""
 
-    def __init__(self, dsn: str | None = None):
-        self._dsn = dsn
-        self._conn: psycopg.Connection | None = None
+    _shared: dict[tuple[str, int], KnowledgeBase] = {}
+    _shared_lock = threading.Lock()
+
+    def __init__(self, dsn: str | None = None, pool_size: int = DEFAULT_POOL_SIZE):
+        if not 1 <= pool_size <= 100:
+            raise ValueError(f"pool_size must be between 1 and 100 (got {pool_size})")
+        self.dsn = dsn or load_settings().read_dsn
+        self.pool_size = pool_size
+        self._pool: ConnectionPool | None = None
+        self._async_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool] = (
+            weakref.WeakKeyDictionary()
+        )
         self._lock = threading.Lock()
 
-    @property
-    def dsn(self) -> str:
-        return self._dsn or load_settings().read_dsn
+    @classmethod
+    def shared(cls, dsn: str | None = None, pool_size: int = DEFAULT_POOL_SIZE) -> KnowledgeBase:
+        """The one KnowledgeBase of a DSN and pool size in this process."""
+        key = (dsn or load_settings().read_dsn, pool_size)
+        with cls._shared_lock:
+            if key not in cls._shared:
+                cls._shared[key] = cls(*key)
+            return cls._shared[key]
+
+    def _sync_pool(self) -> ConnectionPool:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ConnectionPool(
+                    self.dsn,
+                    min_size=1,
+                    max_size=self.pool_size,
+                    kwargs=CONNECTION_OPTIONS,
+                    check=ConnectionPool.check_connection,  # a connection the server dropped is replaced
+                    name="pgkb",
+                    open=True,
+                )
+            return self._pool
+
+    async def _async_pool(self) -> AsyncConnectionPool:
+        loop = asyncio.get_running_loop()
+        pool = self._async_pools.get(loop)
+        if pool is None:
+            pool = AsyncConnectionPool(
+                self.dsn,
+                min_size=1,
+                max_size=self.pool_size,
+                kwargs=CONNECTION_OPTIONS,
+                check=AsyncConnectionPool.check_connection,
+                open=False,
+                name="pgkb-async",
+            )
+            self._async_pools[loop] = pool
+            await pool.open()
+        return pool
 
     def retrieve(self, query: str, arguments: dict[str, Any]) -> list[dict[str, Any]]:
-        with self._lock:
-            for attempt in (1, 2):
-                if self._conn is None or self._conn.closed:
-                    self._conn = connect(self.dsn)
-                try:
-                    return retrieval.retrieve(self._conn, query, **arguments)
-                except psycopg.Error as exc:
-                    if not connection_lost(exc, self._conn):
-                        raise
-                    self._conn.close()
-                    self._conn = None
-                    if attempt == 2:
-                        raise
-        raise AssertionError("unreachable")
+        with self._sync_pool().connection() as conn:
+            return retrieval.retrieve(conn, query, **arguments)
 
     async def aretrieve(self, query: str, arguments: dict[str, Any]) -> list[dict[str, Any]]:
-        async with await psycopg.AsyncConnection.connect(self.dsn, autocommit=True, row_factory=dict_row) as conn:
+        pool = await self._async_pool()
+        async with pool.connection() as conn:
             return await retrieval.aretrieve(conn, query, **arguments)
 
     def close(self) -> None:
+        """Close the sync pool (the next call opens another); async pools close with their event loop."""
         with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
+            if self._pool is not None:
+                self._pool.close()
+                self._pool = None

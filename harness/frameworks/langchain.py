@@ -20,7 +20,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import Field, PrivateAttr, create_model
 
 from .. import retrieval
-from . import ARGUMENTS, Decision, KnowledgeBase, arguments_of, decision_of, passage_metadata
+from . import ARGUMENTS, DEFAULT_POOL_SIZE, Decision, KnowledgeBase, arguments_of, decision_of, passage_metadata
 
 # keyword arguments LangChain's invoke passes on besides a retriever's own
 _LANGCHAIN_KEYWORDS = frozenset({"verbose"})
@@ -32,6 +32,7 @@ _RetrieverFields = create_model(
     "_RetrieverFields",
     __base__=BaseRetriever,
     dsn=(str | None, None),
+    pool_size=(int, Field(default=DEFAULT_POOL_SIZE, description="connections this process keeps per DSN")),
     **{
         f.name: (retrieval.FIELD_TYPES[f.name], Field(default=None, description=f.metadata["description"]))
         for f in retrieval.OPTIONAL_FIELDS
@@ -45,13 +46,14 @@ class PgkbRetriever(_RetrieverFields):
     optional fields; None leaves it to the database (k 8, mode auto, all namespaces the role may read, no filters,
     as_of now, no context, the settings for max_per_document and merge_adjacent). ``invoke(query,
     **arguments)`` overrides them for one call, e.g. ``invoke("refund period", as_of="2025-03-01")``.
-    ``dsn`` None: PGKB_READ_DSN, else PGKB_DSN, else the embedded cluster of `pgkb up`."""
+    ``dsn`` None: PGKB_READ_DSN, else PGKB_DSN, else the embedded cluster of `pgkb up`; retrievers of one
+    DSN and ``pool_size`` share a pool of that many connections (sync) and one per event loop (async)."""
 
     _kb: KnowledgeBase = PrivateAttr()
     _last_decision: Decision | None = PrivateAttr(default=None)
 
     def model_post_init(self, context: Any, /) -> None:
-        self._kb = KnowledgeBase(self.dsn)
+        self._kb = KnowledgeBase.shared(self.dsn, self.pool_size)
 
     @property
     def last_decision(self) -> Decision | None:
@@ -83,5 +85,5 @@ class PgkbRetriever(_RetrieverFields):
         return self._documents(await self._kb.aretrieve(query, arguments), arguments["as_of"])
 
     def close(self) -> None:
-        """Close the kept connection (the next sync call opens another)."""
+        """Close the sync pool this retriever shares (the next sync call opens another)."""
         self._kb.close()

@@ -26,6 +26,7 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
 
 from . import (
+    DEFAULT_POOL_SIZE,
     LLM_METADATA_KEYS,
     Decision,
     KnowledgeBase,
@@ -41,19 +42,21 @@ class PgkbRetriever(BaseRetriever):
     is an argument of kb_retrieve (harness.retrieval.RetrievalRequest's optional fields);
     None leaves it to the database (k 8, mode auto, all namespaces the role may read, no filters,
     as_of now, no context, the settings for max_per_document and merge_adjacent). ``dsn`` None:
-    PGKB_READ_DSN, else PGKB_DSN, else the embedded cluster of `pgkb up`."""
+    PGKB_READ_DSN, else PGKB_DSN, else the embedded cluster of `pgkb up`; retrievers of one DSN and
+    ``pool_size`` share a pool of that many connections (sync) and one per event loop (async)."""
 
     def __init__(
         self,
         dsn: str | None = None,
         *,
+        pool_size: int = DEFAULT_POOL_SIZE,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
         **arguments: Any,
     ) -> None:
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         self.arguments: dict[str, Any] = arguments_of(arguments)
-        self._kb = KnowledgeBase(dsn)
+        self._kb = KnowledgeBase.shared(dsn, pool_size)
         self.last_decision: Decision | None = None
         """What kb_retrieve decided for this retriever's latest call (None before the first)."""
 
@@ -81,7 +84,7 @@ class PgkbRetriever(BaseRetriever):
         return self._nodes(await self._kb.aretrieve(query_bundle.query_str, self.arguments))
 
     def close(self) -> None:
-        """Close the kept connection (the next sync call opens another)."""
+        """Close the sync pool this retriever shares (the next sync call opens another)."""
         self._kb.close()
 
 

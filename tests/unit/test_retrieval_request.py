@@ -56,7 +56,7 @@ def _langchain_fields() -> list[str]:
     langchain = pytest.importorskip("harness.frameworks.langchain")
     from langchain_core.retrievers import BaseRetriever
 
-    own = set(BaseRetriever.model_fields) | {"dsn"}
+    own = set(BaseRetriever.model_fields) | {"dsn", "pool_size"}
     return [name for name in langchain.PgkbRetriever.model_fields if name not in own]
 
 
@@ -66,11 +66,17 @@ def _llamaindex_keywords() -> list[str]:
 
     own = set(inspect.signature(BaseRetriever.__init__).parameters)
     parameters = inspect.signature(llamaindex.PgkbRetriever).parameters.values()
-    return [p.name for p in parameters if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in own]
+    return [
+        p.name
+        for p in parameters
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and p.name not in own and p.name != "pool_size"
+    ]
 
 
 def _cli_query_options() -> list[str]:
-    return [name for name, a in _cli_query_actions().items() if a.option_strings and name not in {"help", "json"}]
+    return [
+        name for name, a in _cli_query_actions().items() if a.option_strings and name not in {"help", "json", "explain"}
+    ]
 
 
 def _lab_form_fields() -> list[str]:
