@@ -5,11 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from importlib import metadata
 
 import psycopg
 
-from . import cluster, glossary, loader, migrate, retrieval, shards, status
+from . import cluster, glossary, loader, migrate, retrieval, shards, status, version
 from .config import load_settings
 from .db import connect, redacted
 
@@ -292,14 +291,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 JSON_HELP = "print JSON instead of lines for people"
 QUIET_HELP = "no progress bar and no table of what was not loaded (progress is drawn only at a terminal anyway)"
-
-
-def version() -> str:
-    """The installed package's version (pyproject.toml, the CHANGELOG's newest heading)."""
-    try:
-        return metadata.version("pgkb")
-    except metadata.PackageNotFoundError:
-        return "unknown (not installed: pip install -e .)"
 
 
 def _add_cluster_commands(sub) -> None:

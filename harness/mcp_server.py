@@ -56,20 +56,21 @@ from mcp_types import (
     Resource,
     ResourceTemplate,
     TextResourceContents,
+    ToolAnnotations,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from pydantic import Field
 
-from . import retrieval, roles, status
+from . import retrieval, roles, status, version
 from .config import load_settings
 from .db import connect, connection_lost, redacted
 
 ROLE_ENV = "PGKB_MCP_ROLE"
 NAMESPACE_TOOLS_ENV = "PGKB_MCP_NAMESPACE_TOOLS"
 PAGE_SIZE_ENV = "PGKB_MCP_PAGE_SIZE"
-MAX_K = 50
+MAX_K = 1000  # kb_retrieve's own bound
 DEFAULT_PAGE_SIZE = 100
 MAX_PAGE_SIZE = 1000
 RESOURCE_NOT_FOUND = -32002  # the MCP specification's code for an unknown resource
@@ -88,10 +89,19 @@ cite them (the `citation` field is ready to quote), and say so when no passage s
 Use as_of (an ISO date) for questions about what applied on a past day. Each passage's `document_uri` is a
 resource holding the whole document; kb_explain shows why passages ranked as they did."""
 
-# Every column of kb_retrieve's row goes to the assistant except the per-leg raw scores: they sit on
-# different scales (cosine similarity, BM25) and invite comparisons that mean nothing; the per-leg
-# ranks and the fused score carry the explanation an answer needs.
+# What a result carries by default: what an answer cites and needs to tell versions apart, nothing
+# else (an assistant pays for every character). With detail=true every column of kb_retrieve's row
+# goes but the per-leg raw scores: they sit on different scales (cosine similarity, BM25) and invite
+# comparisons that mean nothing; the per-leg ranks and the fused score carry the explanation.
+COMPACT_FIELDS = ("rank", "source", "section_path", "content", "version", "effective_from", "effective_to")
 WITHHELD_FIELDS = frozenset({"dense_score", "lexical_score"})
+DETAIL_DESCRIPTION = (
+    "true: every column of each passage (title, snippet, score, ranks per leg, match type, provenance: file, "
+    "pages, parser, ingest time); false (default): the passage, its source, section, version, dates, "
+    "citation and document_uri."
+)
+# The retrieval tools only read: an assistant may call them freely.
+READ_ONLY = ToolAnnotations(readOnlyHint=True, destructiveHint=False, idempotentHint=True, openWorldHint=False)
 
 # The retrieval tools' parameters (kb_retrieve, kb_explain and the per-namespace tools) are the fields of
 # harness.retrieval.RetrievalRequest, each with the request's description, but for the differences below.
@@ -105,17 +115,17 @@ TOOL_TYPES: dict[str, tuple[Any, Any]] = {  # name -> (type, default)
     "as_of": (str | None, None),
     "max_per_document": (Annotated[int | None, Field(ge=0, le=MAX_K)], None),
 }
-# The tools take doc_type, the one filter an assistant needs, instead of filters (a free JSON object); it
+# The tools take doc_type, the filter an assistant needs most, beside filters (a JSON object); doc_type
 # follows namespace, since both narrow where the passages come from.
-TOOL_OMITS = frozenset({"filters"})
+TOOL_OMITS: frozenset[str] = frozenset()
 DOC_TYPE_DESCRIPTION = "Only documents of this type, e.g. 'policy' or 'decision'."
 
 RETRIEVE_RETURNS = """\
-Every result carries source, title, section_path, version, effective_from/effective_to, a snippet, the
-full passage (content), score, match_type and provenance (file name, content type and size, parser and
-chunker versions, pages of a PDF, heading path, content hash, when it was ingested), plus a ready-made
-`citation` (with page numbers and parser where the document is a parsed file) and `document_uri`, the
-resource holding the whole document. `answerability` says whether the passages answer the question
+Every result carries the passage (content), source, section_path, version, effective_from/effective_to, a
+ready-made `citation` (with page numbers where the document is a parsed file) and `document_uri`, the
+resource holding the whole document; detail=true adds title, snippet, score, ranks per leg, match_type
+and provenance (file name, content type and size, parser and chunker versions, pages, content hash,
+when it was ingested). `answerability` says whether the passages answer the question
 ("answer": answer from them), whether that is in real doubt ("low confidence": say so, or ask), and
 `evidence` is the calibrated probability (0 to 1) that the top 3 passages hold the answer; an empty
 `results` list is "no evidence": the knowledge base does not touch the question, so do not answer from it."""
@@ -237,8 +247,8 @@ def _answer(db: Database, role: str | None, query: str, arguments: dict[str, Any
     document URIs, and the call's decision."""
     if not query.strip():
         raise ToolError("query is empty")
-    doc_type = arguments.pop("doc_type")
-    filters = {"doc_type": doc_type} if doc_type else None
+    detail = arguments.pop("detail", False)
+    filters = _filters(arguments)
     context = arguments.pop("context") or None
     rows = db.run(lambda conn: retrieval.retrieve(conn, query, filters=filters, context=context, **arguments))
     log.info(
@@ -250,33 +260,41 @@ def _answer(db: Database, role: str | None, query: str, arguments: dict[str, Any
     )
     results = []
     for row in rows:
-        item = {name: _plain(value) for name, value in row.items() if name not in WITHHELD_FIELDS}
+        kept = (name for name in row if name not in WITHHELD_FIELDS) if detail else COMPACT_FIELDS
+        item = {name: _plain(row[name]) for name in kept if row[name] is not None or detail}
         item["citation"] = citation(row)
         item["document_uri"] = document_uri(row["namespace"], row["source"])
         results.append(item)
     answer: dict[str, Any] = {
         "query": query,
         "as_of": arguments["as_of"] or "now",
-        "namespace": arguments["namespace"],
-        "doc_type": doc_type,
-        "mode": arguments["mode"],
-        "role": role,
         "count": len(results),
         # the call's decision, in every row as well: an empty result is "no evidence"
         "answerability": rows[0]["answerability"] if rows else "no evidence",
         "evidence": rows[0]["evidence"] if rows else 0.0,
         "results": results,
     }
+    if detail:
+        answer |= {"namespace": arguments["namespace"], "filters": filters, "mode": arguments["mode"], "role": role}
     if not results:
         answer["note"] = "No passage matched: the knowledge base has no evidence for this question."
     return answer
 
 
+def _filters(arguments: dict[str, Any]) -> dict[str, Any] | None:
+    """The call's filters: the filters object with doc_type in it (doc_type wins), None for none."""
+    doc_type = arguments.pop("doc_type")
+    filters = dict(arguments.pop("filters") or {})
+    if doc_type:
+        filters["doc_type"] = doc_type
+    return filters or None
+
+
 def _explain(db: Database, query: str, arguments: dict[str, Any]) -> dict[str, Any]:
     if not query.strip():
         raise ToolError("query is empty")
-    doc_type = arguments.pop("doc_type")
-    filters = {"doc_type": doc_type} if doc_type else None
+    arguments.pop("detail", None)
+    filters = _filters(arguments)
     context = arguments.pop("context") or None
     result = db.run(lambda conn: retrieval.explain(conn, query, filters=filters, context=context, **arguments))
     log.info("kb_explain mode=%s k=%d namespace=%s", arguments["mode"], arguments["k"], arguments["namespace"])
@@ -292,7 +310,7 @@ def _tool_parameter(name: str, annotation: Any, default: Any, description: str) 
     )
 
 
-def tool_parameters(fixed: frozenset[str] = frozenset()) -> list[inspect.Parameter]:
+def tool_parameters(fixed: frozenset[str] = frozenset(), detail: bool = True) -> list[inspect.Parameter]:
     """A retrieval tool's parameters: the query, then every optional field of RetrievalRequest but
     TOOL_OMITS and the ``fixed`` ones (a per-namespace tool's namespace), typed as the request types it
     (or as TOOL_TYPES says), and doc_type after namespace."""
@@ -304,11 +322,16 @@ def tool_parameters(fixed: frozenset[str] = frozenset()) -> list[inspect.Paramet
             parameters.append(_tool_parameter(name, annotation, default, argument.metadata["description"]))
         if name == "namespace":
             parameters.append(_tool_parameter("doc_type", str | None, None, DOC_TYPE_DESCRIPTION))
+    if detail:
+        parameters.append(_tool_parameter("detail", bool, False, DETAIL_DESCRIPTION))
     return parameters
 
 
 def retrieval_tool(
-    name: str, run: Callable[[str, dict[str, Any]], dict[str, Any]], fixed: dict[str, Any] | None = None
+    name: str,
+    run: Callable[[str, dict[str, Any]], dict[str, Any]],
+    fixed: dict[str, Any] | None = None,
+    detail: bool = True,
 ) -> Callable[..., dict[str, Any]]:
     """A tool function ``name(query, ...)`` that passes its arguments (and the ``fixed`` ones) to ``run``.
     Its signature, which the MCP SDK turns into the tool's input schema, is tool_parameters()."""
@@ -319,7 +342,7 @@ def retrieval_tool(
 
     tool.__name__ = tool.__qualname__ = name
     tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        tool_parameters(frozenset(fixed)), return_annotation=dict[str, Any]
+        tool_parameters(frozenset(fixed), detail), return_annotation=dict[str, Any]
     )
     return tool
 
@@ -518,22 +541,26 @@ def build_server(
     dsn: str, role: str | None, *, namespace_tools: bool = False, page_size: int = DEFAULT_PAGE_SIZE
 ) -> MCPServer:
     db = Database(dsn, role)
-    server = MCPServer(name="pgkb", instructions=INSTRUCTIONS)
+    server = MCPServer(name="pgkb", title="pgkb knowledge base", version=version(), instructions=INSTRUCTIONS)
 
     server.add_tool(
         retrieval_tool("kb_retrieve", lambda query, arguments: _answer(db, role, query, arguments)),
+        title="Search the knowledge base",
+        annotations=READ_ONLY,
         description=f"Search the knowledge base and return ranked passages from the documents current "
         f"at `as_of`.\n\n{RETRIEVE_RETURNS}",
     )
     server.add_tool(
-        retrieval_tool("kb_explain", lambda query, arguments: _explain(db, query, arguments)),
+        retrieval_tool("kb_explain", lambda query, arguments: _explain(db, query, arguments), detail=False),
+        title="Explain a search",
+        annotations=READ_ONLY,
         description="Why kb_retrieve ranks what it ranks for the same arguments (kb_retrieve_explain): the query "
         "analysis\n(language, terms, answer type), the stages tried, candidates and scores per leg (lexical, "
         "dense), the\nevidence and the answerability decision, timings per stage, the model used, and the results "
         "in short.",
     )
 
-    @server.tool()
+    @server.tool(title="Knowledge base status", annotations=READ_ONLY)
     def kb_status() -> dict[str, Any]:
         """The state of the knowledge base: PostgreSQL and extension versions, applied migrations, embedding models
         (embedded, pending, failed, stale chunks) and documents per namespace."""

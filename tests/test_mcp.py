@@ -98,16 +98,34 @@ def test_tools_are_listed_with_their_parameters(dsn):
     assert tools["kb_retrieve"].input_schema["required"] == ["query"]
     assert props["k"]["default"] == 8
     assert tools["kb_retrieve"].description and tools["kb_status"].description and tools["kb_explain"].description
-    assert tools["kb_explain"].input_schema["properties"] == props
+    assert tools["kb_explain"].input_schema["properties"] == {k: v for k, v in props.items() if k != "detail"}
+    assert props["k"]["maximum"] == 1000 and "filters" in props  # the same bounds and filters as SQL
+    for tool in tools.values():
+        assert tool.title and tool.annotations.read_only_hint is True and tool.annotations.destructive_hint is False
+
+
+def test_a_default_retrieval_is_compact_and_detail_adds_every_column(corpus, dsn):
+    compact, detailed = call(
+        dsn,
+        [("kb_retrieve", {"query": "refunds", "k": 8}), ("kb_retrieve", {"query": "refunds", "k": 8, "detail": True})],
+    )
+    small, full = payload(compact), payload(detailed)
+    assert [r["source"] for r in small["results"]] == [r["source"] for r in full["results"]]
+    assert all({"content", "citation", "document_uri", "source"} <= set(r) for r in small["results"])
+    assert not any("provenance" in r or "snippet" in r for r in small["results"])
+    assert all("provenance" in r for r in full["results"])
+    assert len(json.dumps(small, ensure_ascii=False)) < len(json.dumps(full, ensure_ascii=False)) / 2
+    (filtered,) = call(dsn, [("kb_retrieve", {"query": "refunds", "filters": {"doc_type": "policy"}, "detail": True})])
+    assert {r["doc_type"] for r in payload(filtered)["results"]} == {"policy"}
 
 
 def test_retrieve_returns_citable_current_passages(corpus, dsn):
     now, past, policies, mixed = call(
         dsn,
         [
-            ("kb_retrieve", {"query": "refund deadline days", "namespace": "public"}),
+            ("kb_retrieve", {"query": "refund deadline days", "namespace": "public", "detail": True}),
             ("kb_retrieve", {"query": "refund deadline days", "namespace": "public", "as_of": "2023-06-01"}),
-            ("kb_retrieve", {"query": "refunds", "doc_type": "policy", "k": 5}),
+            ("kb_retrieve", {"query": "refunds", "doc_type": "policy", "k": 5, "detail": True}),
             ("kb_retrieve", {"query": "退款期限", "mode": "lexical"}),
         ],
     )
@@ -135,7 +153,7 @@ def test_retrieve_returns_citable_current_passages(corpus, dsn):
 
 
 def test_results_carry_every_kb_retrieve_column_but_the_leg_scores(corpus, dsn):
-    (result,) = call(dsn, [("kb_retrieve", {"query": "refunds", "k": 10})])
+    (result,) = call(dsn, [("kb_retrieve", {"query": "refunds", "k": 10, "detail": True})])
     results = payload(result)["results"]
     columns = set(retrieve(corpus, "refunds", k=10)[0])
     leg_scores = {"dense_score", "lexical_score"}  # raw scores on different scales; the ranks explain a hit
@@ -166,7 +184,7 @@ def test_database_errors_become_tool_errors(corpus, dsn):
         [
             ("kb_retrieve", {"query": "refund", "as_of": "not a date"}),
             ("kb_retrieve", {"query": "   "}),
-            ("kb_retrieve", {"query": "refund", "k": 500}),
+            ("kb_retrieve", {"query": "refund", "k": 1001}),
             ("kb_retrieve", {"query": "refund"}),
         ],
     )
@@ -210,7 +228,7 @@ def reader_role(corpus):
 def test_retrieve_runs_as_the_configured_role(reader_role, dsn):
     as_role, status_result = call(
         dsn,
-        [("kb_retrieve", {"query": "refunds", "k": 10}), ("kb_status", {})],
+        [("kb_retrieve", {"query": "refunds", "k": 10, "detail": True}), ("kb_status", {})],
         PGKB_MCP_ROLE=reader_role,
     )
     data = payload(as_role)
@@ -356,7 +374,14 @@ def test_retrieve_passes_the_assembly_options_and_returns_provenance(fresh_db, d
             ("kb_retrieve", {"query": "refund", "mode": "lexical", "k": 3, "max_per_document": 1}),
             (
                 "kb_retrieve",
-                {"query": "refund", "mode": "lexical", "k": 5, "max_per_document": 5, "merge_adjacent": True},
+                {
+                    "query": "refund",
+                    "mode": "lexical",
+                    "k": 5,
+                    "max_per_document": 5,
+                    "merge_adjacent": True,
+                    "detail": True,
+                },
             ),
             ("kb_retrieve", {"query": "refund", "max_per_document": -1}),
         ],
@@ -555,7 +580,7 @@ def test_namespace_tools_are_offered_per_described_namespace_with_their_descript
     async def run():
         async with mcp_session(dsn, PGKB_MCP_NAMESPACE_TOOLS="1") as session:
             tools = {t.name: t for t in (await session.list_tools()).tools}
-            answer = await session.call_tool("kb_retrieve_public", {"query": "refunds", "k": 10})
+            answer = await session.call_tool("kb_retrieve_public", {"query": "refunds", "k": 10, "detail": True})
             return tools, answer, session.notifications
 
     tools, answer, notifications = anyio.run(run)

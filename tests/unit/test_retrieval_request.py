@@ -22,7 +22,7 @@ ARGUMENTS = list(retrieval.OPTIONAL_ARGUMENTS)
 
 # The MCP tools take doc_type (the one filter an assistant needs) instead of the free JSON filters, next to
 # namespace; a per-namespace tool has its namespace fixed.
-MCP_ARGUMENTS = [name for name in ARGUMENTS if name != "filters"]
+MCP_ARGUMENTS = list(ARGUMENTS)
 MCP_ARGUMENTS.insert(MCP_ARGUMENTS.index("namespace") + 1, "doc_type")
 # The lab offers max_per_document and merge_adjacent among its per-query settings of the same names.
 LAB_ARGUMENTS = [name for name in ARGUMENTS if name not in {"max_per_document", "merge_adjacent"}]
@@ -97,9 +97,9 @@ def test_every_retrieval_argument_is_named_once_in_python():
         "lab query form": _lab_form_fields(),
     }
     expected = {
-        "MCP kb_retrieve": ["query", *MCP_ARGUMENTS],
+        "MCP kb_retrieve": ["query", *MCP_ARGUMENTS, "detail"],
         "MCP kb_explain": ["query", *MCP_ARGUMENTS],
-        "MCP kb_retrieve_<namespace>": ["query", *(name for name in MCP_ARGUMENTS if name != "namespace")],
+        "MCP kb_retrieve_<namespace>": ["query", *(name for name in MCP_ARGUMENTS if name != "namespace"), "detail"],
         "LangChain PgkbRetriever fields": ARGUMENTS,
         "LlamaIndex PgkbRetriever keywords": ARGUMENTS,
         "pgkb query options": ARGUMENTS,
