@@ -1,9 +1,11 @@
-"""A small fake Ollama server speaking ``POST /api/embed`` (stdlib only).
+"""A small fake Ollama server speaking ``POST /api/embed`` and ``POST /api/chat`` (stdlib only).
 
 Ollama cannot be installed or reached here, so tests point the ollama embedding
 provider at this server. Embeddings are pgkb's deterministic ``hash`` embedding
 of each input text exactly as received (prefixes included), so they are
-reproducible and lexically meaningful.
+reproducible and lexically meaningful. A chat (non-streaming) answers with the
+passage the user's message numbers [1], quoted and cited, so a test can see
+which passages reached the model; ``chats`` holds every request's messages.
 
 In tests::
 
@@ -105,6 +107,7 @@ class FakeOllama:
         with getattr(self, "_lock", threading.Lock()):
             self.requests: list[dict[str, Any]] = []  # every request: path, method, body, headers
             self.embed_calls = 0  # POST /api/embed requests seen
+            self.chats: list[list[dict[str, Any]]] = []  # the messages of every POST /api/chat
 
     @property
     def request_count(self) -> int:
@@ -224,6 +227,28 @@ class FakeOllama:
             },
         )
 
+    def _chat_reply(self, body: Any) -> tuple[int, dict[str, str], bytes]:
+        """A non-streaming /api/chat reply: the first sentence after "[1]" in the last user message, cited."""
+        if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+            return _json(400, {"error": "messages are required"})
+        if body.get("stream", True):
+            return _json(400, {"error": "this fake answers only stream: false"})
+        with self._lock:
+            self.chats.append(body["messages"])
+        user = next((m.get("content", "") for m in reversed(body["messages"]) if m.get("role") == "user"), "")
+        first = user.split("[1]", 1)[1].strip().splitlines()[0] if "[1]" in user else ""
+        content = f"{first} [1]" if first else "I cannot answer from the given passages."
+        return _json(
+            200,
+            {
+                "model": body.get("model"),
+                "created_at": "2026-01-01T00:00:00Z",
+                "message": {"role": "assistant", "content": content},
+                "done": True,
+                "done_reason": "stop",
+            },
+        )
+
 
 def _json(code: int, doc: Any) -> tuple[int, dict[str, str], bytes]:
     return code, {"Content-Type": "application/json; charset=utf-8"}, json.dumps(doc).encode("utf-8")
@@ -293,6 +318,9 @@ def _make_handler(fake: FakeOllama) -> type[BaseHTTPRequestHandler]:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
             rec = self._record(body)
+            if self.path == "/api/chat":
+                self._send(*fake._chat_reply(rec["json"]))
+                return
             if self.path != "/api/embed":
                 self._send(404, {"Content-Type": "text/plain"}, b"404 page not found")
                 return

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_ollama import FakeOllama
 
 from harness import loader
 
@@ -83,13 +84,16 @@ def sample_corpus(module_db, pg_server):
     return dsn
 
 
-def run_example(code: str, dsn: str, tmp_path: Path, wrapper: list[str] = ()) -> subprocess.CompletedProcess:
+def run_example(
+    code: str, dsn: str, tmp_path: Path, wrapper: list[str] = (), environment: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "PGKB_DSN": dsn,
         # the harness as this checkout has it (the project's venv has it installed, editable)
         "PYTHONPATH": str(REPO),
         "HOME": str(tmp_path),
+        **(environment or {}),
     }
     return subprocess.run(
         [*wrapper, sys.executable, "-c", RUNNER, code],
@@ -132,3 +136,30 @@ def test_readme_framework_example_runs_with_the_network_unavailable(module, samp
     assert proc.returncode == 0, proc.stderr
     assert "NETWORK ACCESS" not in proc.stderr
     assert citations(proc.stdout), proc.stdout
+
+
+def answer_example(text: str) -> str:
+    """The python block under README's heading "From retrieval to a cited answer"."""
+    section = text.split("From retrieval to a cited answer", 1)[1].split("\n#", 1)[0]
+    [block] = re.findall(r"^```python\n(.*?)^```", section, flags=re.S | re.M)
+    return block
+
+
+def test_readme_answer_example_sends_cited_passages_to_the_chat_model_and_abstains_on_no_evidence(
+    sample_corpus, tmp_path
+):
+    code = answer_example(README.read_text(encoding="utf-8"))
+    # the same function asked an off-topic question too: no evidence, so the model is never called
+    code += '\nprint(answer("Quel est le record du monde du saut à la perche sur Mars?"))\n'
+    with FakeOllama() as chat:
+        proc = run_example(code, sample_corpus, tmp_path, environment={"OLLAMA_HOST": chat.url})
+        chats = list(chat.chats)
+    assert proc.returncode == 0, proc.stderr
+    assert "NETWORK ACCESS" not in proc.stderr
+    first, _, rest = proc.stdout.partition("\n")
+    assert first.endswith("[1]") or "[1] (low confidence" in first, proc.stdout  # the model's cited answer
+    assert citations(proc.stdout) and citations(proc.stdout)[0].startswith("[1] policies/refund-policy-v2.md")
+    assert len(chats) == 1, "only the answerable question reaches the model"
+    user = chats[0][-1]["content"]
+    assert user.startswith("Question: 退款期限是几天？") and "[1] " in user
+    assert proc.stdout.rstrip().endswith("The knowledge base has nothing on this; not answering.")
