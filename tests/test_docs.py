@@ -181,7 +181,14 @@ def test_readme_leads_with_the_commands_then_the_tour_then_the_reference():
     assert headings[:2] == ["## The two commands", "## A five-minute tour"], headings
     tour = README.read_text(encoding="utf-8").split("## A five-minute tour", 1)[1].split("\n## ", 1)[0]
     subsections = re.findall(r"^### (.*)$", tour, flags=re.MULTILINE)
-    assert subsections == ["SQL", "CLI", "The lab", "MCP", "LangChain and LlamaIndex"], subsections
+    assert subsections == [
+        "SQL",
+        "CLI",
+        "The lab",
+        "MCP",
+        "LangChain and LlamaIndex",
+        "From retrieval to a cited answer",
+    ], subsections
 
 
 def test_status_lists_only_what_does_not_work_yet():
