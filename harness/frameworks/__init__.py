@@ -84,7 +84,8 @@ def keyword_parameters() -> list[inspect.Parameter]:
     ]
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
+    """A date or timestamp as ISO text (JSON has no dates); any other value as it is."""
     if isinstance(value, datetime | date):
         return value.isoformat()
     return value
@@ -95,9 +96,9 @@ def passage_metadata(row: dict[str, Any], as_of: Any = None) -> dict[str, Any]:
     database gives it), plus ``citation`` (harness.retrieval.citation) and the ``as_of`` asked for
     (None: now). Lifecycle: status, version, effective_from, effective_to; decision: answerability,
     evidence."""
-    metadata = {name: _plain(value) for name, value in row.items() if name != "content"}
+    metadata = {name: plain(value) for name, value in row.items() if name != "content"}
     metadata["citation"] = retrieval.citation(row)
-    metadata["as_of"] = _plain(as_of)
+    metadata["as_of"] = plain(as_of)
     return metadata
 
 
@@ -165,8 +166,12 @@ class KnowledgeBase:
             await pool.open()
         return pool
 
+    def connection(self):
+        """A pooled sync connection (a context manager), for what is not a retrieval (a vector store's writes)."""
+        return self._sync_pool().connection()
+
     def retrieve(self, query: str, arguments: dict[str, Any]) -> list[dict[str, Any]]:
-        with self._sync_pool().connection() as conn:
+        with self.connection() as conn:
             return retrieval.retrieve(conn, query, **arguments)
 
     async def aretrieve(self, query: str, arguments: dict[str, Any]) -> list[dict[str, Any]]:

@@ -12,15 +12,20 @@ empty; ``retriever.last_decision`` says what kb_retrieve decided for the latest 
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
+from langchain_core.vectorstores import VectorStore
+from psycopg.types.json import Jsonb
 from pydantic import Field, PrivateAttr, create_model
 
-from .. import retrieval
-from . import ARGUMENTS, DEFAULT_POOL_SIZE, Decision, KnowledgeBase, arguments_of, decision_of, passage_metadata
+from .. import loader, retrieval
+from ..config import load_settings
+from . import ARGUMENTS, DEFAULT_POOL_SIZE, Decision, KnowledgeBase, arguments_of, decision_of, passage_metadata, plain
 
 # keyword arguments LangChain's invoke passes on besides a retriever's own
 _LANGCHAIN_KEYWORDS = frozenset({"verbose"})
@@ -87,3 +92,137 @@ class PgkbRetriever(_RetrieverFields):
     def close(self) -> None:
         """Close the sync pool this retriever shares (the next sync call opens another)."""
         self._kb.close()
+
+
+# kb.documents columns a document's metadata may set (lifecycle, type, title); every other key is kept in
+# kb.documents.metadata, where filters read it.
+DOCUMENT_COLUMNS = ("title", "doc_type", "status", "version", "effective_from", "effective_to", "supersedes")
+
+
+class PgkbVectorStore(VectorStore):
+    """pgkb as a LangChain vector store. Writes go through kb.documents, so the database chunks and embeds
+    each text (no ``Embeddings`` object: the model is the database's), and lifecycle, private readers and
+    tenant isolation hold as for any other writer: a text is one document, its id is the document's
+    ``source`` in ``namespace`` (adding the same id again replaces it, a new version supersedes one named in
+    metadata["supersedes"]), and metadata keys that are kb.documents columns (title, doc_type, status,
+    version, effective_from, effective_to, supersedes) set them. Searches are kb_retrieve in ``namespace``:
+    current versions only, ``filter`` as its filters; each Document's metadata carries the passage's
+    citation, source, scores and the call's decision (answerability, evidence). ``dsn`` None: writes go to
+    PGKB_DSN (else the embedded cluster), searches to PGKB_READ_DSN (else the same)."""
+
+    def __init__(self, dsn: str | None = None, *, namespace: str = "default", pool_size: int = DEFAULT_POOL_SIZE):
+        self.namespace = namespace
+        self._reads = KnowledgeBase.shared(dsn, pool_size)
+        self._writes = KnowledgeBase.shared(dsn or load_settings().dsn, pool_size)
+
+    @property
+    def embeddings(self) -> None:
+        """None: the database embeds with its active model."""
+        return None
+
+    def add_texts(
+        self, texts: Iterable[str], metadatas: list[dict] | None = None, *, ids: list[str] | None = None, **kwargs: Any
+    ) -> list[str]:
+        texts = list(texts)
+        metadatas = list(metadatas) if metadatas is not None else [{} for _ in texts]
+        ids = list(ids) if ids is not None else [m.get("source") or f"langchain/{uuid.uuid4()}" for m in metadatas]
+        if not len(texts) == len(metadatas) == len(ids):
+            raise ValueError(f"{len(texts)} texts, {len(metadatas)} metadatas and {len(ids)} ids: give one of each")
+        rows = [
+            self._document_row(text, metadata, source)
+            for text, metadata, source in zip(texts, metadatas, ids, strict=True)
+        ]
+        with self._writes.connection() as conn, conn.transaction():
+            for row in rows:
+                conn.execute(loader.UPSERT, row)
+        return ids
+
+    def _document_row(self, text: str, metadata: dict[str, Any], source: str) -> dict[str, Any]:
+        if not isinstance(source, str) or not source.strip():
+            raise ValueError(f"an id must be a non-empty text (the document's source), not {source!r}")
+        columns = {name: metadata.get(name) for name in DOCUMENT_COLUMNS}
+        rest = {k: v for k, v in metadata.items() if k not in DOCUMENT_COLUMNS and k != "source"}
+        return {
+            **columns,
+            "status": columns["status"] or "active",
+            "namespace": self.namespace,
+            "source": source,
+            "body": text,
+            "metadata": Jsonb(rest),
+            "origin": "langchain",
+        }
+
+    def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool:
+        """Delete the documents with these ids (sources) in the namespace, with their chunks and vectors;
+        True when the statement ran (an id that is not there, or that the role may not write, is skipped)."""
+        if not ids:
+            raise ValueError("give the ids (sources) of the documents to delete")
+        with self._writes.connection() as conn:
+            conn.execute(
+                "DELETE FROM kb.documents WHERE namespace = %s AND source = ANY(%s)", (self.namespace, list(ids))
+            )
+        return True
+
+    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        """The stored documents (whole text) with these ids (sources) that the role may read."""
+        with self._reads.connection() as conn:
+            rows = conn.execute(
+                """SELECT source, body, title, doc_type, status, version, effective_from, effective_to, metadata
+                   FROM kb.documents WHERE namespace = %s AND source = ANY(%s) ORDER BY source""",
+                (self.namespace, list(ids)),
+            ).fetchall()
+        return [
+            Document(
+                id=r["source"],
+                page_content=r["body"],
+                metadata={
+                    **r["metadata"],
+                    **{c: plain(r[c]) for c in DOCUMENT_COLUMNS if c in r},
+                    "source": r["source"],
+                },
+            )
+            for r in rows
+        ]
+
+    def similarity_search_with_score(
+        self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """(Document, fused score) of kb_retrieve, best first. The fused score orders this call's passages
+        and is not comparable across calls; metadata["evidence"] is the call's answer probability."""
+        arguments = arguments_of({"k": k, "namespace": self.namespace, "filters": filter, **kwargs})
+        rows = self._reads.retrieve(query, arguments)
+        return [
+            (
+                Document(page_content=r["content"], metadata=passage_metadata(r, arguments["as_of"]), id=r["source"]),
+                r["score"],
+            )
+            for r in rows
+        ]
+
+    def similarity_search(
+        self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
+    ) -> list[Document]:
+        return [doc for doc, _ in self.similarity_search_with_score(query, k, filter, **kwargs)]
+
+    def _select_relevance_score_fn(self):
+        raise NotImplementedError(
+            "pgkb gives no per-passage relevance in [0, 1] yet: use similarity_search_with_score (the call's "
+            "fused score) and each document's metadata['evidence'] (the call's answer probability)"
+        )
+
+    @classmethod
+    def from_texts(
+        cls,
+        texts: list[str],
+        embedding: Any = None,
+        metadatas: list[dict] | None = None,
+        *,
+        ids: list[str] | None = None,
+        dsn: str | None = None,
+        namespace: str = "default",
+        **kwargs: Any,
+    ) -> PgkbVectorStore:
+        """A store of ``namespace`` holding these texts. ``embedding`` is ignored: the database embeds."""
+        store = cls(dsn, namespace=namespace, **kwargs)
+        store.add_texts(texts, metadatas, ids=ids)
+        return store

@@ -1,0 +1,91 @@
+"""pgkb as a LangChain vector store (harness.frameworks.langchain.PgkbVectorStore) against a real database:
+writes go through kb.documents, so the database chunks and embeds, lifecycle and tenant isolation hold."""
+
+from __future__ import annotations
+
+import uuid
+from urllib.parse import quote
+
+import psycopg
+import pytest
+from helpers import temporary_role
+
+pytest.importorskip("langchain_core")
+from langchain_core.documents import Document  # noqa: E402
+
+from harness.frameworks.langchain import PgkbVectorStore  # noqa: E402
+
+
+def test_texts_added_are_chunked_embedded_and_found_by_their_ids(fresh_db, dsn):
+    store = PgkbVectorStore(dsn, namespace="handbook")
+    ids = store.add_texts(
+        ["# Refunds\n\nRefunds are accepted within 14 days of delivery.", "# Parking\n\nParking is free on level 2."],
+        metadatas=[{"doc_type": "policy", "owner": "finance"}, {"doc_type": "faq"}],
+        ids=["refunds.md", "parking.md"],
+    )
+    assert ids == ["refunds.md", "parking.md"]
+    stored = fresh_db.execute(
+        "SELECT source, doc_type, metadata, ingest_status, chunk_count FROM kb.documents WHERE namespace = 'handbook'"
+        " ORDER BY source"
+    ).fetchall()
+    assert [(r["source"], r["doc_type"], r["ingest_status"]) for r in stored] == [
+        ("parking.md", "faq", "indexed"),
+        ("refunds.md", "policy", "indexed"),
+    ]
+    assert stored[1]["metadata"] == {"owner": "finance"} and all(r["chunk_count"] >= 1 for r in stored)
+    [top, *_] = store.similarity_search("how many days for a refund", k=2)
+    assert top.id == "refunds.md" and "14 days" in top.page_content
+    assert top.metadata["citation"].startswith("refunds.md") and top.metadata["answerability"]
+    [(doc, score), *_] = store.similarity_search_with_score("how many days for a refund", k=2)
+    assert doc.id == "refunds.md" and isinstance(score, float)
+    assert [d.id for d in store.get_by_ids(["parking.md"])] == ["parking.md"]
+
+
+def test_a_new_version_supersedes_the_old_and_only_the_current_one_is_found(fresh_db, dsn):
+    store = PgkbVectorStore(dsn, namespace="handbook")
+    store.add_documents([Document(page_content="# Refunds\n\nRefunds within 30 days.", id="refunds-v1.md")])
+    store.add_documents(
+        [
+            Document(
+                page_content="# Refunds\n\nRefunds within 14 days.",
+                id="refunds-v2.md",
+                metadata={"supersedes": "refunds-v1.md", "version": "2"},
+            )
+        ]
+    )
+    found = [d.id for d in store.similarity_search("refunds within days", k=4)]
+    assert found[0] == "refunds-v2.md" and "refunds-v1.md" not in found
+
+
+def test_delete_removes_documents_and_their_passages(fresh_db, dsn):
+    store = PgkbVectorStore.from_texts(["# Parking\n\nParking is free."], ids=["parking.md"], dsn=dsn, namespace="x")
+    assert store.similarity_search("parking", k=1)
+    assert store.delete(["parking.md"]) is True
+    assert store.similarity_search("parking", k=1) == []
+    assert fresh_db.execute("SELECT count(*) AS n FROM kb.chunks WHERE namespace = 'x'").fetchone()["n"] == 0
+
+
+def test_as_retriever_passes_k_and_filter(fresh_db, dsn):
+    store = PgkbVectorStore(dsn, namespace="handbook")
+    store.add_texts(
+        ["# Refunds\n\nRefund policy: 14 days.", "# Refund FAQ\n\nRefunds are quick."],
+        metadatas=[{"doc_type": "policy"}, {"doc_type": "faq"}],
+        ids=["policy.md", "faq.md"],
+    )
+    retriever = store.as_retriever(search_kwargs={"k": 1, "filter": {"doc_type": "faq"}})
+    assert [d.id for d in retriever.invoke("refunds")] == ["faq.md"]
+    with pytest.raises(NotImplementedError, match="no per-passage relevance"):
+        store.similarity_search_with_relevance_scores("refunds")
+
+
+def test_a_tenant_writer_writes_only_its_namespace(fresh_db, dsn):
+    fresh_db.execute("UPDATE kb.settings SET value = 'true' WHERE key = 'tenant_isolation'")
+    name = f"store_writer_{uuid.uuid4().hex[:8]}"
+    with temporary_role(fresh_db, name, "LOGIN IN ROLE pgkb_writer"):
+        fresh_db.execute("INSERT INTO kb.namespace_grants (role_name, namespace) VALUES (%s, 'acme')", (name,))
+        as_writer = f"{dsn}?options={quote(f'-c role={name}')}"
+        PgkbVectorStore(as_writer, namespace="acme").add_texts(["# A\n\nAcme text."], ids=["a.md"])
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            PgkbVectorStore(as_writer, namespace="globex").add_texts(["# B\n\nGlobex text."], ids=["b.md"])
+        sources = fresh_db.execute("SELECT namespace, source FROM kb.documents ORDER BY 1").fetchall()
+        assert [(r["namespace"], r["source"]) for r in sources] == [("acme", "a.md")]
