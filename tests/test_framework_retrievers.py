@@ -170,3 +170,18 @@ def test_a_pooled_connection_the_server_dropped_is_replaced(corpus, dsn):
         corpus.execute("SELECT pg_terminate_backend(%s)", (pid,))
     assert retriever.invoke("refunds")  # the pool's check finds the dead connection and opens another
     retriever.close()
+
+
+def test_llamaindex_retriever_takes_similarity_top_k_and_metadata_filters(corpus, dsn):
+    from llama_index.core.vector_stores.types import FilterOperator, MetadataFilter, MetadataFilters
+
+    policies = MetadataFilters(filters=[MetadataFilter(key="doc_type", value="policy")])
+    retriever = LlamaIndexRetriever(dsn=dsn, similarity_top_k=1, filters=policies)
+    nodes = retriever.retrieve("refunds")
+    assert len(nodes) == 1 and nodes[0].node.metadata["doc_type"] == "policy"
+    assert retriever.arguments["filters"] == {"doc_type": "policy"}
+    unsupported = MetadataFilters(filters=[MetadataFilter(key="version", value="2", operator=FilterOperator.GT)])
+    with pytest.raises(ValueError, match="filter version > is not supported"):
+        LlamaIndexRetriever(dsn=dsn, filters=unsupported)
+    with pytest.raises(TypeError, match="k or similarity_top_k"):
+        LlamaIndexRetriever(dsn=dsn, k=2, similarity_top_k=1)

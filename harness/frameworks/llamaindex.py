@@ -24,6 +24,7 @@ from typing import Any
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
+from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilters
 
 from . import (
     DEFAULT_POOL_SIZE,
@@ -36,12 +37,40 @@ from . import (
     passage_metadata,
 )
 
+# kb_retrieve's filters that a LlamaIndex key names directly; any other key is matched in the document's
+# metadata (kb_retrieve's "metadata" filter, JSON containment).
+COLUMN_FILTERS = frozenset({"doc_type", "status"})
+
+
+def pgkb_filters(filters: MetadataFilters) -> dict[str, Any]:
+    """LlamaIndex MetadataFilters as kb_retrieve's filters: AND of ``==`` on doc_type, status or any metadata
+    key, and ``contains`` / ``any`` on tags. ValueError naming any other operator or condition."""
+    if filters.condition not in (None, FilterCondition.AND):
+        raise ValueError(f"kb_retrieve's filters are all required (AND); {filters.condition.value} is not supported")
+    out: dict[str, Any] = {}
+    for f in filters.filters:
+        if isinstance(f, MetadataFilters):
+            raise ValueError("nested MetadataFilters are not supported: give one AND list")
+        if f.key == "tags" and f.operator in (FilterOperator.CONTAINS, FilterOperator.ANY):
+            out.setdefault("tags", []).extend(f.value if isinstance(f.value, list) else [f.value])
+        elif f.operator is FilterOperator.EQ and f.key in COLUMN_FILTERS:
+            out[f.key] = f.value
+        elif f.operator is FilterOperator.EQ:
+            out.setdefault("metadata", {})[f.key] = f.value
+        else:
+            raise ValueError(
+                f"filter {f.key} {f.operator.value} is not supported: kb_retrieve filters by == on doc_type, status "
+                "or a metadata key, and by contains/any on tags"
+            )
+    return out
+
 
 class PgkbRetriever(BaseRetriever):
     """kb_retrieve as a LlamaIndex retriever. Every keyword but ``dsn``, ``callback_manager`` and ``verbose``
     is an argument of kb_retrieve (harness.retrieval.RetrievalRequest's optional fields);
     None leaves it to the database (k 8, mode auto, all namespaces the role may read, no filters,
-    as_of now, no context, the settings for max_per_document and merge_adjacent). ``dsn`` None:
+    as_of now, no context, the settings for max_per_document and merge_adjacent); ``similarity_top_k`` is
+    taken for k and LlamaIndex's ``MetadataFilters`` for filters (pgkb_filters). ``dsn`` None:
     PGKB_READ_DSN, else PGKB_DSN, else the embedded cluster of `pgkb up`; retrievers of one DSN and
     ``pool_size`` share a pool of that many connections (sync) and one per event loop (async)."""
 
@@ -55,6 +84,12 @@ class PgkbRetriever(BaseRetriever):
         **arguments: Any,
     ) -> None:
         super().__init__(callback_manager=callback_manager, verbose=verbose)
+        if "similarity_top_k" in arguments:  # LlamaIndex's name for k
+            if arguments.get("k") is not None:
+                raise TypeError("give k or similarity_top_k, not both")
+            arguments["k"] = arguments.pop("similarity_top_k")
+        if isinstance(arguments.get("filters"), MetadataFilters):
+            arguments["filters"] = pgkb_filters(arguments["filters"])
         self.arguments: dict[str, Any] = arguments_of(arguments)
         self._kb = KnowledgeBase.shared(dsn, pool_size)
         self.last_decision: Decision | None = None
