@@ -327,22 +327,29 @@ def tool_parameters(fixed: frozenset[str] = frozenset(), detail: bool = True) ->
     return parameters
 
 
+def one_copy(data: dict[str, Any]) -> str:
+    """A tool's answer as compact JSON text, its only copy: an assistant pays for every character, and a
+    structured copy beside the text would double them (the tools are added with structured_output=False)."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
 def retrieval_tool(
     name: str,
     run: Callable[[str, dict[str, Any]], dict[str, Any]],
     fixed: dict[str, Any] | None = None,
     detail: bool = True,
-) -> Callable[..., dict[str, Any]]:
-    """A tool function ``name(query, ...)`` that passes its arguments (and the ``fixed`` ones) to ``run``.
-    Its signature, which the MCP SDK turns into the tool's input schema, is tool_parameters()."""
+) -> Callable[..., str]:
+    """A tool function ``name(query, ...)`` that passes its arguments (and the ``fixed`` ones) to ``run`` and
+    answers with one_copy of its result. Its signature, which the MCP SDK turns into the tool's input schema,
+    is tool_parameters()."""
     fixed = fixed or {}
 
-    def tool(query: str, **arguments: Any) -> dict[str, Any]:
-        return run(query, {**arguments, **fixed})
+    def tool(query: str, **arguments: Any) -> str:
+        return one_copy(run(query, {**arguments, **fixed}))
 
     tool.__name__ = tool.__qualname__ = name
     tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        tool_parameters(frozenset(fixed), detail), return_annotation=dict[str, Any]
+        tool_parameters(frozenset(fixed), detail), return_annotation=str
     )
     return tool
 
@@ -390,6 +397,8 @@ class NamespaceTools:
                     ),
                     name=name,
                     title=f"Search {namespace}",
+                    annotations=READ_ONLY,
+                    structured_output=False,
                     description=f"Search the namespace {namespace!r}: {description}\n\n"
                     f"Returns ranked passages from its documents current at `as_of` (default now). {RETRIEVE_RETURNS}",
                 )
@@ -547,6 +556,7 @@ def build_server(
         retrieval_tool("kb_retrieve", lambda query, arguments: _answer(db, role, query, arguments)),
         title="Search the knowledge base",
         annotations=READ_ONLY,
+        structured_output=False,
         description=f"Search the knowledge base and return ranked passages from the documents current "
         f"at `as_of`.\n\n{RETRIEVE_RETURNS}",
     )
@@ -554,14 +564,15 @@ def build_server(
         retrieval_tool("kb_explain", lambda query, arguments: _explain(db, query, arguments), detail=False),
         title="Explain a search",
         annotations=READ_ONLY,
+        structured_output=False,
         description="Why kb_retrieve ranks what it ranks for the same arguments (kb_retrieve_explain): the query "
         "analysis\n(language, terms, answer type), the stages tried, candidates and scores per leg (lexical, "
         "dense), the\nevidence and the answerability decision, timings per stage, the model used, and the results "
         "in short.",
     )
 
-    @server.tool(title="Knowledge base status", annotations=READ_ONLY)
-    def kb_status() -> dict[str, Any]:
+    @server.tool(title="Knowledge base status", annotations=READ_ONLY, structured_output=False)
+    def kb_status() -> str:
         """The state of the knowledge base: PostgreSQL and extension versions, applied migrations, embedding models
         (embedded, pending, failed, stale chunks) and documents per namespace."""
         db.run(lambda conn: conn.execute("SELECT 1"))  # checks the connection and the role first, with clear errors
@@ -570,7 +581,7 @@ def build_server(
         except psycopg.Error as exc:
             raise ToolError(f"kb_status: {_db_message(exc)}") from exc
         data["role"] = role
-        return data
+        return one_copy(data)
 
     _install_document_resources(server, db, role, page_size)
     if namespace_tools:

@@ -69,10 +69,8 @@ def call(dsn: str, calls: list[tuple[str, dict]], **env: str) -> list:
 
 def payload(result) -> dict:
     assert not result.is_error, result.content[0].text
-    data = result.structured_content
-    assert data is not None
-    assert json.loads(result.content[0].text) == data  # the text form is the same JSON, for older clients
-    return data
+    assert result.structured_content is None and len(result.content) == 1  # one copy: the JSON as text
+    return json.loads(result.content[0].text)
 
 
 def error_text(result) -> str:
@@ -346,9 +344,9 @@ def test_stdout_carries_only_protocol_messages(corpus, dsn):
     for line in lines:
         assert json.loads(line)["jsonrpc"] == "2.0", line
     assert replies[1]["result"]["serverInfo"]["name"] == "pgkb"
-    assert replies[3]["result"]["structuredContent"]["results"][0]["source"] == "policies/refund-v2.md"
+    assert json.loads(replies[3]["result"]["content"][0]["text"])["results"][0]["source"] == "policies/refund-v2.md"
     assert replies[4]["result"]["isError"] is True
-    assert replies[5]["result"]["structuredContent"]["model"] == "hash-64"
+    assert json.loads(replies[5]["result"]["content"][0]["text"])["model"] == "hash-64"
     assert "pgkb mcp: INFO serving on stdio" in stderr
     assert "kb_retrieve mode=auto" in stderr
 
