@@ -185,3 +185,22 @@ def test_llamaindex_retriever_takes_similarity_top_k_and_metadata_filters(corpus
         LlamaIndexRetriever(dsn=dsn, filters=unsupported)
     with pytest.raises(TypeError, match="k or similarity_top_k"):
         LlamaIndexRetriever(dsn=dsn, k=2, similarity_top_k=1)
+
+
+def test_each_call_gets_its_own_decision_even_when_calls_overlap(corpus, dsn):
+    retriever = LangChainRetriever(dsn=dsn, mode="lexical")
+    nodes_retriever = LlamaIndexRetriever(dsn=dsn, mode="lexical")
+
+    async def both():
+        return await asyncio.gather(
+            retriever.ainvoke_with_decision("refund"),
+            retriever.ainvoke_with_decision("zygomorphic xylophone quokka"),
+            nodes_retriever.aretrieve_with_decision("refund"),
+        )
+
+    (found, found_decision), (none, none_decision), (nodes, nodes_decision) = asyncio.run(both())
+    assert found and found_decision.answerability != "no evidence" and found_decision.passages == len(found)
+    assert none == [] and none_decision.no_evidence
+    assert nodes and nodes_decision.passages == len(nodes)
+    docs, decision = retriever.invoke_with_decision("refund", k=1)
+    assert len(docs) == 1 and decision.passages == 1

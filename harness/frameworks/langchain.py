@@ -7,7 +7,8 @@ Each passage is a `langchain_core.documents.Document`: the passage text as ``pag
 chunk id as ``id``, and every other column of the row in ``metadata`` (harness.frameworks.passage_metadata:
 source, title, section_path, namespace, scores and ranks per leg, match type, provenance, lifecycle,
 answerability and evidence, a ready ``citation``). When the knowledge base has no evidence the list is
-empty; ``retriever.last_decision`` says what kb_retrieve decided for the latest call.
+empty; ``retriever.invoke_with_decision(query)`` returns the documents with the call's own decision
+(``retriever.last_decision`` is the latest call's).
 """
 
 from __future__ import annotations
@@ -88,6 +89,19 @@ class PgkbRetriever(_RetrieverFields):
     ) -> list[Document]:
         arguments = self._arguments(overrides)
         return self._documents(await self._kb.aretrieve(query, arguments), arguments["as_of"])
+
+    def invoke_with_decision(self, query: str, **arguments: Any) -> tuple[list[Document], Decision]:
+        """The documents and this call's own decision (``last_decision`` is the latest call's, which a
+        concurrent call may have replaced)."""
+        arguments = self._arguments(arguments)
+        rows = self._kb.retrieve(query, arguments)
+        return self._documents(rows, arguments["as_of"]), decision_of(rows)
+
+    async def ainvoke_with_decision(self, query: str, **arguments: Any) -> tuple[list[Document], Decision]:
+        """invoke_with_decision, asynchronously."""
+        arguments = self._arguments(arguments)
+        rows = await self._kb.aretrieve(query, arguments)
+        return self._documents(rows, arguments["as_of"]), decision_of(rows)
 
     def close(self) -> None:
         """Close the sync pool this retriever shares (the next sync call opens another)."""

@@ -112,6 +112,17 @@ class PgkbRetriever(BaseRetriever):
             nodes.append(NodeWithScore(node=node, score=row["score"]))
         return nodes
 
+    def retrieve_with_decision(self, query: str) -> tuple[list[NodeWithScore], Decision]:
+        """The nodes and this call's own decision (``last_decision`` is the latest call's, which a concurrent
+        call may have replaced)."""
+        rows = self._kb.retrieve(query, self.arguments)
+        return self._nodes(rows), decision_of(rows)
+
+    async def aretrieve_with_decision(self, query: str) -> tuple[list[NodeWithScore], Decision]:
+        """retrieve_with_decision, asynchronously."""
+        rows = await self._kb.aretrieve(query, self.arguments)
+        return self._nodes(rows), decision_of(rows)
+
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         return self._nodes(self._kb.retrieve(query_bundle.query_str, self.arguments))
 
