@@ -24,7 +24,7 @@ from harness import loader
 
 REPO = Path(__file__).resolve().parent.parent
 README = REPO / "README.md"
-FRAMEWORK_MODULES = ("harness.frameworks.langchain", "harness.frameworks.llamaindex")
+FRAMEWORK_MODULES = ("pgkb.langchain", "pgkb.llamaindex")
 
 # Runs the code in argv[1] as a script; any network access but to the database's host fails.
 RUNNER = r"""
