@@ -262,7 +262,7 @@ def cmd_fit_answerability(args) -> int:
 def cmd_mcp(args) -> int:
     from . import mcp_server
 
-    return mcp_server.serve(namespace_tools=args.namespace_tools)
+    return mcp_server.serve(namespace_tools=args.namespace_tools, http=args.http, host=args.host, port=args.port)
 
 
 def cmd_lab(args) -> int:
@@ -482,7 +482,9 @@ def _add_eval_arguments(p: argparse.ArgumentParser) -> None:
 def _add_client_commands(sub) -> None:
     """mcp, glossary, shards, lab: what assistants, teams and coordinators use."""
     p = sub.add_parser(
-        "mcp", help="serve kb_retrieve, kb_explain, kb_status and the documents to AI assistants (MCP over stdio)"
+        "mcp",
+        help="serve kb_retrieve, kb_explain, kb_status and the documents to AI assistants (MCP over stdio, or "
+        "Streamable HTTP with --http)",
     )
     p.add_argument(
         "--namespace-tools",
@@ -490,6 +492,14 @@ def _add_client_commands(sub) -> None:
         help="also one retrieval tool per namespace described in kb.namespace_descriptions "
         "(or PGKB_MCP_NAMESPACE_TOOLS=1)",
     )
+    p.add_argument(
+        "--http",
+        action="store_true",
+        help="serve Streamable HTTP at http://HOST:PORT/mcp instead of stdio; clients send "
+        "Authorization: Bearer $PGKB_MCP_TOKEN (one is made and logged when unset)",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="with --http: address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8766, help="with --http: port (default %(default)s)")
     p.set_defaults(func=cmd_mcp)
     p = sub.add_parser("glossary", help="load or list the team glossary (kb.glossary)")
     glossary.add_arguments(p)

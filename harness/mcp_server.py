@@ -27,11 +27,13 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import hmac
 import inspect
 import json
 import logging
 import os
 import re
+import secrets
 import sys
 import threading
 from collections.abc import Callable
@@ -41,6 +43,7 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 
 import anyio
 import psycopg
+import uvicorn
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -626,8 +629,44 @@ def run_stdio(server: MCPServer) -> None:
     anyio.run(run)
 
 
-def serve(namespace_tools: bool = False) -> int:
-    """Run the stdio server until the client closes stdin."""
+TOKEN_ENV = "PGKB_MCP_TOKEN"
+DEFAULT_HTTP_PORT = 8766
+
+
+def token_guard(app: Callable, token: str) -> Callable:
+    """The ASGI app behind a bearer token: an HTTP request without ``Authorization: Bearer <token>`` gets 401
+    before it reaches the MCP server (lifespan events pass through)."""
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope, receive, send) -> None:
+        if scope["type"] == "http":
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, expected):
+                body = b'{"error": "missing or wrong bearer token (PGKB_MCP_TOKEN)"}'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+def http_app(server: MCPServer, host: str, token: str) -> Callable:
+    """The server's Streamable HTTP app (at /mcp) behind the token."""
+    return token_guard(server.streamable_http_app(host=host), token)
+
+
+def serve(
+    namespace_tools: bool = False, http: bool = False, host: str = "127.0.0.1", port: int = DEFAULT_HTTP_PORT
+) -> int:
+    """Run the stdio server until the client closes stdin, or with ``http`` the Streamable HTTP server at
+    http://host:port/mcp until interrupted (a bearer token required: PGKB_MCP_TOKEN, else one made and logged)."""
     configure_logging()
     try:
         role = validate_role(os.environ.get(ROLE_ENV))
@@ -639,14 +678,22 @@ def serve(namespace_tools: bool = False) -> int:
     # everything here only reads: a hot standby may serve it (PGKB_READ_DSN)
     dsn = load_settings().read_dsn
     server = build_server(dsn, role, namespace_tools=namespace_tools, page_size=page_size)
+    where = f"http://{host}:{port}/mcp" if http else "stdio"
     log.info(
-        "serving on stdio; database %s; role %s%s",
+        "serving on %s; database %s; role %s%s",
+        where,
         redacted(dsn),
         role or "(connection user)",
         "; one tool per described namespace" if namespace_tools else "",
     )
     try:
-        run_stdio(server)
+        if http:
+            token = os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(24)
+            if not os.environ.get(TOKEN_ENV):
+                log.info("no %s set: clients must send Authorization: Bearer %s", TOKEN_ENV, token)
+            uvicorn.run(http_app(server, host, token), host=host, port=port, log_level="warning")
+        else:
+            run_stdio(server)
     finally:
         server.pgkb_database.close()  # type: ignore[attr-defined]
     return 0

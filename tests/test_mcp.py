@@ -643,3 +643,49 @@ def test_namespace_tools_change_with_the_descriptions_and_the_client_is_told(cor
     assert third == first
     assert notifications == ["notifications/tools/list_changed"] * 2
     assert capabilities.tools.list_changed
+
+
+def test_streamable_http_serves_the_same_tools_behind_a_bearer_token(corpus, dsn):
+    import socket
+    import threading
+    import urllib.error
+    import urllib.request
+
+    import uvicorn
+    from helpers import wait_for
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+    from harness.mcp_server import build_server, http_app
+
+    token = "test-token-" + "x" * 16
+    server = build_server(dsn, None)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    http = uvicorn.Server(uvicorn.Config(http_app(server, "127.0.0.1", token), log_level="warning"))
+    thread = threading.Thread(target=http.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    wait_for(lambda: http.started, timeout=15)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    try:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(url, data=b"{}", method="POST"), timeout=10)
+        assert refused.value.code == 401
+
+        async def run():
+            client = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+            async with client, streamable_http_client(url, http_client=client) as streams:
+                read, write = streams[0], streams[1]
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    tools = {t.name for t in (await session.list_tools()).tools}
+                    return tools, await session.call_tool("kb_retrieve", {"query": "refund deadline days"})
+
+        tools, answer = anyio.run(run)
+        assert tools == {"kb_retrieve", "kb_explain", "kb_status"}
+        assert payload(answer)["results"][0]["source"] == "policies/refund-v2.md"
+    finally:
+        http.should_exit = True
+        thread.join(timeout=15)
+        sock.close()
+        server.pgkb_database.close()
