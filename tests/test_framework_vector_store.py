@@ -89,3 +89,50 @@ def test_a_tenant_writer_writes_only_its_namespace(fresh_db, dsn):
             PgkbVectorStore(as_writer, namespace="globex").add_texts(["# B\n\nGlobex text."], ids=["b.md"])
         sources = fresh_db.execute("SELECT namespace, source FROM kb.documents ORDER BY 1").fetchall()
         assert [(r["namespace"], r["source"]) for r in sources] == [("acme", "a.md")]
+
+
+def test_llamaindex_vector_store_adds_queries_filters_and_deletes_by_ref_doc(fresh_db, dsn):
+    pytest.importorskip("llama_index.core")
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+    from llama_index.core.vector_stores.types import (
+        MetadataFilter,
+        MetadataFilters,
+        VectorStoreQuery,
+        VectorStoreQueryMode,
+    )
+
+    from pgkb.llamaindex import PgkbVectorStore as LlamaIndexStore
+
+    def node(node_id: str, text: str, ref: str, **metadata) -> TextNode:
+        return TextNode(
+            id_=node_id,
+            text=text,
+            metadata=metadata,
+            relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=ref)},
+        )
+
+    store = LlamaIndexStore(dsn=dsn, namespace="li")
+    ids = store.add(
+        [
+            node("refunds.md", "# Refunds\n\nRefunds within 14 days.", "handbook", doc_type="policy"),
+            node("parking.md", "# Parking\n\nParking is free on level 2.", "handbook", doc_type="faq"),
+            node("faq.md", "# Refund FAQ\n\nRefunds are quick.", "faq-book", doc_type="faq"),
+        ]
+    )
+    assert ids == ["refunds.md", "parking.md", "faq.md"]
+    found = store.query(VectorStoreQuery(query_str="how many days for a refund", similarity_top_k=2))
+    assert found.ids[0] == "refunds.md" and len(found.nodes) == len(found.similarities) == 2
+    faq = MetadataFilters(filters=[MetadataFilter(key="doc_type", value="faq")])
+    lexical = store.query(
+        VectorStoreQuery(query_str="refunds", similarity_top_k=3, filters=faq, mode=VectorStoreQueryMode.TEXT_SEARCH)
+    )
+    assert lexical.ids == ["faq.md"]
+    index = VectorStoreIndex.from_vector_store(store, embed_model=MockEmbedding(embed_dim=8))
+    assert index.as_retriever(similarity_top_k=1).retrieve("refund days")[0].node.node_id == "refunds.md"
+    store.delete("handbook")
+    left = fresh_db.execute("SELECT source FROM kb.documents WHERE namespace = 'li' ORDER BY source").fetchall()
+    assert [r["source"] for r in left] == ["faq.md"]
+    with pytest.raises(ValueError, match="query_str"):
+        store.query(VectorStoreQuery(query_embedding=[0.1] * 8, similarity_top_k=1))

@@ -35,6 +35,10 @@ from ..config import load_settings
 # The arguments of kb_retrieve besides the query, in signature order (harness.retrieval.RetrievalRequest).
 ARGUMENTS = tuple(retrieval.OPTIONAL_ARGUMENTS)
 
+# kb.documents columns a vector store's metadata may set (lifecycle, type, title); every other key is kept
+# in kb.documents.metadata, where filters read it.
+DOCUMENT_COLUMNS = ("title", "doc_type", "status", "version", "effective_from", "effective_to", "supersedes")
+
 # Every pooled connection: autocommit (a retrieval is one statement), rows as dicts.
 CONNECTION_OPTIONS = {"autocommit": True, "row_factory": dict_row}
 

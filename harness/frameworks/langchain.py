@@ -26,7 +26,17 @@ from pydantic import Field, PrivateAttr, create_model
 
 from .. import loader, retrieval
 from ..config import load_settings
-from . import ARGUMENTS, DEFAULT_POOL_SIZE, Decision, KnowledgeBase, arguments_of, decision_of, passage_metadata, plain
+from . import (
+    ARGUMENTS,
+    DEFAULT_POOL_SIZE,
+    DOCUMENT_COLUMNS,
+    Decision,
+    KnowledgeBase,
+    arguments_of,
+    decision_of,
+    passage_metadata,
+    plain,
+)
 
 # keyword arguments LangChain's invoke passes on besides a retriever's own
 _LANGCHAIN_KEYWORDS = frozenset({"verbose"})
@@ -106,11 +116,6 @@ class PgkbRetriever(_RetrieverFields):
     def close(self) -> None:
         """Close the sync pool this retriever shares (the next sync call opens another)."""
         self._kb.close()
-
-
-# kb.documents columns a document's metadata may set (lifecycle, type, title); every other key is kept in
-# kb.documents.metadata, where filters read it.
-DOCUMENT_COLUMNS = ("title", "doc_type", "status", "version", "effective_from", "effective_to", "supersedes")
 
 
 class PgkbVectorStore(VectorStore):

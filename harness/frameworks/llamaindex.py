@@ -19,15 +19,28 @@ network unavailable).
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
-from llama_index.core.schema import NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
-from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilters
+from llama_index.core.schema import BaseNode, NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode
+from llama_index.core.vector_stores.types import (
+    BasePydanticVectorStore,
+    FilterCondition,
+    FilterOperator,
+    MetadataFilters,
+    VectorStoreQuery,
+    VectorStoreQueryMode,
+    VectorStoreQueryResult,
+)
+from psycopg.types.json import Jsonb
 
+from .. import loader
+from ..config import load_settings
 from . import (
     DEFAULT_POOL_SIZE,
+    DOCUMENT_COLUMNS,
     LLM_METADATA_KEYS,
     Decision,
     KnowledgeBase,
@@ -147,3 +160,83 @@ def _init_signature() -> inspect.Signature:
 # help(), editors that read signatures at run time and the tests see every keyword by name, although
 # __init__ takes kb_retrieve's as **arguments (checked by arguments_of).
 PgkbRetriever.__init__.__signature__ = _init_signature()  # type: ignore[attr-defined]
+
+
+# LlamaIndex's query modes and kb_retrieve's: the default is kb_retrieve's own choice.
+QUERY_MODES = {
+    VectorStoreQueryMode.DEFAULT: "auto",
+    VectorStoreQueryMode.HYBRID: "hybrid",
+    VectorStoreQueryMode.TEXT_SEARCH: "lexical",
+    VectorStoreQueryMode.SPARSE: "lexical",
+}
+
+
+class PgkbVectorStore(BasePydanticVectorStore):
+    """pgkb as a LlamaIndex vector store. A node added is a document of ``namespace`` in kb.documents (its id
+    the document's source, its ref_doc_id kept in metadata), so the database chunks and embeds it with its
+    own model (LlamaIndex's embeddings are not used) and lifecycle and tenant isolation hold as for any
+    writer; ``delete(ref_doc_id)`` deletes the documents of that ref doc. ``query`` is kb_retrieve with the
+    query's text (``query_str``; the database embeds it), ``similarity_top_k`` as k, ``filters`` mapped by
+    pgkb_filters and the mode mapped by QUERY_MODES; similarities are kb_retrieve's fused scores."""
+
+    stores_text: bool = True
+    is_embedding_query: bool = False
+    namespace: str = "default"
+    dsn: str | None = None
+    pool_size: int = DEFAULT_POOL_SIZE
+
+    @property
+    def client(self) -> KnowledgeBase:
+        return KnowledgeBase.shared(self.dsn, self.pool_size)
+
+    def _writes(self) -> KnowledgeBase:
+        return KnowledgeBase.shared(self.dsn or load_settings().dsn, self.pool_size)
+
+    def add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
+        rows = []
+        for node in nodes:
+            metadata = {**node.metadata, "ref_doc_id": node.ref_doc_id}
+            columns = {name: metadata.pop(name, None) for name in DOCUMENT_COLUMNS}
+            rows.append(
+                {
+                    **columns,
+                    "status": columns["status"] or "active",
+                    "namespace": self.namespace,
+                    "source": node.node_id,
+                    "body": node.get_content(),
+                    "metadata": Jsonb(metadata),
+                    "origin": "llamaindex",
+                }
+            )
+        with self._writes().connection() as conn, conn.transaction():
+            for row in rows:
+                conn.execute(loader.UPSERT, row)
+        return [node.node_id for node in nodes]
+
+    def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
+        with self._writes().connection() as conn:
+            conn.execute(
+                "DELETE FROM kb.documents WHERE namespace = %s AND metadata ->> 'ref_doc_id' = %s",
+                (self.namespace, ref_doc_id),
+            )
+
+    def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
+        if not query.query_str:
+            raise ValueError("pgkb embeds the question itself: give query_str (a query embedding alone is not used)")
+        if query.mode not in QUERY_MODES:
+            raise ValueError(
+                f"query mode {query.mode.value} is not supported: {', '.join(m.value for m in QUERY_MODES)}"
+            )
+        arguments = arguments_of(
+            {
+                "k": query.similarity_top_k,
+                "namespace": self.namespace,
+                "mode": QUERY_MODES[query.mode],
+                "filters": pgkb_filters(query.filters) if query.filters else None,
+            }
+        )
+        rows = self.client.retrieve(query.query_str, arguments)
+        nodes = [TextNode(id_=row["source"], text=row["content"], metadata=passage_metadata(row)) for row in rows]
+        return VectorStoreQueryResult(
+            nodes=nodes, similarities=[row["score"] for row in rows], ids=[row["source"] for row in rows]
+        )
