@@ -11,8 +11,9 @@ shares between them, importing neither framework:
   embedded cluster of `pgkb up`) through pools of connections (psycopg_pool, sync and async) shared by
   every retriever of the same DSN and pool size;
 * `passage_metadata`: a row's columns as the metadata of a document or node;
-* `Decision`: what kb_retrieve decided for a call ("answer", "low confidence" or "no evidence"), which
-  a retriever keeps as ``last_decision``: "no evidence" is an empty list, never padding.
+* `Decision`: what kb_retrieve decided for a call ("answer", "low confidence" or "no evidence"),
+  returned with the call by the retrievers' ``*_with_decision`` methods and kept as ``last_decision``
+  (the latest call's): "no evidence" is an empty list, never padding.
 """
 
 from __future__ import annotations
@@ -128,6 +129,9 @@ class KnowledgeBase:
         self._async_pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncConnectionPool] = (
             weakref.WeakKeyDictionary()
         )
+        self._async_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
         self._lock = threading.Lock()
 
     @classmethod
@@ -156,18 +160,22 @@ class KnowledgeBase:
     async def _async_pool(self) -> AsyncConnectionPool:
         loop = asyncio.get_running_loop()
         pool = self._async_pools.get(loop)
-        if pool is None:
-            pool = AsyncConnectionPool(
-                self.dsn,
-                min_size=1,
-                max_size=self.pool_size,
-                kwargs=CONNECTION_OPTIONS,
-                check=AsyncConnectionPool.check_connection,
-                open=False,
-                name="pgkb-async",
-            )
-            self._async_pools[loop] = pool
-            await pool.open()
+        if pool is not None:
+            return pool
+        async with self._async_locks.setdefault(loop, asyncio.Lock()):  # the loop's first calls open one pool
+            pool = self._async_pools.get(loop)
+            if pool is None:
+                pool = AsyncConnectionPool(
+                    self.dsn,
+                    min_size=1,
+                    max_size=self.pool_size,
+                    kwargs=CONNECTION_OPTIONS,
+                    check=AsyncConnectionPool.check_connection,
+                    open=False,
+                    name="pgkb-async",
+                )
+                await pool.open()
+                self._async_pools[loop] = pool
         return pool
 
     def connection(self):

@@ -92,10 +92,15 @@ def judge_choice(params: Any) -> dict[str, Any] | None:
     return {"judgment": judgment, "namespace": namespace, "source": source, "side": side}
 
 
-def record_choice(conn, choice: dict[str, Any], form: QueryForm, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def shown_of(rows: list[dict[str, Any]]) -> list[str]:
+    """The namespace/source of every passage a page shows."""
+    return sorted({f"{r['namespace']}/{r['source']}" for r in rows})
+
+
+def record_choice(conn, choice: dict[str, Any], form: QueryForm, shown: list[str]) -> dict[str, Any]:
     """Record a posted judgment as the lab's role (kb.record_judgment), with the namespace the question was
-    asked in and every passage the page shows for it, in the connection that retrieved them. Only the judge
-    actions call it, after lab.checked_form (POST, this process's form token)."""
+    asked in and every passage the page shows for it (namespace/source). Only the judge actions call it,
+    after lab.checked_form (POST, this process's form token)."""
     stored = queries.record_judgment(
         conn,
         namespace=choice["namespace"],
@@ -105,9 +110,9 @@ def record_choice(conn, choice: dict[str, Any], form: QueryForm, rows: list[dict
         context=form.arguments().get("context"),
         as_of=form.as_of.strip() or None,
         asked_in=form.namespace.strip() or None,
-        shown=sorted({f"{r['namespace']}/{r['source']}" for r in rows}),
+        shown=shown,
     )
-    return {**choice, "status": stored["status"]}
+    return {**choice, "id": stored["id"], "status": stored["status"]}
 
 
 async def query_page(lab: LabContext, request: Request) -> Response:
@@ -156,23 +161,11 @@ def judge_in_place(lab: LabContext, params: Any, page: str) -> Response:
             raise FormError(problem)
         form.arguments()  # every field checked as the page would
         shown = shown_passages(params)
-        stored = lab.db.run(
-            lambda conn: queries.record_judgment(
-                conn,
-                namespace=choice["namespace"],
-                query=form.q,
-                source=choice["source"],
-                judgment=choice["judgment"],
-                context=form.arguments().get("context"),
-                as_of=form.as_of.strip() or None,
-                asked_in=form.namespace.strip() or None,
-                shown=shown,
-            )
-        )
+        recorded = lab.db.run(lambda conn: record_choice(conn, choice, form, shown))
     except (FormError, QueryFailed, NotPermitted) as exc:
         error = inline_error(exc)
         return JSONResponse({"error": error["message"], "hint": error["hint"]}, status_code=error["status"])
-    return JSONResponse({**choice, "id": stored["id"], "status": stored["status"]})
+    return JSONResponse(recorded)
 
 
 def _query_page(lab: LabContext, request: Request, params: Any, judging: bool = False) -> Response:
@@ -199,7 +192,7 @@ def _query_page(lab: LabContext, request: Request, params: Any, judging: bool = 
             def work(conn):
                 rows = queries.retrieve(conn, req)
                 if choice:
-                    context["judged"] = record_choice(conn, choice, form, rows)
+                    context["judged"] = record_choice(conn, choice, form, shown_of(rows))
                 # the reason of the answerability decision (probability, thresholds, signals) is in the
                 # explain object (a second retrieval of the same request, in the same transaction)
                 explained = queries.explain(conn, req)
@@ -333,7 +326,7 @@ def _compare_page(lab: LabContext, request: Request, params: Any, judging: bool 
 
             def judgments(conn):
                 if choice:  # the question as the judged passage's side asked it (its namespace, k, as of)
-                    context["judged"] = record_choice(conn, choice, sides[choice["side"]], shown)
+                    context["judged"] = record_choice(conn, choice, sides[choice["side"]], shown_of(shown))
                 return [queries.judgments_for(conn, sides[side], namespaces) for side in ("a", "b")]
 
             context["judgments"], context["judgments_b"] = lab.db.run(judgments)
