@@ -472,3 +472,25 @@ def test_in_a_browser_pages_carry_their_headers_say_who_they_run_as_and_render_s
     assert "|" not in snippet.inner_text() and "##" not in snippet.inner_text()
     dense = page.locator("article.result [data-leg=dense].on").first
     expect(dense).to_contain_text(re.compile(r"dense #\d+ · (cosine|z-score) "))
+
+
+def test_in_a_browser_an_evaluation_states_its_bounds_and_is_cancelled_from_its_page(page, world, tmp_path):  # noqa: F811
+    import psycopg
+    from test_lab import TUNING_CASES
+
+    cases = tmp_path / "acme-cancel.json"
+    cases.write_text(json.dumps(TUNING_CASES), encoding="utf-8")
+    page.goto("/eval")
+    expect(page.locator("[data-job-bounds]")).to_contain_text("cases × k per run")
+    with psycopg.connect(world) as holder:  # the job cannot store its run while this lock is held
+        holder.execute("LOCK TABLE kb.eval_runs IN EXCLUSIVE MODE")
+        page.locator("[data-start] > summary").click()
+        page.set_input_files("input[name=upload]", str(cases))
+        page.select_option("[data-start] select[name=namespace]", "acme")
+        page.click("button[data-start-run]")
+        expect(page.locator("[data-job]")).to_have_attribute("data-job", "running")
+        page.click("button[data-cancel]")
+        expect(page.locator("[data-job]")).to_have_attribute("data-job", "running")  # stops before its next case
+        holder.rollback()
+    expect(page.locator("[data-job]")).to_have_attribute("data-job", "cancelled", timeout=60_000)
+    expect(page.locator("[data-cancelled]")).to_contain_text("Cancelled")
