@@ -274,7 +274,7 @@ def test_xlsx_cells_are_written_as_excel_shows_them_and_hidden_and_chart_sheets_
         "# Q1\n\n| Item | Due | Paid |\n|---|---|---|\n| Rent office | 2025-01-01 | TRUE |\n| a\\|b | 12 |  |"
     )
     assert [(w["kind"], w["page"]) for w in parsed.warnings] == [("table_not_parsed", None)]
-    assert parsed.parser_version == "xlsx/1" and parsed.content_type.endswith("spreadsheetml.sheet")
+    assert parsed.parser_version == "xlsx/2" and parsed.content_type.endswith("spreadsheetml.sheet")
 
 
 @needs_server_venv
@@ -327,3 +327,36 @@ def test_pptx_slides_keep_their_order_lists_tables_and_notes_and_leave_out_slide
     )
     assert parsed.page_starts == [0, parsed.text.index("# Slide 2")]
     assert [(w["kind"], w["page"]) for w in parsed.warnings] == [("table_not_parsed", 2)]
+
+
+@needs_server_venv
+def test_xlsx_merged_cells_fill_the_rows_they_span_a_title_row_stays_above_and_a_two_row_header_is_one():
+    def c(ref: str, text: str) -> str:
+        return f'<c r="{ref}" t="inlineStr"><is><t>{text}</t></is></c>'
+
+    sheet = (
+        f'<worksheet xmlns="{_SML}"><sheetData>'
+        f'<row r="1">{c("A1", "Approvals 2025")}</row>'
+        f'<row r="2">{c("A2", "Team")}{c("B2", "Q1")}{c("D2", "Approver")}</row>'
+        f'<row r="3">{c("B3", "Plan")}{c("C3", "Actual")}</row>'
+        f'<row r="4">{c("A4", "Finance")}<c r="B4"><v>10</v></c><c r="C4"><v>12</v></c>{c("D4", "Li Wei")}</row>'
+        '<row r="5"><c r="B5"><v>20</v></c><c r="C5"><v>18</v></c></row>'
+        "</sheetData><mergeCells>"
+        + "".join(f'<mergeCell ref="{r}"/>' for r in ("A1:D1", "A2:A3", "B2:C2", "D2:D3", "A4:A5", "D4:D5"))
+        + "</mergeCells></worksheet>"
+    )
+    data = _zip(
+        {
+            "[Content_Types].xml": "<Types/>",
+            "xl/workbook.xml": f'<workbook xmlns="{_SML}" xmlns:r="{_OFFICE_REL}"><sheets>'
+            '<sheet name="Budget" r:id="r1"/></sheets></workbook>',
+            "xl/_rels/workbook.xml.rels": f'<Relationships xmlns="{_RELS}">'
+            f'<Relationship Id="r1" Type="{_OFFICE_REL}/worksheet" Target="worksheets/sheet1.xml"/></Relationships>',
+            "xl/worksheets/sheet1.xml": sheet,
+        }
+    )
+    assert _child(data, "budget.xlsx").text == (
+        "# Budget\n\nApprovals 2025\n\n"
+        "| Team | Q1 / Plan | Q1 / Actual | Approver |\n|---|---|---|---|\n"
+        "| Finance | 10 | 12 | Li Wei |\n| Finance | 20 | 18 | Li Wei |"
+    )

@@ -96,7 +96,7 @@ FORMATS: tuple[Format, ...] = (
         BINARY,
         (".xlsx",),
         (_OOXML + "spreadsheetml.sheet",),
-        "1",
+        "2",
         "xlsx.parse_xlsx",
         main_part="xl/workbook.xml",
     ),

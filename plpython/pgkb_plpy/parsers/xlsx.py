@@ -3,6 +3,10 @@ name, so the sheet is in every chunk's section path) over one Markdown table of 
 
 * Rows: the sheet's non-empty rows in order; the first one is the header (the chunker repeats it at
   the start of every chunk a long table is split into: a chunk is a block of rows with its header).
+* Merged cells: a range merged down rows gives its value to every row it spans (the group or approver
+  of each row); leading rows of one value in a wider sheet (a title, merged across or not) are lines
+  above the table, not its header; a header row with ranges merged across columns over a second row is
+  one header of both (``Q1 / Plan``).
 * Columns: from the first to the last column that holds a value anywhere in the sheet.
 * Cells: shared and inline strings, numbers as stored, booleans ``TRUE``/``FALSE``, formulas by
   their cached value, dates (a number in a date format) as ``YYYY-MM-DD`` (``YYYY-MM-DD HH:MM``
@@ -40,6 +44,7 @@ _MAIN_PART = FORMAT_BY_NAME["xlsx"].main_part
 _DATE_FORMAT_IDS = frozenset({14, 15, 16, 17, 18, 19, 20, 21, 22, 45, 46, 47})
 _DATE_CODE_RE = re.compile(r"[dmyhs]", re.IGNORECASE)
 _CELL_REF_RE = re.compile(r"^([A-Z]+)(\d+)$")
+_RANGE_RE = re.compile(r"^([A-Z]+\d+):([A-Z]+\d+)$")
 
 
 def _column(ref: str) -> int:
@@ -129,11 +134,15 @@ def _where(root, c, name: str, shared: list[str]) -> str:
     )
 
 
-def _sheet_rows(root, name: str, shared: list[str], date_styles: set[int], budget: TextBudget) -> list[dict[int, str]]:
-    """The non-empty rows of a worksheet as column -> cell text, each cell's text counted against
-    ``budget`` where it is produced (a shared string at each use)."""
-    rows: list[dict[int, str]] = []
+def _sheet_rows(
+    root, name: str, shared: list[str], date_styles: set[int], budget: TextBudget
+) -> list[tuple[int, dict[int, str]]]:
+    """The non-empty rows of a worksheet as (row number, column -> cell text), each cell's text counted
+    against ``budget`` where it is produced (a shared string at each use)."""
+    rows: list[tuple[int, dict[int, str]]] = []
+    number = 0
     for row in root.iter(S + "row") if root is not None else []:
+        number = int(row.get("r")) if (row.get("r") or "").isdigit() else number + 1
         cells: dict[int, str] = {}
         position = -1
         for c in row.iter(S + "c"):
@@ -146,8 +155,48 @@ def _sheet_rows(root, name: str, shared: list[str], date_styles: set[int], budge
                 if budget.used > budget.limit:
                     raise budget.exceeded(_where(root, c, name, shared))
         if cells:
-            rows.append(cells)
+            rows.append((number, cells))
     return rows
+
+
+def _merged_ranges(root) -> list[tuple[int, int, int, int]]:
+    """Each merged range of a worksheet as (first row, first column, last row, last column): rows as
+    numbered in the sheet, columns from 0."""
+    ranges = []
+    for merged in root.iter(S + "mergeCell") if root is not None else []:
+        found = _RANGE_RE.match(merged.get("ref") or "")
+        if found:
+            (c1, r1), (c2, r2) = (_CELL_REF_RE.match(ref).groups() for ref in found.groups())
+            ranges.append((int(r1), _column(c1 + r1), int(r2), _column(c2 + r2)))
+    return ranges
+
+
+def _layout(rows: list[tuple[int, dict[int, str]]], merged: list[tuple[int, int, int, int]]) -> tuple[list[str], list]:
+    """A sheet's title lines and its table (header first), merged cells read as the module says."""
+    by_number = dict(rows)
+    for r1, c1, r2, _ in merged:  # a value merged down rows belongs to each of them
+        value = by_number.get(r1, {}).get(c1)
+        for number in range(r1 + 1, r2 + 1) if value else ():
+            if number in by_number:
+                by_number[number].setdefault(c1, value)
+    numbers = [number for number, _ in rows]
+    wide = len({c for cells in by_number.values() for c in cells}) > 1
+    titles = []
+    while wide and len(numbers) > 1 and len(by_number[numbers[0]]) == 1:
+        titles.append(next(iter(by_number.pop(numbers.pop(0)).values())))
+    ordered = [by_number[n] for n in numbers]
+    across = [(c1, c2) for r1, c1, _, c2 in merged if r1 == numbers[0] and c2 > c1]
+    if across and len(ordered) > 1:  # a group header over a second header row: one header of both
+        top = dict(ordered[0])
+        for c1, c2 in across:
+            for column in range(c1 + 1, c2 + 1) if top.get(c1) else ():
+                top.setdefault(column, top[c1])
+        columns = set(top) | set(ordered[1])
+        header = {c: " / ".join(dict.fromkeys(v for v in (top.get(c), ordered[1].get(c)) if v)) for c in columns}
+        ordered = [header, *ordered[2:]]
+    first = min(min(r) for r in ordered)
+    last = max(max(r) for r in ordered)
+    return titles, [[r.get(col, "") for col in range(first, last + 1)] for r in ordered]
 
 
 def parse_xlsx(data: bytes) -> ParsedFile:
@@ -175,14 +224,14 @@ def parse_xlsx(data: bytes) -> ParsedFile:
                 }
             )
             continue
-        rows = _sheet_rows(ooxml.read_xml(archive, target, _WHAT), name, shared, date_styles, budget)
+        root = ooxml.read_xml(archive, target, _WHAT)
+        rows = _sheet_rows(root, name, shared, date_styles, budget)
         if not rows:
             warnings.append({"page": None, "kind": "empty_sheet", "message": f"sheet {name!r} has no values"})
             continue
-        first = min(min(r) for r in rows)
-        last = max(max(r) for r in rows)
-        table = [[r.get(col, "") for col in range(first, last + 1)] for r in rows]
+        titles, table = _layout(rows, _merged_ranges(root))
         blocks.append(f"# {escape_line(name)}")
+        blocks.extend(escape_line(title) for title in titles)
         blocks.append(ooxml.markdown_table(table))
     title = clean_title(ooxml.core_title(archive, _WHAT))
     return ParsedFile(
