@@ -325,10 +325,12 @@ def stays_on_the_page(page: Page):
 
 def test_in_a_browser_a_result_is_judged_in_place_by_mouse_and_keys_and_becomes_a_golden_case(page, tmp_path):
     ask(page, "how long may a customer ask for a refund")
+    page.wait_for_load_state("load")  # lab.js (deferred) listens for keys from here
     still_here = stays_on_the_page(page)
     cards = page.locator("article.result")
     first, second = cards.nth(0).get_attribute("data-source"), cards.nth(1).get_attribute("data-source")
     page.keyboard.press("j")
+    expect(cards.nth(0)).to_be_focused()
     page.keyboard.press("j")
     expect(cards.nth(1)).to_be_focused()
     page.keyboard.press("3")  # forbidden, by key, on the passage in focus
@@ -487,10 +489,12 @@ def test_in_a_browser_an_evaluation_states_its_bounds_and_is_cancelled_from_its_
         page.locator("[data-start] > summary").click()
         page.set_input_files("input[name=upload]", str(cases))
         page.select_option("[data-start] select[name=namespace]", "acme")
+        # two modes: the first cannot store its run while the lock is held, so a case of the second is
+        # always still to come when the cancel arrives, and the job stops before it
+        page.check("[data-start] input[name=modes][value=lexical]")
         page.click("button[data-start-run]")
         expect(page.locator("[data-job]")).to_have_attribute("data-job", "running")
         page.click("button[data-cancel]")
-        expect(page.locator("[data-job]")).to_have_attribute("data-job", "running")  # stops before its next case
         holder.rollback()
     expect(page.locator("[data-job]")).to_have_attribute("data-job", "cancelled", timeout=60_000)
     expect(page.locator("[data-cancelled]")).to_contain_text("Cancelled")
