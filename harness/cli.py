@@ -518,15 +518,20 @@ def _add_client_commands(sub) -> None:
     p.set_defaults(func=cmd_lab)
 
 
-def _where(args) -> str:
-    """' at <dsn> (from <where it came from>)' for the database a command used."""
+def _database(args) -> tuple[str, str]:
+    """The database a command used and where its DSN came from: --dsn, PGKB_READ_DSN (reads of READ_COMMANDS),
+    PGKB_DSN, or the embedded cluster."""
     settings = load_settings()
     if getattr(args, "dsn", None):
-        dsn, source = args.dsn, "--dsn"
-    elif args.command in READ_COMMANDS:
-        dsn, source = settings.read_dsn, settings.read_dsn_source
-    else:
-        dsn, source = settings.dsn, settings.dsn_source
+        return args.dsn, "--dsn"
+    if args.command in READ_COMMANDS:
+        return settings.read_dsn, settings.read_dsn_source
+    return settings.dsn, settings.dsn_source
+
+
+def _where(args) -> str:
+    """' at <dsn> (from <where it came from>)' for the database a command used."""
+    dsn, source = _database(args)
     return f" at {redacted(dsn)} (from {source})"
 
 
@@ -540,10 +545,8 @@ def _next_step_to_connect() -> str:
 
 def _not_migrated(args) -> bool:
     """Whether the command's database has no kb schema (a missing function or schema then means: migrate)."""
-    settings = load_settings()
-    dsn = getattr(args, "dsn", None) or (settings.read_dsn if args.command in READ_COMMANDS else settings.dsn)
     try:
-        with connect(dsn) as conn:
+        with connect(_database(args)[0]) as conn:
             return conn.execute("SELECT to_regclass('kb.schema_migrations') IS NULL AS missing").fetchone()["missing"]
     except psycopg.Error:
         return False

@@ -28,9 +28,10 @@ from datetime import date, datetime
 from typing import Any
 
 from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from .. import retrieval
+from .. import loader, retrieval
 from ..config import load_settings
 
 # The arguments of kb_retrieve besides the query, in signature order (harness.retrieval.RetrievalRequest).
@@ -107,6 +108,24 @@ def passage_metadata(row: dict[str, Any], as_of: Any = None) -> dict[str, Any]:
     return metadata
 
 
+def document_row(namespace: str, source: str, text: str, metadata: dict[str, Any], origin: str) -> dict[str, Any]:
+    """A vector store's text as a kb.documents row for the loader's upsert: metadata keys that are
+    DOCUMENT_COLUMNS set those columns (status 'active' unless given), the rest is the row's metadata."""
+    if not isinstance(source, str) or not source.strip():
+        raise ValueError(f"an id must be a non-empty text (the document's source), not {source!r}")
+    columns = {name: metadata.get(name) for name in DOCUMENT_COLUMNS}
+    rest = {k: v for k, v in metadata.items() if k not in DOCUMENT_COLUMNS}
+    return {
+        **columns,
+        "status": columns["status"] or "active",
+        "namespace": namespace,
+        "source": source,
+        "body": text,
+        "metadata": Jsonb(rest),
+        "origin": origin,
+    }
+
+
 DEFAULT_POOL_SIZE = 4
 
 
@@ -181,6 +200,19 @@ class KnowledgeBase:
     def connection(self):
         """A pooled sync connection (a context manager), for what is not a retrieval (a vector store's writes)."""
         return self._sync_pool().connection()
+
+    @classmethod
+    def for_writes(cls, dsn: str | None = None, pool_size: int = DEFAULT_POOL_SIZE) -> KnowledgeBase:
+        """Where a vector store's writes go: ``dsn``, else PGKB_DSN, else the embedded cluster (never
+        PGKB_READ_DSN, which may be a standby)."""
+        return cls.shared(dsn or load_settings().dsn, pool_size)
+
+    def upsert_documents(self, rows: list[dict[str, Any]]) -> None:
+        """Store document rows (document_row) in one transaction, through the loader's one upsert: the ingest
+        trigger chunks and embeds them, row-level security and lifecycle hold as for any writer."""
+        with self.connection() as conn, conn.transaction():
+            for row in rows:
+                conn.execute(loader.UPSERT, row)
 
     def retrieve(self, query: str, arguments: dict[str, Any]) -> list[dict[str, Any]]:
         with self.connection() as conn:

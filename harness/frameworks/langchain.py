@@ -21,11 +21,9 @@ from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, Callba
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import VectorStore
-from psycopg.types.json import Jsonb
 from pydantic import Field, PrivateAttr, create_model
 
-from .. import loader, retrieval
-from ..config import load_settings
+from .. import retrieval
 from . import (
     ARGUMENTS,
     DEFAULT_POOL_SIZE,
@@ -34,6 +32,7 @@ from . import (
     KnowledgeBase,
     arguments_of,
     decision_of,
+    document_row,
     passage_metadata,
     plain,
 )
@@ -132,7 +131,7 @@ class PgkbVectorStore(VectorStore):
     def __init__(self, dsn: str | None = None, *, namespace: str = "default", pool_size: int = DEFAULT_POOL_SIZE):
         self.namespace = namespace
         self._reads = KnowledgeBase.shared(dsn, pool_size)
-        self._writes = KnowledgeBase.shared(dsn or load_settings().dsn, pool_size)
+        self._writes = KnowledgeBase.for_writes(dsn, pool_size)
 
     @property
     def embeddings(self) -> None:
@@ -147,29 +146,14 @@ class PgkbVectorStore(VectorStore):
         ids = list(ids) if ids is not None else [m.get("source") or f"langchain/{uuid.uuid4()}" for m in metadatas]
         if not len(texts) == len(metadatas) == len(ids):
             raise ValueError(f"{len(texts)} texts, {len(metadatas)} metadatas and {len(ids)} ids: give one of each")
-        rows = [
-            self._document_row(text, metadata, source)
-            for text, metadata, source in zip(texts, metadatas, ids, strict=True)
-        ]
-        with self._writes.connection() as conn, conn.transaction():
-            for row in rows:
-                conn.execute(loader.UPSERT, row)
+        metadatas = [{k: v for k, v in m.items() if k != "source"} for m in metadatas]  # the id is the source
+        self._writes.upsert_documents(
+            [
+                document_row(self.namespace, source, text, metadata, "langchain")
+                for text, metadata, source in zip(texts, metadatas, ids, strict=True)
+            ]
+        )
         return ids
-
-    def _document_row(self, text: str, metadata: dict[str, Any], source: str) -> dict[str, Any]:
-        if not isinstance(source, str) or not source.strip():
-            raise ValueError(f"an id must be a non-empty text (the document's source), not {source!r}")
-        columns = {name: metadata.get(name) for name in DOCUMENT_COLUMNS}
-        rest = {k: v for k, v in metadata.items() if k not in DOCUMENT_COLUMNS and k != "source"}
-        return {
-            **columns,
-            "status": columns["status"] or "active",
-            "namespace": self.namespace,
-            "source": source,
-            "body": text,
-            "metadata": Jsonb(rest),
-            "origin": "langchain",
-        }
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool:
         """Delete the documents with these ids (sources) in the namespace, with their chunks and vectors;

@@ -34,18 +34,15 @@ from llama_index.core.vector_stores.types import (
     VectorStoreQueryMode,
     VectorStoreQueryResult,
 )
-from psycopg.types.json import Jsonb
 
-from .. import loader
-from ..config import load_settings
 from . import (
     DEFAULT_POOL_SIZE,
-    DOCUMENT_COLUMNS,
     LLM_METADATA_KEYS,
     Decision,
     KnowledgeBase,
     arguments_of,
     decision_of,
+    document_row,
     keyword_parameters,
     passage_metadata,
 )
@@ -190,27 +187,21 @@ class PgkbVectorStore(BasePydanticVectorStore):
         return KnowledgeBase.shared(self.dsn, self.pool_size)
 
     def _writes(self) -> KnowledgeBase:
-        return KnowledgeBase.shared(self.dsn or load_settings().dsn, self.pool_size)
+        return KnowledgeBase.for_writes(self.dsn, self.pool_size)
 
     def add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
-        rows = []
-        for node in nodes:
-            metadata = {**node.metadata, "ref_doc_id": node.ref_doc_id}
-            columns = {name: metadata.pop(name, None) for name in DOCUMENT_COLUMNS}
-            rows.append(
-                {
-                    **columns,
-                    "status": columns["status"] or "active",
-                    "namespace": self.namespace,
-                    "source": node.node_id,
-                    "body": node.get_content(),
-                    "metadata": Jsonb(metadata),
-                    "origin": "llamaindex",
-                }
-            )
-        with self._writes().connection() as conn, conn.transaction():
-            for row in rows:
-                conn.execute(loader.UPSERT, row)
+        self._writes().upsert_documents(
+            [
+                document_row(
+                    self.namespace,
+                    node.node_id,
+                    node.get_content(),
+                    {**node.metadata, "ref_doc_id": node.ref_doc_id},
+                    "llamaindex",
+                )
+                for node in nodes
+            ]
+        )
         return [node.node_id for node in nodes]
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:

@@ -30,7 +30,11 @@ MAX_QUEUED_PER_ROLE = 3
 
 
 class JobRefused(ValueError):
-    """A job over a bound: too many cases × k, or the role's queue is full."""
+    """A job over a bound: too many cases × k (status 400), or the role's queue is full (429: try later)."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
 
 
 class Cancelled(Exception):
@@ -101,7 +105,8 @@ class Jobs:
             if len(queue) >= MAX_QUEUED_PER_ROLE:
                 raise JobRefused(
                     f"the role {role or 'of the lab'} already has {len(queue)} evaluation jobs waiting (at most "
-                    f"{MAX_QUEUED_PER_ROLE}): wait for one to end or cancel one"
+                    f"{MAX_QUEUED_PER_ROLE}): wait for one to end or cancel one",
+                    status=429,
                 )
             job = Job(id=next(self._ids), dataset=dataset, modes=modes, cases=len(cases), role=key, k=k)
             self._jobs[job.id] = job

@@ -267,7 +267,7 @@ def record_judgment(
     as_of: str | None,
     asked_in: str | None,
     shown: list[str],
-) -> int:
+) -> dict[str, Any]:
     """kb.record_judgment as the lab's role, origin 'lab': the live judgment's id and status (accepted, or
     suggested until an admin accepts it)."""
     judgment_id = conn.execute(

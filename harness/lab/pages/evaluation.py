@@ -116,20 +116,25 @@ def _eval_start(lab: LabContext, request: Request, form: Any, uploaded: bytes) -
             400, f"unknown namespace {namespace!r}: the role {lab.db.role_label} sees no document in it"
         )
     lab.db.run(lambda conn: None, settings=settings)  # each setting checked by kb.setting before the job starts
+    return start_job(
+        lab,
+        "cannot start the evaluation",
+        cases=cases,
+        dataset=dataset,
+        modes=modes,
+        k=k,
+        namespace=namespace,
+        settings=settings,
+    )
+
+
+def start_job(lab: LabContext, refused: str, **job: Any) -> Response:
+    """Queue an evaluation job as the lab's role and show its page; a bound it is over is the HTTP error."""
     try:
-        job = lab.jobs.start(
-            lab.db.dsn,
-            lab.db.role,
-            cases=cases,
-            dataset=dataset,
-            modes=modes,
-            k=k,
-            namespace=namespace,
-            settings=settings,
-        )
+        started = lab.jobs.start(lab.db.dsn, lab.db.role, **job)
     except JobRefused as exc:
-        raise HTTPException(429 if "waiting" in str(exc) else 400, f"cannot start the evaluation: {exc}") from None
-    return RedirectResponse(f"/eval/jobs/{job.id}", status_code=303)
+        raise HTTPException(exc.status, f"{refused}: {exc}") from None
+    return RedirectResponse(f"/eval/jobs/{started.id}", status_code=303)
 
 
 async def run_again(lab: LabContext, request: Request) -> Response:
@@ -156,36 +161,21 @@ def _run_again(lab: LabContext, run_id: int) -> Response:
     if data is None:
         raise HTTPException(404, f"no evaluation run {run_id} that the role {lab.db.role_label} can see")
     run, results, overridable = data
-    cases = [
-        evaluate.Case(
-            id=r["case_id"],
-            query=r["query"],
-            expected=list(r["expected"]),
-            forbidden=list(r["forbidden"] or []),
-            category=r["category"],
-            namespace=r["namespace"],
-            as_of=r["as_of"],
-            context=r["context"],
-        )
-        for r in sorted(results, key=lambda r: r["case_id"])
-    ]
+    cases = evaluate.cases_from(
+        [{**r, "id": r["case_id"]} for r in sorted(results, key=lambda r: r["case_id"])], f"run {run_id}"
+    )
     config = run["configuration"] or {}
     recorded = config.get("settings") or run["params"].get("settings") or {}
-    settings = {key: _setting_text(value) for key, value in recorded.items() if key in overridable}
-    try:
-        job = lab.jobs.start(
-            lab.db.dsn,
-            lab.db.role,
-            cases=cases,
-            dataset=run["dataset"],
-            modes=[run["mode"]],
-            k=int(run["params"].get("k") or config.get("k") or 100),
-            namespace=run["params"].get("namespace"),
-            settings=settings,
-        )
-    except JobRefused as exc:
-        raise HTTPException(429 if "waiting" in str(exc) else 400, f"cannot run it again: {exc}") from None
-    return RedirectResponse(f"/eval/jobs/{job.id}", status_code=303)
+    return start_job(
+        lab,
+        "cannot run it again",
+        cases=cases,
+        dataset=run["dataset"],
+        modes=[run["mode"]],
+        k=int(run["params"].get("k") or config.get("k") or 100),
+        namespace=run["params"].get("namespace"),
+        settings={key: _setting_text(value) for key, value in recorded.items() if key in overridable},
+    )
 
 
 async def job_cancel(lab: LabContext, request: Request) -> Response:
