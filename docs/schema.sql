@@ -928,6 +928,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.json_text_list(jsonb)
 --     RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     A JSON string or array of strings as text[] (NULL otherwise).
+-- kb.judged_case_id(text)
+--     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The id a case of judgments goes by (kb.judged_cases.case_id, its golden case's id, kb.retire_case's argument), from its kb.judgments.case_key.
 -- kb.judges_as_admin()
 --     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
 --     Whether the current role judges as an admin (a member of pgkb_admin, or the owner): its judgments are accepted when made and it may accept or reject others'.

@@ -50,6 +50,15 @@ $$;
 COMMENT ON FUNCTION kb.judgment_case_key(text, text, text[], date) IS
 'The case a judgment belongs to (kb.judgments.case_key): its namespace, question, earlier questions and as_of; the same question at two dates is two cases.';
 
+CREATE OR REPLACE FUNCTION kb.judged_case_id(p_case_key text)
+RETURNS text
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$ SELECT 'judged-' || left(p_case_key, 12) $$;
+COMMENT ON FUNCTION kb.judged_case_id(text) IS
+'The id a case of judgments goes by (kb.judged_cases.case_id, its golden case''s id, kb.retire_case''s argument), from its kb.judgments.case_key.';
+
 CREATE OR REPLACE FUNCTION kb.trg_judgments_provenance()
 RETURNS trigger
 LANGUAGE plpgsql

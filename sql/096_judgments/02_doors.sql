@@ -83,9 +83,10 @@ BEGIN
         RAISE EXCEPTION 'kb.record_judgment: shown names a passage you may not read (each entry is namespace/source)'
             USING ERRCODE = 'insufficient_privilege';
     END IF;
+    -- the role's live judgment of this case and source (the key of judgments_one_live_per_role)
     SELECT j.* INTO live FROM kb.judgments AS j
     WHERE j.namespace = p_namespace AND j.judged_by = current_user AND j.retired_at IS NULL
-        AND j.query = btrim(p_query) AND j.context = coalesce(p_context, '{}') AND j.as_of IS NOT DISTINCT FROM p_as_of
+        AND j.case_key = kb.judgment_case_key(p_namespace, btrim(p_query), coalesce(p_context, '{}'), p_as_of)
         AND j.source IS NOT DISTINCT FROM p_source;
     IF live.id IS NOT NULL AND live.judgment = p_judgment AND live.note IS NOT DISTINCT FROM p_note
         AND live.shown @> shown THEN
@@ -184,7 +185,7 @@ DECLARE
 BEGIN
     -- row-level security limits the update to the judgments the caller may change
     UPDATE kb.judgments AS j SET retired_at = now()
-    WHERE j.namespace = p_namespace AND 'judged-' || left(j.case_key, 12) = p_case_id AND j.retired_at IS NULL;
+    WHERE j.namespace = p_namespace AND kb.judged_case_id(j.case_key) = p_case_id AND j.retired_at IS NULL;
     GET DIAGNOSTICS retired = ROW_COUNT;
     IF retired = 0 THEN
         RAISE EXCEPTION 'kb.retire_case: case % of namespace % has no live judgment that you may change', p_case_id,

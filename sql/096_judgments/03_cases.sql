@@ -76,7 +76,7 @@ stated AS (
 )
 
 SELECT
-    'judged-' || left(s.case_key, 12) AS case_id,
+    kb.judged_case_id(s.case_key) AS case_id,
     s.namespace,
     q.query,
     q.context,
@@ -100,7 +100,7 @@ SELECT
             AND j.retired_at IS NULL AND j.status = 'suggested'
     ) AS suggestions,
     jsonb_strip_nulls(jsonb_build_object(
-        'id', 'judged-' || left(s.case_key, 12),
+        'id', kb.judged_case_id(s.case_key),
         'category', CASE WHEN s.answered THEN 'judged' ELSE 'judged-no-answer' END,
         'query', q.query,
         'namespace', s.namespace,
