@@ -37,6 +37,7 @@ import secrets
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Annotated, Any, Literal, TypeVar
 from urllib.parse import parse_qs, quote, unquote, urlsplit
@@ -44,27 +45,30 @@ from urllib.parse import parse_qs, quote, unquote, urlsplit
 import anyio
 import psycopg
 import uvicorn
-from mcp.server.lowlevel.server import NotificationOptions
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INVALID_PARAMS,
+    CallToolRequestParams,
+    CallToolResult,
     ListResourcesResult,
     ListResourceTemplatesResult,
+    ListToolsResult,
     PaginatedRequestParams,
     ReadResourceRequestParams,
     ReadResourceResult,
     Resource,
     ResourceTemplate,
+    TextContent,
     TextResourceContents,
+    Tool,
     ToolAnnotations,
 )
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from . import retrieval, roles, status, version
 from .config import load_settings
@@ -82,6 +86,12 @@ NAMESPACE_TOOL_PREFIX = "kb_retrieve_"
 MAX_TOOL_NAME = 64  # what the strictest clients accept: ^[a-zA-Z0-9_-]{1,64}$
 
 log = logging.getLogger("pgkb.mcp")
+
+
+class ToolError(Exception):
+    """A tool call that failed for a reason the assistant should read (the server goes on)."""
+
+
 T = TypeVar("T")
 
 INSTRUCTIONS = """\
@@ -332,40 +342,120 @@ def tool_parameters(fixed: frozenset[str] = frozenset(), detail: bool = True) ->
 
 def one_copy(data: dict[str, Any]) -> str:
     """A tool's answer as compact JSON text, its only copy: an assistant pays for every character, and a
-    structured copy beside the text would double them (the tools are added with structured_output=False)."""
+    structured copy beside the text would double them (so no output schema is advertised either)."""
     return json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
-def retrieval_tool(
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool as the server lists it (``tool``), the model its arguments are checked against (the input
+    schema is that model's JSON schema) and what a call runs: ``run(arguments)`` returns the answer's text."""
+
+    tool: Tool
+    arguments: type[BaseModel]
+    run: Callable[[dict[str, Any]], str]
+
+    def call(self, given: dict[str, Any]) -> str:
+        try:
+            arguments = self.arguments.model_validate(given).model_dump()
+        except ValidationError as exc:
+            # the fields and what they take; the rejected values are the caller's own data
+            problems = "; ".join(
+                f"{'.'.join(str(part) for part in error['loc']) or 'arguments'}: {error['msg']}"
+                for error in exc.errors(include_input=False)
+            )
+            raise ToolError(f"invalid arguments for {self.tool.name}: {problems}") from exc
+        return self.run(arguments)
+
+
+def tool_spec(
     name: str,
+    title: str,
+    description: str,
+    parameters: list[inspect.Parameter],
+    run: Callable[[dict[str, Any]], str],
+    schema_title: str | None = None,
+) -> ToolSpec:
+    """A read-only tool whose arguments are ``parameters`` (their annotations and defaults), described by
+    ``description``; ``schema_title`` titles its input schema (default: the tool's name)."""
+    fields = {p.name: (p.annotation, ... if p.default is inspect.Parameter.empty else p.default) for p in parameters}
+    model = create_model(schema_title or name, __config__=ConfigDict(extra="forbid"), **fields)
+    tool = Tool(
+        name=name, title=title, description=description, input_schema=model.model_json_schema(), annotations=READ_ONLY
+    )
+    return ToolSpec(tool, model, run)
+
+
+def retrieval_tool_spec(
+    name: str,
+    title: str,
+    description: str,
     run: Callable[[str, dict[str, Any]], dict[str, Any]],
     fixed: dict[str, Any] | None = None,
     detail: bool = True,
-) -> Callable[..., str]:
-    """A tool function ``name(query, ...)`` that passes its arguments (and the ``fixed`` ones) to ``run`` and
-    answers with one_copy of its result. Its signature, which the MCP SDK turns into the tool's input schema,
-    is tool_parameters()."""
+) -> ToolSpec:
+    """A retrieval tool: its arguments are tool_parameters(); a call passes the query and the other arguments
+    (with the ``fixed`` ones) to ``run`` and answers with one_copy of its result. Every per-namespace tool's
+    input schema has one title, retrieve_in_namespace."""
     fixed = fixed or {}
 
-    def tool(query: str, **arguments: Any) -> str:
-        return one_copy(run(query, {**arguments, **fixed}))
+    def answer(arguments: dict[str, Any]) -> str:
+        return one_copy(run(arguments.pop("query"), {**arguments, **fixed}))
 
-    tool.__name__ = tool.__qualname__ = name
-    tool.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        tool_parameters(frozenset(fixed), detail), return_annotation=str
-    )
-    return tool
+    schema_title = "retrieve_in_namespace" if fixed else None
+    return tool_spec(name, title, description, tool_parameters(frozenset(fixed), detail), answer, schema_title)
+
+
+def _status(db: Database, role: str | None) -> str:
+    db.run(lambda conn: conn.execute("SELECT 1"))  # checks the connection and the role first, with clear errors
+    try:
+        data = status.collect(db.role_dsn())
+    except psycopg.Error as exc:
+        raise ToolError(f"kb_status: {_db_message(exc)}") from exc
+    data["role"] = role
+    return one_copy(data)
+
+
+def fixed_tools(db: Database, role: str | None) -> list[ToolSpec]:
+    """kb_retrieve, kb_explain and kb_status."""
+    return [
+        retrieval_tool_spec(
+            "kb_retrieve",
+            "Search the knowledge base",
+            "Search the knowledge base and return ranked passages from the documents current at `as_of`."
+            f"\n\n{RETRIEVE_RETURNS}",
+            lambda query, arguments: _answer(db, role, query, arguments),
+        ),
+        retrieval_tool_spec(
+            "kb_explain",
+            "Explain a search",
+            "Why kb_retrieve ranks what it ranks for the same arguments (kb_retrieve_explain): the query "
+            "analysis\n(language, terms, answer type), the stages tried, candidates and scores per leg (lexical, "
+            "dense), the\nevidence and the answerability decision, timings per stage, the model used, and the "
+            "results in short.",
+            lambda query, arguments: _explain(db, query, arguments),
+            detail=False,
+        ),
+        tool_spec(
+            "kb_status",
+            "Knowledge base status",
+            "The state of the knowledge base: PostgreSQL and extension versions, applied migrations, embedding "
+            "models\n(embedded, pending, failed, stale chunks) and documents per namespace.",
+            [],
+            lambda arguments: _status(db, role),
+        ),
+    ]
 
 
 class NamespaceTools:
     """The per-namespace retrieval tools, kept equal to the rows of kb.namespace_descriptions the role
     can read (row-level security decides which)."""
 
-    def __init__(self, server: MCPServer, db: Database, role: str | None):
-        self.server = server
+    def __init__(self, db: Database, role: str | None):
         self.db = db
         self.role = role
-        self.tools: dict[str, tuple[str, str]] = {}  # tool name -> (namespace, description)
+        self.described: dict[str, tuple[str, str]] = {}  # tool name -> (namespace, description)
+        self.tools: dict[str, ToolSpec] = {}
 
     def read(self) -> dict[str, tuple[str, str]]:
         rows = self.db.run(
@@ -375,58 +465,30 @@ class NamespaceTools:
         )
         return {namespace_tool_name(r["namespace"]): (r["namespace"], r["description"]) for r in rows}
 
+    def spec(self, name: str, namespace: str, description: str) -> ToolSpec:
+        return retrieval_tool_spec(
+            name,
+            f"Search {namespace}",
+            f"Search the namespace {namespace!r}: {description}\n\n"
+            f"Returns ranked passages from its documents current at `as_of` (default now). {RETRIEVE_RETURNS}",
+            lambda query, arguments: _answer(self.db, self.role, query, arguments),
+            {"namespace": namespace},
+        )
+
     async def refresh(self) -> bool:
-        """Read the descriptions again and add, change or remove tools; True when the list changed. A
+        """Read the descriptions again and make the tools follow them; True when the list changed. A
         database error keeps the tools as they were (logged)."""
         try:
             wanted = await anyio.to_thread.run_sync(self.read)
         except ToolError as exc:
             log.warning("namespace tools not refreshed: %s", exc)
             return False
-        if wanted == self.tools:
+        if wanted == self.described:
             return False
-        for name in set(self.tools) - set(wanted) | {
-            n for n in wanted if n in self.tools and wanted[n] != self.tools[n]
-        }:
-            self.server.remove_tool(name)
-            del self.tools[name]
-        for name, (namespace, description) in wanted.items():
-            if name not in self.tools:
-                self.server.add_tool(
-                    retrieval_tool(
-                        "retrieve_in_namespace",  # titles the input schema, the same for every namespace
-                        lambda query, arguments: _answer(self.db, self.role, query, arguments),
-                        {"namespace": namespace},
-                    ),
-                    name=name,
-                    title=f"Search {namespace}",
-                    annotations=READ_ONLY,
-                    structured_output=False,
-                    description=f"Search the namespace {namespace!r}: {description}\n\n"
-                    f"Returns ranked passages from its documents current at `as_of` (default now). {RETRIEVE_RETURNS}",
-                )
-                self.tools[name] = (namespace, description)
+        self.described = wanted
+        self.tools = {name: self.spec(name, *about) for name, about in wanted.items()}
         log.info("namespace tools: %s", ", ".join(sorted(self.tools)) or "(none)")
         return True
-
-
-def _install_namespace_tools(server: MCPServer, tools: NamespaceTools) -> None:
-    """tools/list reads the namespaces again first; tools/call too, and tells the client when they changed."""
-    lowlevel = server._lowlevel_server  # the SDK's Server under MCPServer; add_request_handler is its API
-    list_entry = lowlevel.get_request_handler("tools/list")
-    call_entry = lowlevel.get_request_handler("tools/call")
-
-    async def list_tools(ctx, params):
-        await tools.refresh()
-        return await list_entry.handler(ctx, params)
-
-    async def call_tool(ctx, params):
-        if await tools.refresh() and ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
-            await ctx.session.send_tool_list_changed()
-        return await call_entry.handler(ctx, params)
-
-    lowlevel.add_request_handler("tools/list", list_entry.params_type, list_tools)
-    lowlevel.add_request_handler("tools/call", call_entry.params_type, call_tool)
 
 
 def _encode_cursor(namespace: str, source: str) -> str:
@@ -447,12 +509,16 @@ def _mime_type(source: str) -> str:
     return "text/markdown" if source.lower().endswith((".md", ".markdown")) else "text/plain"
 
 
-def _install_document_resources(server: MCPServer, db: Database, role: str | None, page_size: int) -> None:
+class DocumentResources:
     """resources/list pages through kb.current_documents; resources/read returns kb.read_document."""
-    lowlevel = server._lowlevel_server
 
-    def page(after: tuple[str, str] | None) -> list[dict[str, Any]]:
-        return db.run(
+    def __init__(self, db: Database, role: str | None, page_size: int):
+        self.db = db
+        self.role = role
+        self.page_size = page_size
+
+    def page(self, after: tuple[str, str] | None) -> list[dict[str, Any]]:
+        return self.db.run(
             lambda conn: conn.execute(
                 """SELECT namespace, source, title, doc_type, status, version, effective_from, effective_to,
                           characters
@@ -463,19 +529,19 @@ def _install_document_resources(server: MCPServer, db: Database, role: str | Non
                 {
                     "after_namespace": after[0] if after else None,
                     "after_source": after[1] if after else None,
-                    "limit": page_size + 1,
+                    "limit": self.page_size + 1,
                 },
             ).fetchall()
         )
 
-    async def list_resources(ctx, params: PaginatedRequestParams) -> ListResourcesResult:
-        after = _decode_cursor(params.cursor) if params.cursor else None
+    async def list(self, ctx, params: PaginatedRequestParams | None) -> ListResourcesResult:
+        after = _decode_cursor(params.cursor) if params and params.cursor else None
         try:
-            rows = await anyio.to_thread.run_sync(page, after)
+            rows = await anyio.to_thread.run_sync(self.page, after)
         except ToolError as exc:
             raise MCPError(INVALID_PARAMS, str(exc)) from exc
-        more = len(rows) > page_size
-        rows = rows[:page_size]
+        more = len(rows) > self.page_size
+        rows = rows[: self.page_size]
         resources = []
         for r in rows:
             details = [r["namespace"], r["doc_type"], r["version"] and f"version {r['version']}"]
@@ -496,7 +562,7 @@ def _install_document_resources(server: MCPServer, db: Database, role: str | Non
         log.info("resources/list: %d documents%s", len(resources), " (more)" if more else "")
         return ListResourcesResult(resources=resources, next_cursor=cursor)
 
-    async def list_templates(ctx, params: PaginatedRequestParams) -> ListResourceTemplatesResult:
+    async def templates(self, ctx, params: PaginatedRequestParams | None) -> ListResourceTemplatesResult:
         template = ResourceTemplate(
             uri_template=DOCUMENT_URI + "{namespace}/{+source}",
             name="document",
@@ -506,7 +572,7 @@ def _install_document_resources(server: MCPServer, db: Database, role: str | Non
         )
         return ListResourceTemplatesResult(resource_templates=[template])
 
-    async def read_resource(ctx, params: ReadResourceRequestParams) -> ReadResourceResult:
+    async def read(self, ctx, params: ReadResourceRequestParams) -> ReadResourceResult:
         uri = str(params.uri)
         try:
             namespace, source, as_of = parse_document_uri(uri)
@@ -514,7 +580,7 @@ def _install_document_resources(server: MCPServer, db: Database, role: str | Non
             raise MCPError(RESOURCE_NOT_FOUND, str(exc), {"uri": uri}) from exc
         try:
             row = await anyio.to_thread.run_sync(
-                lambda: db.run(
+                lambda: self.db.run(
                     lambda conn: conn.execute(
                         "SELECT * FROM kb.read_document(%s, %s, coalesce(%s::timestamptz, now()))",
                         (namespace, source, as_of),
@@ -535,7 +601,7 @@ def _install_document_resources(server: MCPServer, db: Database, role: str | Non
             )
         about = {name: _plain(value) for name, value in row.items() if name != "body"}
         about["as_of"] = as_of or "now"
-        about["role"] = role
+        about["role"] = self.role
         log.info("resources/read: one document (%d characters)", len(row["body"]))
         return ReadResourceResult(
             contents=[
@@ -544,54 +610,70 @@ def _install_document_resources(server: MCPServer, db: Database, role: str | Non
             ]
         )
 
-    lowlevel.add_request_handler("resources/list", PaginatedRequestParams, list_resources)
-    lowlevel.add_request_handler("resources/templates/list", PaginatedRequestParams, list_templates)
-    lowlevel.add_request_handler("resources/read", ReadResourceRequestParams, read_resource)
+
+class KnowledgeBaseServer:
+    """pgkb's MCP server on the SDK's low-level ``Server``: tools, document resources, no prompts (none is
+    registered, so none is advertised). ``namespace_tools``: tools/list reads the namespaces again first, and a
+    tools/call that finds them changed tells the client (notifications/tools/list_changed)."""
+
+    def __init__(
+        self, dsn: str, role: str | None, *, namespace_tools: bool = False, page_size: int = DEFAULT_PAGE_SIZE
+    ):
+        self.db = Database(dsn, role)
+        self.fixed = {spec.tool.name: spec for spec in fixed_tools(self.db, role)}
+        self.namespace_tools = NamespaceTools(self.db, role) if namespace_tools else None
+        resources = DocumentResources(self.db, role, page_size)
+        self.server = Server(
+            "pgkb",
+            version=version(),
+            title="pgkb knowledge base",
+            instructions=INSTRUCTIONS,
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_resources=resources.list,
+            on_list_resource_templates=resources.templates,
+            on_read_resource=resources.read,
+        )
+
+    def tools(self) -> dict[str, ToolSpec]:
+        return self.fixed | (self.namespace_tools.tools if self.namespace_tools else {})
+
+    async def _list_tools(self, ctx, params: PaginatedRequestParams | None) -> ListToolsResult:
+        if self.namespace_tools:
+            await self.namespace_tools.refresh()
+        return ListToolsResult(tools=[spec.tool for spec in self.tools().values()])
+
+    async def _call_tool(self, ctx, params: CallToolRequestParams) -> CallToolResult:
+        if self.namespace_tools and await self.namespace_tools.refresh():
+            if ctx.protocol_version not in MODERN_PROTOCOL_VERSIONS:
+                await ctx.session.send_tool_list_changed()
+        return await self.call(params.name, params.arguments or {})
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+        """One tool call; a failure is a tool error the assistant reads (the server goes on)."""
+        spec = self.tools().get(name)
+        try:
+            if spec is None:
+                raise ToolError(f"unknown tool {name!r}")
+            text = await anyio.to_thread.run_sync(spec.call, dict(arguments))
+        except ToolError as exc:
+            log.info("tool %s failed: %r", name, str(exc))
+            return CallToolResult(content=[TextContent(text=str(exc))], is_error=True)
+        return CallToolResult(content=[TextContent(text=text)])
+
+    def initialization_options(self):
+        return self.server.create_initialization_options(
+            NotificationOptions(tools_changed=self.namespace_tools is not None)
+        )
+
+    def close(self) -> None:
+        self.db.close()
 
 
 def build_server(
     dsn: str, role: str | None, *, namespace_tools: bool = False, page_size: int = DEFAULT_PAGE_SIZE
-) -> MCPServer:
-    db = Database(dsn, role)
-    server = MCPServer(name="pgkb", title="pgkb knowledge base", version=version(), instructions=INSTRUCTIONS)
-
-    server.add_tool(
-        retrieval_tool("kb_retrieve", lambda query, arguments: _answer(db, role, query, arguments)),
-        title="Search the knowledge base",
-        annotations=READ_ONLY,
-        structured_output=False,
-        description=f"Search the knowledge base and return ranked passages from the documents current "
-        f"at `as_of`.\n\n{RETRIEVE_RETURNS}",
-    )
-    server.add_tool(
-        retrieval_tool("kb_explain", lambda query, arguments: _explain(db, query, arguments), detail=False),
-        title="Explain a search",
-        annotations=READ_ONLY,
-        structured_output=False,
-        description="Why kb_retrieve ranks what it ranks for the same arguments (kb_retrieve_explain): the query "
-        "analysis\n(language, terms, answer type), the stages tried, candidates and scores per leg (lexical, "
-        "dense), the\nevidence and the answerability decision, timings per stage, the model used, and the results "
-        "in short.",
-    )
-
-    @server.tool(title="Knowledge base status", annotations=READ_ONLY, structured_output=False)
-    def kb_status() -> str:
-        """The state of the knowledge base: PostgreSQL and extension versions, applied migrations, embedding models
-        (embedded, pending, failed, stale chunks) and documents per namespace."""
-        db.run(lambda conn: conn.execute("SELECT 1"))  # checks the connection and the role first, with clear errors
-        try:
-            data = status.collect(db.role_dsn())
-        except psycopg.Error as exc:
-            raise ToolError(f"kb_status: {_db_message(exc)}") from exc
-        data["role"] = role
-        return one_copy(data)
-
-    _install_document_resources(server, db, role, page_size)
-    if namespace_tools:
-        _install_namespace_tools(server, NamespaceTools(server, db, role))
-    server.pgkb_database = db  # type: ignore[attr-defined]  # closed by serve()
-    server.pgkb_namespace_tools = namespace_tools  # type: ignore[attr-defined]
-    return server
+) -> KnowledgeBaseServer:
+    return KnowledgeBaseServer(dsn, role, namespace_tools=namespace_tools, page_size=page_size)
 
 
 def configure_logging() -> None:
@@ -615,16 +697,12 @@ def _page_size() -> int:
     return int(text)
 
 
-def run_stdio(server: MCPServer) -> None:
-    """MCPServer.run("stdio"), advertising tools/list_changed when the tool list can change."""
-    lowlevel = server._lowlevel_server
-    options = lowlevel.create_initialization_options(
-        NotificationOptions(tools_changed=server.pgkb_namespace_tools)  # type: ignore[attr-defined]
-    )
+def run_stdio(server: KnowledgeBaseServer) -> None:
+    """Serve on stdin/stdout until the client closes stdin."""
 
     async def run() -> None:
         async with stdio_server() as (read_stream, write_stream):
-            await lowlevel.run(read_stream, write_stream, options)
+            await server.server.run(read_stream, write_stream, server.initialization_options())
 
     anyio.run(run)
 
@@ -657,9 +735,9 @@ def token_guard(app: Callable, token: str) -> Callable:
     return guarded
 
 
-def http_app(server: MCPServer, host: str, token: str) -> Callable:
+def http_app(server: KnowledgeBaseServer, host: str, token: str) -> Callable:
     """The server's Streamable HTTP app (at /mcp) behind the token."""
-    return token_guard(server.streamable_http_app(host=host), token)
+    return token_guard(server.server.streamable_http_app(host=host), token)
 
 
 def serve(
@@ -695,5 +773,5 @@ def serve(
         else:
             run_stdio(server)
     finally:
-        server.pgkb_database.close()  # type: ignore[attr-defined]
+        server.close()
     return 0

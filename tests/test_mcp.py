@@ -84,12 +84,15 @@ def corpus(fresh_db):
     return fresh_db
 
 
-def test_tools_are_listed_with_their_parameters(dsn):
+def test_tools_are_listed_with_their_parameters_and_no_prompts_are_advertised(dsn):
     async def run():
         async with mcp_session(dsn) as session:
-            return (await session.list_tools()).tools
+            return session.initialized, (await session.list_tools()).tools
 
-    tools = {t.name: t for t in anyio.run(run)}
+    initialized, listed = anyio.run(run)
+    tools = {t.name: t for t in listed}
+    assert initialized.capabilities.prompts is None  # pgkb has no prompts, so it offers none
+    assert initialized.server_info.name == "pgkb" and initialized.server_info.version
     assert set(tools) == {"kb_retrieve", "kb_explain", "kb_status"}
     props = tools["kb_retrieve"].input_schema["properties"]
     assert {"query", "k", "namespace", "doc_type", "mode", "as_of"} <= set(props)
@@ -688,4 +691,4 @@ def test_streamable_http_serves_the_same_tools_behind_a_bearer_token(corpus, dsn
         http.should_exit = True
         thread.join(timeout=15)
         sock.close()
-        server.pgkb_database.close()
+        server.close()

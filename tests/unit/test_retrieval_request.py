@@ -11,7 +11,6 @@ import inspect
 import re
 from pathlib import Path
 
-import anyio
 import pytest
 from psycopg.types.json import Jsonb
 
@@ -30,18 +29,13 @@ LAB_ARGUMENTS = [name for name in ARGUMENTS if name not in {"max_per_document", 
 
 def _mcp_tool_schemas() -> dict[str, dict]:
     """The input schema of kb_retrieve, kb_explain and a per-namespace tool."""
-    from mcp.server.mcpserver.tools.base import Tool
-
     from harness import mcp_server
 
     server = mcp_server.build_server("postgresql://unused.invalid/pgkb", None)
-    tools = {tool.name: tool for tool in anyio.run(server.list_tools)}
-    in_namespace = Tool.from_function(
-        mcp_server.retrieval_tool("retrieve_in_namespace", lambda query, arguments: {}, {"namespace": "n"}),
-        name="kb_retrieve_n",
-    )
-    found = {name: tools[name].input_schema for name in ("kb_retrieve", "kb_explain")}
-    found["kb_retrieve_<namespace>"] = in_namespace.parameters
+    tools = server.tools()
+    in_namespace = mcp_server.NamespaceTools(server.db, None).spec("kb_retrieve_n", "n", "a namespace")
+    found = {name: tools[name].tool.input_schema for name in ("kb_retrieve", "kb_explain")}
+    found["kb_retrieve_<namespace>"] = in_namespace.tool.input_schema
     return found
 
 
