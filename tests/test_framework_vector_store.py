@@ -32,13 +32,15 @@ def test_texts_added_are_chunked_embedded_and_found_by_their_ids(fresh_db, dsn):
         ("parking.md", "faq", "indexed"),
         ("refunds.md", "policy", "indexed"),
     ]
-    assert stored[1]["metadata"] == {"owner": "finance"} and all(r["chunk_count"] >= 1 for r in stored)
+    assert stored[1]["metadata"] == {"doc_type": "policy", "owner": "finance"}  # kept whole, as written
+    assert all(r["chunk_count"] >= 1 for r in stored)
     [top, *_] = store.similarity_search("how many days for a refund", k=2)
     assert top.id == "refunds.md" and "14 days" in top.page_content
     assert top.metadata["citation"].startswith("refunds.md") and top.metadata["answerability"]
+    assert top.metadata["owner"] == "finance"  # the metadata it was written with comes back with the passage
     [(doc, score), *_] = store.similarity_search_with_score("how many days for a refund", k=2)
     assert doc.id == "refunds.md" and isinstance(score, float)
-    assert [d.id for d in store.get_by_ids(["parking.md"])] == ["parking.md"]
+    assert [(d.id, d.metadata) for d in store.get_by_ids(["parking.md"])] == [("parking.md", {"doc_type": "faq"})]
 
 
 def test_a_new_version_supersedes_the_old_and_only_the_current_one_is_found(fresh_db, dsn):

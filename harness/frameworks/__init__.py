@@ -110,20 +110,27 @@ def passage_metadata(row: dict[str, Any], as_of: Any = None) -> dict[str, Any]:
 
 def document_row(namespace: str, source: str, text: str, metadata: dict[str, Any], origin: str) -> dict[str, Any]:
     """A vector store's text as a kb.documents row for the loader's upsert: metadata keys that are
-    DOCUMENT_COLUMNS set those columns (status 'active' unless given), the rest is the row's metadata."""
+    DOCUMENT_COLUMNS set those columns (status 'active' unless given); the metadata is kept whole as the
+    row's metadata, so a store gives back exactly what it was given (stored_metadata)."""
     if not isinstance(source, str) or not source.strip():
         raise ValueError(f"an id must be a non-empty text (the document's source), not {source!r}")
     columns = {name: metadata.get(name) for name in DOCUMENT_COLUMNS}
-    rest = {k: v for k, v in metadata.items() if k not in DOCUMENT_COLUMNS}
     return {
         **columns,
         "status": columns["status"] or "active",
         "namespace": namespace,
         "source": source,
         "body": text,
-        "metadata": Jsonb(rest),
+        "metadata": Jsonb(metadata),
         "origin": origin,
     }
+
+
+def stored_metadata(row: dict[str, Any]) -> dict[str, Any]:
+    """The metadata a document was written with (a kb.documents row's metadata), its lifecycle keys read
+    from the columns, which decide (an update in SQL changes them there)."""
+    metadata = dict(row["metadata"])
+    return metadata | {name: plain(row[name]) for name in DOCUMENT_COLUMNS if name in metadata and name in row}
 
 
 DEFAULT_POOL_SIZE = 4

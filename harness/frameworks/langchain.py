@@ -34,7 +34,7 @@ from . import (
     decision_of,
     document_row,
     passage_metadata,
-    plain,
+    stored_metadata,
 )
 
 # keyword arguments LangChain's invoke passes on besides a retriever's own
@@ -143,9 +143,11 @@ class PgkbVectorStore(VectorStore):
     ) -> list[str]:
         texts = list(texts)
         metadatas = list(metadatas) if metadatas is not None else [{} for _ in texts]
-        ids = list(ids) if ids is not None else [m.get("source") or f"langchain/{uuid.uuid4()}" for m in metadatas]
-        if not len(texts) == len(metadatas) == len(ids):
-            raise ValueError(f"{len(texts)} texts, {len(metadatas)} metadatas and {len(ids)} ids: give one of each")
+        given = list(ids) if ids is not None else [None] * len(texts)
+        if not len(texts) == len(metadatas) == len(given):
+            raise ValueError(f"{len(texts)} texts, {len(metadatas)} metadatas and {len(given)} ids: give one of each")
+        # a text without an id takes its metadata's source, else a new one
+        ids = [i or m.get("source") or f"langchain/{uuid.uuid4()}" for i, m in zip(given, metadatas, strict=True)]
         metadatas = [{k: v for k, v in m.items() if k != "source"} for m in metadatas]  # the id is the source
         self._writes.upsert_documents(
             [
@@ -167,40 +169,47 @@ class PgkbVectorStore(VectorStore):
         return True
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
-        """The stored documents (whole text) with these ids (sources) that the role may read."""
+        """The stored documents (whole text) with these ids (sources) that the role may read, each with the
+        metadata it was written with (its lifecycle keys as the columns hold them now)."""
         with self._reads.connection() as conn:
             rows = conn.execute(
                 """SELECT source, body, title, doc_type, status, version, effective_from, effective_to, metadata
                    FROM kb.documents WHERE namespace = %s AND source = ANY(%s) ORDER BY source""",
                 (self.namespace, list(ids)),
             ).fetchall()
-        return [
-            Document(
-                id=r["source"],
-                page_content=r["body"],
-                metadata={
-                    **r["metadata"],
-                    **{c: plain(r[c]) for c in DOCUMENT_COLUMNS if c in r},
-                    "source": r["source"],
-                },
-            )
-            for r in rows
-        ]
+        return [Document(id=r["source"], page_content=r["body"], metadata=stored_metadata(r)) for r in rows]
 
     def similarity_search_with_score(
         self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
     ) -> list[tuple[Document, float]]:
         """(Document, fused score) of kb_retrieve, best first. The fused score orders this call's passages
-        and is not comparable across calls; metadata["evidence"] is the call's answer probability."""
+        and is not comparable across calls; metadata["evidence"] is the call's answer probability. A
+        Document's metadata is the metadata its document was written with, then the passage's (citation,
+        ranks, scores, provenance, the call's decision)."""
         arguments = arguments_of({"k": k, "namespace": self.namespace, "filters": filter, **kwargs})
         rows = self._reads.retrieve(query, arguments)
+        written = self._written_metadata([r["document_id"] for r in rows])
         return [
             (
-                Document(page_content=r["content"], metadata=passage_metadata(r, arguments["as_of"]), id=r["source"]),
+                Document(
+                    page_content=r["content"],
+                    metadata=written.get(r["document_id"], {}) | passage_metadata(r, arguments["as_of"]),
+                    id=r["source"],
+                ),
                 r["score"],
             )
             for r in rows
         ]
+
+    def _written_metadata(self, document_ids: list[int]) -> dict[int, dict[str, Any]]:
+        if not document_ids:
+            return {}
+        with self._reads.connection() as conn:
+            rows = conn.execute(
+                f"""SELECT id, metadata, {", ".join(DOCUMENT_COLUMNS)} FROM kb.documents WHERE id = ANY(%s)""",
+                (document_ids,),
+            ).fetchall()
+        return {r["id"]: stored_metadata(r) for r in rows}
 
     def similarity_search(
         self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
