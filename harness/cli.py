@@ -328,7 +328,7 @@ def _add_loading_commands(sub) -> None:
     p.add_argument(
         "--workers",
         type=int,
-        help="bulk load: N connections store the files (deferred embedding), then N embed the queue",
+        help="bulk load: N connections store the files (deferred embedding), then N embed the queue, e.g. 2",
     )
     p.add_argument("--quiet", action="store_true", help=QUIET_HELP)
     p.set_defaults(func=cmd_ingest)
@@ -343,8 +343,12 @@ def _add_loading_commands(sub) -> None:
     )
     p.add_argument("--model", help="model name (default: the active model)")
     p.add_argument("--concurrency", type=int, default=1, help="connections embedding at once (default 1)")
-    p.add_argument("--batch-size", type=int, default=32, help="chunks per batch (one transaction each)")
-    p.add_argument("--poll-interval", type=float, default=2.0, help="seconds to wait when the queue is empty")
+    p.add_argument(
+        "--batch-size", type=int, default=32, help="chunks per batch, one transaction each (default 32), e.g. 64"
+    )
+    p.add_argument(
+        "--poll-interval", type=float, default=2.0, help="seconds to wait when the queue is empty (default 2), e.g. 0.5"
+    )
     p.add_argument("--once", action="store_true", help="drain the queue and exit (stop at the first failing batch)")
     p.add_argument(
         "--include-exhausted", action="store_true", help="also retry chunks past embed_max_attempts failures"
@@ -363,6 +367,8 @@ def _add_loading_commands(sub) -> None:
 
 # `pgkb query` prints a table for a terminal: 5 passages unless asked for more, and the mode named.
 QUERY_OPTION_DEFAULTS = {"k": {"default": 5}, "mode": {"default": "auto", "choices": retrieval.MODES}}
+# An example of each query option whose type alone does not show what it takes.
+QUERY_OPTION_EXAMPLES = {"context": "--context 'Who approves refunds?'"}
 
 
 def _json_object(text: str) -> dict:
@@ -391,6 +397,8 @@ def _add_query_option(p: argparse.ArgumentParser, argument) -> None:
         options["action"] = "append"
         options["help"] += " Repeatable: one value each."
     options.update(QUERY_OPTION_DEFAULTS.get(argument.name, {}))
+    if argument.name in QUERY_OPTION_EXAMPLES:
+        options["help"] += f" E.g. {QUERY_OPTION_EXAMPLES[argument.name]}"
     if options.get("default") is not None:
         options["help"] += " (default here: %(default)s)"
     p.add_argument("--" + argument.name.replace("_", "-"), **options)
@@ -399,7 +407,7 @@ def _add_query_option(p: argparse.ArgumentParser, argument) -> None:
 def _add_reading_commands(sub) -> None:
     """query (kb_retrieve as a table) and check (a folder, offline, before it is ingested)."""
     p = sub.add_parser("query", help="ask kb_retrieve and print a table")
-    p.add_argument("text", help=retrieval.description("query"))
+    p.add_argument("text", help=retrieval.description("query") + " E.g. 'How many days do refunds take?'")
     for argument in retrieval.OPTIONAL_FIELDS:
         _add_query_option(p, argument)
     p.add_argument("--json", action="store_true", help="print kb_retrieve's rows as JSON")
@@ -412,8 +420,8 @@ def _add_reading_commands(sub) -> None:
         help="broken relative links, unknown supersedes, missing effective_from in a folder (offline); "
         "JSON report, exit 1 with findings",
     )
-    p.add_argument("path", help="a folder (or file) as given to pgkb ingest")
-    p.add_argument("--namespace", help="the namespace pgkb ingest --namespace would give every document")
+    p.add_argument("path", help="a folder (or file) as given to pgkb ingest, e.g. examples/corpus")
+    p.add_argument("--namespace", help="the namespace pgkb ingest --namespace would give every document, e.g. policies")
     p.set_defaults(func=cmd_check)
 
 
@@ -427,7 +435,9 @@ def _add_evaluation_commands(sub) -> None:
         help="fit the answerability model to this knowledge base's golden cases and judgments; "
         "shows before/after on cross-validation folds; --undo goes back",
     )
-    p.add_argument("cases", nargs="*", help="golden case files (JSON, the format of pgkb eval)")
+    p.add_argument(
+        "cases", nargs="*", help="golden case files (JSON, the format of pgkb eval), e.g. examples/eval/cases.json"
+    )
     p.add_argument("--judged", action="store_true", help="also the golden cases the judgments make (kb.judged_cases)")
     p.add_argument("--mode", default="lexical,dense,hybrid", help="modes to fit (default all three)")
     p.add_argument("--k", type=int, default=10, help="passages asked per case (default %(default)s)")
@@ -446,29 +456,31 @@ def _add_eval_arguments(p: argparse.ArgumentParser) -> None:
         "--mode", default="all", help="modes, comma-separated: hybrid, dense, lexical, auto or all (default all)"
     )
     p.add_argument("--k", type=int, default=100, help="passages asked per case (default %(default)s)")
-    p.add_argument("--limit", type=int, help="evaluate only the first N queries (a fixed sample)")
+    p.add_argument("--limit", type=int, help="evaluate only the first N queries (a fixed sample), e.g. 200")
     p.add_argument(
         "--corpus-sample",
         type=int,
-        help="BEIR: load only the documents relevant to the selected queries plus the first N others",
+        help="BEIR: load only the documents relevant to the selected queries plus the first N others, e.g. 2000",
     )
     p.add_argument(
         "--unanswerable",
         type=int,
         metavar="N",
-        help="BEIR: leave out the relevant documents of N queries (a fixed sample) and expect no evidence for them",
+        help="BEIR: leave out the relevant documents of N queries (a fixed sample) and expect no evidence for them, "
+        "e.g. 50",
     )
     p.add_argument(
         "--decoys",
         metavar="DIR[:N]",
-        help="BEIR: also ask the first N (100) queries of another BEIR folder, expecting no evidence",
+        help="BEIR: also ask the first N (100) queries of another BEIR folder, expecting no evidence, "
+        "e.g. ../shared/datasets/scifact:50",
     )
     p.add_argument(
         "--category-key",
         default="kind",
         help="BEIR: the query metadata key whose value is the case's category (default kind; '' for none)",
     )
-    p.add_argument("--namespace", help="ask every case in this namespace (BEIR: load the corpus into it)")
+    p.add_argument("--namespace", help="ask every case in this namespace (BEIR: load the corpus into it), e.g. scifact")
     p.add_argument(
         "--set",
         action="append",

@@ -430,7 +430,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p = sub.add_parser("load", help="load a glossary file (lines with |, CSV/TSV with a header, JSON)")
     p.add_argument("file", help="the glossary file, e.g. examples/glossary.csv")
     scope = p.add_mutually_exclusive_group(required=True)
-    scope.add_argument("--namespace", help="the namespace whose retrievals the glossary applies to")
+    scope.add_argument("--namespace", help="the namespace whose retrievals the glossary applies to, e.g. policies")
     scope.add_argument("--global", dest="global_", action="store_true", help="the global glossary (admins)")
     p.add_argument("--replace", action="store_true", help="delete the namespace's rows first (same transaction)")
     p.add_argument("--format", choices=FORMATS, help="default: from the suffix (.csv .tsv .json; else lines)")

@@ -129,7 +129,7 @@ def ingest(dsn: str, paths: list[str], namespace: str | None = None) -> loader.S
         for root_arg in paths:
             root = Path(root_arg).resolve()
             for path, source in loader.discover(root):
-                if path.suffix.lower() in loader.BINARY_SUFFIXES:
+                if loader.sends(path):
                     summary.failed.append({"file": str(path), "error": f"{path}: binary files are not routed yet"})
                     continue
                 try:
@@ -219,9 +219,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--user", help="the role the coordinator connects as (default: each caller's own)")
     p = sub.add_parser("map", help="place a namespace on a shard")
     p.add_argument("namespace", help="the namespace, e.g. policies")
-    p.add_argument("shard", help="the shard's name, as given to pgkb shards add")
+    p.add_argument("shard", help="the shard's name, as given to pgkb shards add, e.g. shard_a")
     p = sub.add_parser("ingest", help="load folders through the coordinator, routed by namespace")
-    p.add_argument("paths", nargs="+", help="folders or files, as for pgkb ingest")
+    p.add_argument("paths", nargs="+", help="folders or files, as for pgkb ingest, e.g. examples/corpus")
     p.add_argument("--namespace", help="the namespace of every document (default: front matter's, else 'default')")
     sub.add_parser("sync", help="refresh the shards' statistics and copy them to the coordinator")
     sub.add_parser("list", help="the shards and their namespaces")

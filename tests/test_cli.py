@@ -54,8 +54,27 @@ def silent_options(parser, prefix: str = "pgkb") -> list[str]:
     return silent
 
 
+def options_without_example(parser, prefix: str = "pgkb") -> list[str]:
+    """The options and arguments that take a value but show neither an example ("e.g."), their choices nor
+    a default: a user reading --help cannot tell what to write there."""
+    unclear = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, command in action.choices.items():
+                unclear += options_without_example(command, f"{prefix} {name}")
+        elif action.nargs != 0 and action.choices is None and action.dest not in ("help", "version"):
+            text = (action.help or "").lower()
+            if "e.g." not in text and "default" not in text:
+                unclear.append(f"{prefix} {'/'.join(action.option_strings) or action.dest}")
+    return unclear
+
+
 def test_every_option_of_every_command_says_what_it_does():
     assert not silent_options(build_parser())
+
+
+def test_every_option_that_takes_a_value_shows_an_example_its_choices_or_its_default():
+    assert not options_without_example(build_parser())
 
 
 def test_version_is_the_packages():
