@@ -124,7 +124,7 @@ def check(root: Path, namespace: str | None = None) -> dict:
     docs: list[_Doc] = []
     for path, source in loader.discover(root):
         shown = str(path)
-        if path.suffix.lower() in loader.BINARY_SUFFIXES:
+        if loader.sends(path):
             docs.append(_Doc(path, source, namespace or "default", None, None, None, None))
             continue
         try:

@@ -15,10 +15,16 @@ SQL; the ingest trigger inside PostgreSQL chunks and embeds.
   file, the key's line and the rule (one definition: ``pgkb_plpy/front_matter.py``, the one the
   database applies to any SQL client's metadata).
 - Which files are read here and which are sent comes from the parsers' format registry
-  (``pgkb_plpy.parsers.formats``): Markdown and text are read here; PDF, DOCX, XLSX, PPTX and
-  HTML are not parsed here: their bytes go to `kb.ingest_file`, which parses them inside the
-  database exactly as for any other SQL client (docs/INGEST.md). One that cannot be parsed is
-  stored there as failed and reported with the database's error.
+  (``pgkb_plpy.parsers.formats``) and the same sniffing of the first bytes the database does: a
+  file whose content is a PDF, DOCX, XLSX, PPTX or HTML page is sent whatever its name (a DOCX
+  named ``.doc`` or without an extension, an HTML export named ``.xls``), an image only under a
+  document format's name (a scan saved as ``.pdf``: an image file is a figure); a legacy Office
+  file (by its content, else its name) is skipped naming the format to save it as; content
+  without a signature is text, read here when its name is a text format's (Markdown, text) and
+  decoded as the database decodes it (``pgkb_plpy.parsers.decode_file_text``: UTF-8, UTF-16 with
+  a BOM, GB18030). What is sent is parsed by `kb.ingest_file` inside the database exactly as for
+  any other SQL client (docs/INGEST.md); one that cannot be parsed is stored there as failed and
+  reported with the database's error.
 - ``--workers N`` is the bulk path: N connections store interleaved shares of the files with
   deferred embedding, many documents per statement (the ingest trigger runs once per statement),
   then N worker connections (:mod:`harness.worker`) embed the queue. What is stored is what the
@@ -40,7 +46,7 @@ from pathlib import Path
 import psycopg
 import yaml
 from pgkb_plpy import front_matter, vocabulary
-from pgkb_plpy.parsers import formats
+from pgkb_plpy.parsers import ParseError, decode_file_text, formats
 from tqdm import tqdm
 
 from . import worker
@@ -70,6 +76,16 @@ LEGACY_SUFFIXES = {
     if f.family == formats.LEGACY
     for suffix in f.suffixes
 }
+#: Formats the content alone says (a magic number, a zip package's main part, HTML markup): a file
+#: holding one is sent whatever its name, but HTML under a text format's name, read here as that
+#: format (the database reads a .md holding HTML as Markdown too).
+SENT_BY_CONTENT = {f.name for f in formats.FORMATS if f.supported and f.parser is not None}
+#: Image files: in a folder they are its documents' figures and screenshots, not documents; one is
+#: sent only under a document format's name (a scan saved as .pdf). kb.ingest_file reads any image.
+IMAGE_SUFFIXES = set(formats.FORMAT_BY_NAME["image"].suffixes)
+IMAGE_MESSAGE = "an image: a folder's images are its documents' figures, not loaded (kb.ingest_file reads one by OCR)"
+#: Bytes of an OLE container read to tell which legacy Office file it is (its streams' names).
+OLE_SNIFF_BYTES = 8 * 1024 * 1024
 MAX_FILE_BYTES = 20 * 1024 * 1024
 #: Largest PDF/DOCX/HTML file sent (the database parses at most kb.file_max_bytes() and stores
 #: a larger one as failed; beyond this one the loader does not read it at all).
@@ -106,7 +122,7 @@ class Summary:
     skipped: list[str] = field(default_factory=list)
     failed: list[dict] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
-    #: files found and not loaded: {"file", "reason": unknown_extension | legacy_format | too_large, "message"}
+    #: files found and not loaded: {"file", "reason": unknown_extension | legacy_format | image | too_large, "message"}
     not_loaded: list[dict] = field(default_factory=list)
     #: what the database's parser could not do in a loaded file: {"file", "page", "kind", "message"}
     warnings: list[dict] = field(default_factory=list)
@@ -196,14 +212,15 @@ def read_document(path: Path, source: str, namespace_override: str | None) -> Lo
     raw = path.read_bytes()
     if len(raw) > MAX_FILE_BYTES:
         raise DocumentError(f"{where}: file is {len(raw)} bytes; the limit is {MAX_FILE_BYTES}")
-    nul = raw.find(b"\x00")
-    if nul >= 0:
-        raise DocumentError(f"{where}: contains a NUL byte at offset {nul} (binary file?)")
     try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise DocumentError(f"{where}:{line}: not valid UTF-8 (byte offset {exc.start})") from None
+        text = decode_file_text(raw)  # as kb.ingest_file decodes a text file
+    except ParseError as exc:
+        try:
+            raw.decode("utf-8-sig")
+            line = ""
+        except UnicodeDecodeError as utf8:
+            line = ":" + str(raw[: utf8.start].count(b"\n") + 1)  # the line of the first byte that is no UTF-8
+        raise DocumentError(f"{where}{line if exc.kind == 'encoding' else ''}: {exc.args[0]}") from None
     data, body = split_front_matter(text, where)
     data = {str(k): v for k, v in data.items()}
     if vocabulary.is_blank(body):
@@ -245,10 +262,58 @@ def read_document(path: Path, source: str, namespace_override: str | None) -> Lo
     )
 
 
+def route(path: Path) -> tuple[str, str | None]:
+    """How the file at ``path`` is loaded, by the rule the database applies (``detect``): the
+    content decides whenever it is a format read here; the name only among the text formats.
+    ``("send", None)``: its bytes go to kb.ingest_file; ``("read", None)``: read here as text;
+    else (reason, message) of a file not loaded: ``legacy_format``, ``image`` (an image file, a
+    figure of the folder's documents: sent only under a document format's name, a scan saved as
+    .pdf) or ``unknown_extension``."""
+    suffix = path.suffix.lower()
+    try:
+        sniffed = formats.sniff_path(path)
+    except OSError:
+        sniffed = None  # reported when it is read
+    named_document = suffix in BINARY_SUFFIXES - IMAGE_SUFFIXES
+    if (sniffed == "image" and not named_document) or (suffix in IMAGE_SUFFIXES and sniffed not in SENT_BY_CONTENT):
+        return "image", IMAGE_MESSAGE
+    if sniffed in SENT_BY_CONTENT and not (sniffed == "html" and suffix in TEXT_SUFFIXES):
+        return "send", None
+    legacy = sniffed if sniffed in formats.LEGACY_FORMATS else None  # RTF, Office 2003 XML
+    if sniffed == "ole" and suffix not in FILE_SUFFIXES:
+        legacy = formats.SUFFIX_FORMATS.get(suffix) if suffix in LEGACY_SUFFIXES else _ole_kind(path)
+    elif legacy is None and suffix in LEGACY_SUFFIXES and sniffed not in ("ole", *SENT_BY_CONTENT):
+        legacy = formats.SUFFIX_FORMATS[suffix]
+    if legacy in formats.LEGACY_FORMATS:
+        save_as = formats.FORMAT_BY_NAME[formats.LEGACY_FORMATS[legacy]].suffixes[0]
+        return "legacy_format", f"{formats.FORMAT_BY_NAME[legacy].human}: save it as {save_as}"
+    if suffix in TEXT_SUFFIXES:
+        return "read", None
+    if suffix in BINARY_SUFFIXES or (sniffed == "ole" and suffix in FILE_SUFFIXES):
+        return "send", None  # the database names what it is (damaged, encrypted, another format)
+    message = f"extension {suffix!r} is not loaded" if suffix else "no extension: not loaded"
+    what = "its content is no document read here" if sniffed in ("ole", "binary", "zip") else "its content is text"
+    loaded = ", ".join(sorted(FILE_SUFFIXES - IMAGE_SUFFIXES))
+    return "unknown_extension", f"{message} ({what}; loaded: {loaded} and by content)"
+
+
+def sends(path: Path) -> bool:
+    """Whether the file at ``path`` (one :func:`discover` found) goes to kb.ingest_file as bytes
+    rather than being read here as text (:func:`route`)."""
+    return route(path)[0] == "send"
+
+
+def _ole_kind(path: Path) -> str:
+    """Which legacy Office file the OLE container at ``path`` is (``ole``: none)."""
+    with open(path, "rb") as handle:
+        return formats.ole_kind(handle.read(OLE_SNIFF_BYTES))
+
+
 def discover(root: Path, not_loaded: list[dict] | None = None) -> list[tuple[Path, str]]:
-    """(path, source) of the files under ``root`` that are loaded; every other file (hidden files
-    and folders aside) is appended to ``not_loaded`` with the reason: ``unknown_extension``,
-    ``legacy_format`` (.doc, .xls, .ppt) or ``too_large`` (over what the loader reads)."""
+    """(path, source) of the files under ``root`` that are loaded (:func:`route`); every other file
+    (hidden files and folders aside) is appended to ``not_loaded`` with the reason:
+    ``unknown_extension``, ``legacy_format`` (.doc, .xls, .ppt, .rtf by content or name),
+    ``image`` or ``too_large`` (over what the loader reads)."""
     if not_loaded is None:
         not_loaded = []
     if root.is_file():
@@ -265,16 +330,10 @@ def discover(root: Path, not_loaded: list[dict] | None = None) -> list[tuple[Pat
         raise FileNotFoundError(f"{root}: no such file or folder")
     found = []
     for path, source in candidates:
-        suffix = path.suffix.lower()
-        reason = message = None
-        if suffix in LEGACY_SUFFIXES:
-            reason, message = "legacy_format", f"legacy Office format {suffix}: save it as {LEGACY_SUFFIXES[suffix]}"
-        elif suffix not in FILE_SUFFIXES:
-            reason = "unknown_extension"
-            message = f"extension {suffix!r} is not loaded" if suffix else "no extension: not loaded"
-            message += f" (loaded: {', '.join(sorted(FILE_SUFFIXES))})"
-        else:
-            limit = MAX_BINARY_FILE_BYTES if suffix in BINARY_SUFFIXES else MAX_FILE_BYTES
+        reason, message = route(path)
+        if reason in ("read", "send"):
+            limit = MAX_BINARY_FILE_BYTES if reason == "send" else MAX_FILE_BYTES
+            reason = message = None
             try:
                 size = path.stat().st_size
             except OSError:
@@ -372,7 +431,7 @@ def _load_files(conn, summary: Summary, files, namespace: str | None, origin: st
     seen: set[tuple[str, str]] = set()
     unreadable: set[str] = set()  # sources of files present but not loadable: not "removed"
     for path, source in bar:
-        if path.suffix.lower() in BINARY_SUFFIXES:
+        if sends(path):
             key = _ingest_binary(conn, summary, path, source, namespace or "default", origin)
             if key is None:
                 unreadable.add(source)
@@ -463,7 +522,7 @@ def _load_files_in_parallel(
     texts: list[tuple[Path, LoadedDocument]] = []
     binaries: list[tuple[Path, str]] = []
     for path, source in files:
-        if path.suffix.lower() in BINARY_SUFFIXES:
+        if sends(path):
             binaries.append((path, source))
             continue
         doc = _read_or_record_failure(summary, unreadable, path, source, namespace)

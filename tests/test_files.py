@@ -171,7 +171,6 @@ BAD_FILES = [
     ("encrypted.pdf", "encrypted: the PDF is encrypted"),
     ("truncated.pdf", "corrupt: not a readable PDF"),
     ("truncated.docx", "corrupt: not a readable DOCX"),
-    ("really-a-docx.pdf", "type_mismatch: 'really-a-docx.pdf' says a PDF but the content is a DOCX"),
     ("gbk-not-utf8.txt", "encoding: not valid UTF-8 text"),
 ]
 

@@ -132,7 +132,9 @@ def test_a_pptx_gives_each_slide_its_title_as_heading_with_its_speaker_notes(rol
 
 
 @pytest.mark.parametrize("content_type", ["application/octet-stream", "", "binary/octet-stream"])
-def test_uploads_with_a_generic_or_no_type_are_sniffed_and_a_lying_name_is_still_refused(rolled_back_db, content_type):
+def test_uploads_with_a_generic_or_no_type_are_sniffed_and_a_lying_name_is_read_by_content(
+    rolled_back_db, content_type
+):
     db = rolled_back_db
     docx = make_docx(para("Upload policy: keep receipts for seven years."))
     xlsx = make_xlsx([("Sheet1", [["Key", "Value"], ["retention", "seven years"]])])
@@ -148,10 +150,10 @@ def test_uploads_with_a_generic_or_no_type_are_sniffed_and_a_lying_name_is_still
         for r in db.execute("SELECT source, content_type FROM kb.documents WHERE namespace = 'arriving'")
     }
     assert types["upload-1"] == "application/pdf" and types["upload-3"].endswith("spreadsheetml.sheet")
-    # an XLSX is not a corrupt Word file; a name saying DOCX over an XLSX keeps the clear error
-    assert outcomes["report.docx"]["ingest_error"] == (
-        "type_mismatch: 'report.docx' says a DOCX (Word) file but the content is an XLSX (Excel) workbook"
-    )
+    # an XLSX is not a corrupt Word file: read as the XLSX it is, the name that said DOCX shown
+    assert outcomes["report.docx"]["ingest_status"] == "indexed"
+    assert types["report.docx"].endswith("spreadsheetml.sheet")
+    assert (None, "name_mismatch") in warnings(db, outcomes["report.docx"]["document_id"])
 
 
 @pytest.mark.parametrize(
@@ -217,6 +219,7 @@ def test_an_ocr_run_over_its_time_limit_keeps_the_text_the_document_had_and_says
     row = ingest(db, "slow-scan.pdf", pdf)
     before = chunk_rows(db, row["document_id"])
     db.execute("UPDATE kb.settings SET value = '1' WHERE key = 'file_parse_timeout_s'")
+    db.execute("UPDATE kb.settings SET value = '0' WHERE key = 'ocr_page_timeout_s'")  # no time per page either
     assert db.execute("SELECT kb.ocr_pending(1) AS n").fetchone()["n"] == 1
     d = document(db, row["document_id"])
     assert d["parse_error"] is None and d["ocr_status"] is None and d["ingest_status"] == "indexed"
@@ -232,6 +235,7 @@ def test_pgkb_ingest_reports_every_file_it_does_not_load_and_why(tmp_path):
     (tmp_path / "minutes.doc").write_bytes(b"\xd0\xcf\x11\xe0")
     (tmp_path / "slides.ppt").write_bytes(b"\xd0\xcf\x11\xe0")
     (tmp_path / "photo.jpg").write_bytes(b"\xff\xd8")
+    (tmp_path / "song.mp3").write_bytes(b"ID3\x03\x00\x00\x00")
     (tmp_path / "Makefile").write_text("all:\n")
     (tmp_path / "huge.md").write_bytes(b"x" * (loader.MAX_FILE_BYTES + 1))
     not_loaded: list[dict] = []
@@ -240,7 +244,8 @@ def test_pgkb_ingest_reports_every_file_it_does_not_load_and_why(tmp_path):
     assert {n["source"]: n["reason"] for n in not_loaded} == {
         "minutes.doc": "legacy_format",
         "slides.ppt": "legacy_format",
-        "photo.jpg": "unknown_extension",
+        "photo.jpg": "image",
+        "song.mp3": "unknown_extension",
         "Makefile": "unknown_extension",
         "huge.md": "too_large",
     }

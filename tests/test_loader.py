@@ -183,7 +183,7 @@ def test_a_loaded_file_that_turns_bad_is_not_marked_removed(fresh_db, dsn, tmp_p
 @pytest.mark.parametrize(
     ("name", "content", "expected"),
     [
-        ("image.md", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "NUL byte"),
+        ("program.md", b"\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00", "NUL byte"),  # no format read here
         ("latin1.md", "# Café\n\nsecond line\nprix: 5 €\n".encode("cp1252"), "not valid UTF-8"),
         ("nul.txt", b"text with a \x00 NUL byte", "NUL byte"),
         ("empty.md", b"---\ntitle: Only front matter\n---\n\n", "empty"),

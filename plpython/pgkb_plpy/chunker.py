@@ -72,7 +72,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from .vocabulary import CJK_ONE_TOKEN_EACH, is_blank
+from .vocabulary import CJK_ONE_TOKEN_EACH, HAN_UNIFIED, is_blank
 
 __all__ = ["CHUNKER_VERSION", "Chunk", "chunk_document", "describe_code", "estimate_tokens", "strip_front_matter"]
 
@@ -82,7 +82,10 @@ __all__ = ["CHUNKER_VERSION", "Chunk", "chunk_document", "describe_code", "estim
 #: 2: numbered and Chinese headings (第X章, 一、, 1.1 ...), code and diagrams embedded as descriptions.
 #: 3: front-matter concept keys, aliases and backticked terms weigh in the postings.
 #: 4: every piece of a table split across chunks starts with the table's header rows.
-CHUNKER_VERSION = "4"
+#: 5: section numbers carried by Markdown headings, chapters and appendices (A.1) continue; back matter
+#:    is not nested under the last numbered section; a sentence wrapped over lines is not a heading.
+#:    A table's group heading row is not cut from the row it heads.
+CHUNKER_VERSION = "5"
 
 
 @dataclass(frozen=True)
@@ -199,12 +202,26 @@ _TABLE_DELIM_RE = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t
 #   indented (a list item's continuation);
 # * numbers must follow on: a kind's number is 1 or the previous heading's of that kind plus one
 #   (1.2 after 1.1 or 1.1.x, 1.2.1 after 1.2, 2 after 1.x), so that "3.5 kg" or "2. Pour the
-#   milk." in running text is not a heading. The Chinese legal markers are not checked.
+#   milk." in running text is not a heading. The Chinese legal markers are not checked. A first
+#   chapter may be 0 ("0. Preface"). A line standing alone (blank lines around it) may skip
+#   numbers within its section (1.2 as the first under "1.", 5.5 after 5.1), as hand-numbered
+#   documents do. The numbers already in force count whoever set them: a
+#   Markdown heading that starts with a number ("# 2 Structure", "## 1.1. Version"), a
+#   "Chapter 3" line or an appendix ("Appendix A", "附录A": A.1 follows) sets them too;
+# * a line that runs on into a next line starting in lower case is a sentence wrapped over lines
+#   ("I. Preserve the section Entitled ... and add" / "to it an item ..."), not a heading;
+# * dotted numbers (1.2, A.1) may end with a question ("1.2. What is this spec?");
+# * "Chapter N", "Appendix A", "附录A" head when they start a paragraph, alone on their line or
+#   followed by a title.
 #
 # Levels: a numbered heading nests under the Markdown heading in force. Among numbered headings
 # a kind seen again returns to its level (closing everything under it); a new kind nests under
 # the current one, except that kinds which rank below it by the usual order
-# (编 > 章 > 节 > 条 > 款 > I. > 一、 > （一） > 1. > 1.1 > 1.1.1 > (1)) are closed first.
+# (编 > 章 > 节 > 条 > 款 > I. > 一、 > （一） > 1. > 1.1 > 1.1.1 > (1)) are closed first. Numbers
+# nest by their prefixes across Markdown and numbered headings: 1.2 closes "## 1.1" and stays under
+# "# 1", "### 3.1.1" stays under a numbered line "3.1". Back matter (References, Bibliography,
+# Acknowledgements, Appendix, 参考文献, 致谢, 附录) closes every numbered heading: it is not the
+# last section's subsection.
 
 #: Longest text after a marker that can make a line a titled heading (estimated tokens).
 HEADING_MAX_TOKENS = 24
@@ -236,15 +253,41 @@ _ROMAN_RE = re.compile(rf"^ {{0,3}}((X{{0,3}}(?:IX|IV|V?I{{0,3}}))[.．、])(?={
 _ZH_ITEM_RE = re.compile(rf"^ {{0,3}}(([{_ZH_NUMERALS}]{{1,4}})[、．])")
 _ZH_PAREN_RE = re.compile(rf"^ {{0,3}}([（(]([{_ZH_NUMERALS}]{{1,4}})[)）])")
 _DOTTED_RE = re.compile(
-    rf"^ {{0,3}}((\d{{1,2}}(?:[.．]\d{{1,2}}){{1,4}})(?:[.．、](?!\d)|(?={_SEP}))|(\d{{1,2}})[.．、](?![\d.．]))"
+    rf"^ {{0,3}}(((?:\d{{1,2}}|[A-Z])(?:[.．]\d{{1,2}}){{1,4}})(?:[.．、](?!\d)|(?={_SEP}))"
+    rf"|(\d{{1,2}})[.．、](?![\d.．]))"
+)
+#: "Chapter 3", "Appendix A", "附录A" (kind "chapter"): the number its sections' numbers start with.
+_CHAPTER_RE = re.compile(
+    rf"^ {{0,3}}((?:Chapter|CHAPTER|Appendix|APPENDIX|附录|附錄){_SEP}*(\d{{1,2}}|[A-Z])(?![A-Za-z0-9])[:：.．]?)"
+    rf"(?={_SEP}|$|[{HAN_UNIFIED}])"
+)
+_PAGE_END_RE = re.compile(r"\s\d{1,4}$")
+#: The section number a Markdown heading starts with ("2 Structure", "1.1. Version", "A.2 Syntax").
+_HEADING_NUMBER_RE = re.compile(rf"^(((?:\d{{1,2}}|[A-Z](?=[.．]\d))(?:[.．]\d{{1,2}}){{0,4}})[.．]?)(?:{_SEP}|$)")
+#: Back matter: a heading of the document, never a subsection of its last numbered section.
+_BACK_MATTER_RE = re.compile(
+    r"^(?:references|bibliography|acknowledge?ments?|appendix\b.*|appendices|annex\b.*|参考文献|致\s*谢|附\s*[录錄].*)$",
+    re.IGNORECASE,
 )
 _PAREN_NUM_RE = re.compile(r"^ {0,3}([（(](\d{1,2})[)）]|(\d{1,2})[)）])")
 #: Characters a numbered heading can start with (after up to three spaces): the fast path.
-_NUMBERED_FIRST_CHARS = frozenset("第" + _ZH_NUMERALS + "（(IVX0123456789")
+_NUMBERED_FIRST_CHARS = frozenset("第附" + _ZH_NUMERALS + "（(0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 #: Natural rank of each kind (smaller: higher up); dotted headings add their depth.
-_RANKS = {"编": 10, "章": 11, "节": 12, "条": 13, "款": 14, "roman": 20, "zh_item": 21, "zh_paren": 22, "dotted": 30}
+_RANKS = {
+    "chapter": 10,
+    "编": 10,
+    "章": 11,
+    "节": 12,
+    "条": 13,
+    "款": 14,
+    "roman": 20,
+    "zh_item": 21,
+    "zh_paren": 22,
+    "dotted": 30,
+}
 _RANK_PAREN_NUM = 40
 _LIST_LIKE = ("dotted:1", "paren_num", "roman")
+_LEGAL_KINDS = ("编", "章", "节", "条", "款")
 _CLAUSE_END = frozenset("。！？；，、：.!?;:,…")
 
 
@@ -270,10 +313,19 @@ def _roman_number(text: str) -> int:
     return sum(-v if i + 1 < len(values) and v < values[i + 1] else v for i, v in enumerate(values))
 
 
+def _part(text: str) -> int | str:
+    """A part of a section number: 12 as a number, an appendix letter (A.1) as itself."""
+    return int(text) if text.isdigit() else text
+
+
+def _after(part: int | str) -> int | str:
+    return part + 1 if isinstance(part, int) else chr(ord(part) + 1)
+
+
 class _Marker(NamedTuple):
-    kind: str  # "编" "章" "节" "条" "款" "roman" "zh_item" "zh_paren" "dotted:<depth>" "paren_num"
+    kind: str  # "chapter" "编" "章" "节" "条" "款" "roman" "zh_item" "zh_paren" "dotted:<depth>" "paren_num"
     rank: int
-    number: tuple[int, ...]
+    number: tuple[int | str, ...]
     end: int  # index in the line just after the marker
     label: str  # the marker as the heading shows it when the line is not a titled heading
 
@@ -286,9 +338,12 @@ def _marker(line: str) -> _Marker | None:
     if m:
         kind = m.group(3)
         return _Marker(kind, _RANKS[kind], (_zh_number(m.group(2)),), m.end(1), m.group(1))
+    m = _CHAPTER_RE.match(line)
+    if m:
+        return _Marker("chapter", _RANKS["chapter"], (_part(m.group(2)),), m.end(1), m.group(1))
     m = _DOTTED_RE.match(line)
     if m:
-        parts = tuple(int(p) for p in re.split("[.．]", m.group(2) or m.group(3)))
+        parts = tuple(_part(p) for p in re.split("[.．]", m.group(2) or m.group(3)))
         return _Marker(f"dotted:{len(parts)}", _RANKS["dotted"] + len(parts), parts, m.end(1), m.group(1))
     m = _ZH_ITEM_RE.match(line)
     if m:
@@ -310,25 +365,44 @@ class _Numbering:
     """The numbers of the numbered headings accepted so far (for the follow-on rule)."""
 
     def __init__(self) -> None:
-        self.dotted: tuple[int, ...] = ()
-        self.last: dict[str, int] = {}
+        self.dotted: tuple[int | str, ...] = ()
+        self.last: dict[str, int | str] = {}
 
-    def follows(self, marker: _Marker) -> bool:
+    def follows(self, marker: _Marker, alone: bool = False) -> bool:
         p = marker.number
-        if marker.kind in ("编", "章", "节", "条", "款"):
+        if marker.kind == "chapter":
+            return True
+        if marker.kind in _LEGAL_KINDS:
             return p[0] >= 1
         if marker.kind.startswith("dotted:"):
             last, n = self.dotted, len(p)
-            if p[-1] == 1:
+            if p[-1] == 1 or p == (0,):  # a restart: "0. Preface", "1. Build Dependencies"
                 return not last or p[:-1] == last[: n - 1]
-            return n <= len(last) and p[:-1] == last[: n - 1] and p[-1] == last[n - 1] + 1
+            if n <= len(last) and p[:-1] == last[: n - 1] and p[-1] == _after(last[n - 1]):
+                return True
+            # a line standing alone may skip numbers within its section: 1.2 first under "1.", 5.5 after 5.1
+            return (
+                alone
+                and n >= 2
+                and p[:-1] == last[: n - 1]
+                and (len(last) == n - 1 or isinstance(last[n - 1], int) and p[-1] > last[n - 1])
+            )
         return p[0] == 1 or p[0] == self.last.get(marker.kind, -1) + 1
 
     def accept(self, marker: _Marker) -> None:
-        if marker.kind.startswith("dotted:"):
+        if marker.kind.startswith("dotted:") or marker.kind == "chapter":
             self.dotted = marker.number
         else:
             self.last[marker.kind] = marker.number[0]
+
+    def carried(self, heading: str) -> tuple[int | str, ...]:
+        """A Markdown heading that starts with a section number ("2 Structure", "Appendix A") sets
+        the numbers in force: 2.1 follows it. Returns that number (or ())."""
+        m = _CHAPTER_RE.match(heading) or _HEADING_NUMBER_RE.match(heading)
+        if m is None:
+            return ()
+        self.dotted = tuple(_part(p) for p in re.split("[.．]", m.group(2)))
+        return self.dotted
 
 
 def _titled(rest: str) -> bool:
@@ -351,15 +425,27 @@ def _numbered_heading(lines: list[str], i: int, numbering: _Numbering) -> tuple[
     """``(marker, heading text, titled)`` when line ``i`` is a numbered heading (see above)."""
     line = lines[i]
     marker = _marker(line)
-    if marker is None or not numbering.follows(marker):
+    if marker is None:
         return None
-    titled = _titled(line[marker.end :])
-    if not titled and marker.kind not in ("编", "章", "节", "条", "款"):
+    alone = (i == 0 or _is_blank(lines[i - 1])) and (i + 1 == len(lines) or _is_blank(lines[i + 1]))
+    if not numbering.follows(marker, alone):
         return None
+    rest = line[marker.end :]
+    if marker.kind.startswith("dotted:") and rest.rstrip().endswith(("?", "？")):
+        rest = rest.rstrip()[:-1]  # a question is a title too: "1.2. What is this spec?"
+    titled = _titled(rest)
+    if marker.kind == "chapter":
+        if i > 0 and not _is_blank(lines[i - 1]) or not (titled or is_blank(rest)) or _PAGE_END_RE.search(rest):
+            return None  # "Chapter 3" within a paragraph is a reference; "Appendix A: Copying 26" a running header
+        titled = True
+    elif not titled and marker.kind not in _LEGAL_KINDS:
+        return None
+    if titled and i + 1 < len(lines) and lines[i + 1].lstrip()[:1].islower() and marker.kind not in _LEGAL_KINDS:
+        return None  # a sentence wrapped over lines
     if marker.kind in _LIST_LIKE:
         for neighbour in (_next_nonblank(lines, i, 1), _next_nonblank(lines, i, -1)):
             other = _marker(neighbour) if neighbour is not None else None
-            if other is not None and other.kind == marker.kind:
+            if other is not None and other.kind == marker.kind and _indent(neighbour) == _indent(line):
                 return None
         if i + 1 < len(lines) and not _is_blank(lines[i + 1]) and _indent(lines[i + 1]) >= 2:
             return None
@@ -378,6 +464,7 @@ class _Block(NamedTuple):
     level: int = 0
     text: str = ""
     marker: str = ""  # a numbered heading's kind (see _NUMBERED); "" for a Markdown heading
+    number: tuple = ()  # a heading's section number (1, 2) or ("A", 1), () when it has none
 
 
 def _indent(line: str) -> int:
@@ -482,8 +569,9 @@ def _parse(text: str, offset: int) -> list[_Block]:
             continue
         m = _ATX_RE.match(line)
         if m:
-            htext = _ATX_CLOSE_RE.sub("", m.group(2).strip()).strip()
-            out.append(_Block("heading", *span(i, i), level=len(m.group(1)), text=" ".join(htext.split())))
+            htext = " ".join(_ATX_CLOSE_RE.sub("", m.group(2).strip()).split())
+            number = numbering.carried(htext)
+            out.append(_Block("heading", *span(i, i), level=len(m.group(1)), text=htext, number=number))
             i += 1
             continue
         if _THEMATIC_RE.match(line):
@@ -494,11 +582,12 @@ def _parse(text: str, offset: int) -> list[_Block]:
             marker, htext, titled = numbered
             numbering.accept(marker)
             s, _ = span(i, i)
+            number = marker.number if marker.kind == "chapter" or marker.kind.startswith("dotted:") else ()
             if titled:
-                out.append(_Block("heading", *span(i, i), text=htext, marker=marker.kind))
+                out.append(_Block("heading", *span(i, i), text=htext, marker=marker.kind, number=number))
                 i += 1
             else:  # the marker heads the article; the line is its first text
-                out.append(_Block("heading", s, s + len(marker.label), text=htext, marker=marker.kind))
+                out.append(_Block("heading", s, s + len(marker.label), text=htext, marker=marker.kind, number=number))
                 article_line = i
             continue
         if _QUOTE_RE.match(line):
@@ -526,6 +615,8 @@ def _parse(text: str, offset: int) -> list[_Block]:
                     while k < n and _is_blank(lines[k]):
                         k += 1
                     if k < n and (_indent(lines[k]) >= base + 2 or _LIST_RE.match(lines[k])):
+                        if _indent(lines[k]) < base and _numbered_heading(lines, k, numbering):
+                            break  # "4. This document" after an indented list is the next section
                         j = k
                         continue
                     break
@@ -546,7 +637,9 @@ def _parse(text: str, offset: int) -> list[_Block]:
         # paragraph (with optional one-line setext heading)
         if i + 1 < n and _SETEXT_RE.match(lines[i + 1]) and not _is_blank(line):
             level = 1 if lines[i + 1].strip()[0] == "=" else 2
-            out.append(_Block("heading", *span(i, i + 1), level=level, text=" ".join(line.split())))
+            htext = " ".join(line.split())
+            number = numbering.carried(htext)
+            out.append(_Block("heading", *span(i, i + 1), level=level, text=htext, number=number))
             i += 2
             continue
         j = i + 1
@@ -585,11 +678,39 @@ def _cut_list_items(text: str, s: int, e: int) -> list[int]:
     return [m.end() for m in _LIST_ITEM_START_RE.finditer(text, s, e)]
 
 
+_TABLE_CELL_SPLIT_RE = re.compile(r"(?<!\\)\|")
+
+
+def _filled_cells(row: str) -> tuple[int, int]:
+    """(cells with text, cells) of a Markdown table row."""
+    cells = _TABLE_CELL_SPLIT_RE.split(row.strip())
+    if cells and not cells[0].strip():
+        cells = cells[1:]
+    if cells and not cells[-1].strip():
+        cells = cells[:-1]
+    return sum(1 for cell in cells if cell.strip()), len(cells)
+
+
+def _cut_table_rows(text: str, s: int, e: int) -> list[int]:
+    """A table's row ends, except after a group heading row (one that fills at most a third of its
+    cells, at least one, over a fuller row): the heading stays with the first row it heads."""
+    out = []
+    rows = text[s:e].split("\n")
+    pos = s
+    for i, row in enumerate(rows[:-1]):
+        pos += len(row) + 1
+        filled, cells = _filled_cells(row)
+        below = _filled_cells(rows[i + 1])[0]
+        if not (1 <= filled <= max(1, cells // 3) and below > filled):
+            out.append(pos)
+    return out
+
+
 _LEVELS: dict[str, tuple[_Cutter, ...]] = {
     "para": (_cut_sentences, _cut_lines),
     "quote": (_cut_sentences, _cut_lines),
     "list": (_cut_list_items, _cut_lines, _cut_sentences),
-    "table": (_cut_lines,),
+    "table": (_cut_table_rows, _cut_lines),
     "code": (_cut_lines,),
 }
 
@@ -760,10 +881,61 @@ def _table_header(text: str, s: int, e: int) -> int | None:
     return second + 1 if "-" in delimiter and _TABLE_DELIM_RE.match(delimiter) else None
 
 
+def _within(number: tuple, outer: tuple) -> bool:
+    """Whether section ``number`` lies within section ``outer`` (3.1.1 within 3.1 and 3, A.1 within A)."""
+    return bool(outer) and len(number) > len(outer) and number[: len(outer)] == outer
+
+
 def _marker_rank(kind: str) -> int:
     if kind.startswith("dotted:"):
         return _RANKS["dotted"] + int(kind.split(":", 1)[1])
     return _RANK_PAREN_NUM if kind == "paren_num" else _RANKS[kind]
+
+
+def _open_heading(stack: list[tuple[int, str, int, str, tuple]], block: _Block, heading_text: str) -> None:
+    """Open heading ``block`` on ``stack`` (the open headings, outermost first: Markdown level or 0,
+    numbered kind or "", rank, text, number), closing the headings it ends (see the rules above)."""
+    entry = (block.level, block.marker, block.level, heading_text, block.number)
+    if not block.marker:  # Markdown: closes every heading down to the next shallower Markdown one
+        if _BACK_MATTER_RE.match(block.text):
+            while stack and stack[-1][4]:  # not under the last numbered section
+                stack.pop()
+        while (
+            stack
+            and not (stack[-1][0] and stack[-1][0] < block.level)
+            and not (not stack[-1][0] and _within(block.number, stack[-1][4]))
+        ):
+            stack.pop()
+        stack.append(entry)
+        return
+    number = block.number
+    entry = (0, block.marker, _marker_rank(block.marker), heading_text, number)
+    if block.marker == "chapter":  # closes every numbered heading and the back matter
+        while stack and (stack[-1][4] or _BACK_MATTER_RE.match(stack[-1][3])):
+            stack.pop()
+        stack.append(entry)
+        return
+    # a number closes the Markdown headings numbered beside or below it: 1.2 closes "## 1.1";
+    # a list restarting at 1. under "# 2 Structure" nests in it
+    restart = len(number) == 1 and number[0] in (0, 1)
+    while number and not restart and stack and stack[-1][0] and stack[-1][4] and not _within(number, stack[-1][4]):
+        stack.pop()
+    # the same kind under the Markdown heading in force: back to its level
+    for j in range(len(stack) - 1, -1, -1):
+        if stack[j][0]:
+            break
+        if stack[j][1] == block.marker:
+            del stack[j:]
+            stack.append(entry)
+            return
+    # a new kind: close the open numbered headings that rank below it, then nest; a list of
+    # sections restarting at 0. or 1. under A.1 nests in it
+    if restart and stack and not stack[-1][0] and len(stack[-1][4]) > 1:
+        stack.append(entry)
+        return
+    while stack and not stack[-1][0] and stack[-1][2] > entry[2]:
+        stack.pop()
+    stack.append(entry)
 
 
 # ------------------------------------------------------------------------- chunking
@@ -804,9 +976,9 @@ def chunk_document(body: str, title: str | None = None, max_tokens: int = 380, o
     title_h1 = first_h1 if title and first_h1 and _norm_key(first_h1.text) == _norm_key(title) else None
 
     chunks: list[Chunk] = []
-    # open headings, outermost first: (Markdown level or 0, numbered kind or "", rank, text);
+    # open headings, outermost first: (Markdown level or 0, numbered kind or "", rank, text, number);
     # the text is "" for the H1 that repeats the title
-    stack: list[tuple[int, str, int, str]] = []
+    stack: list[tuple[int, str, int, str, tuple]] = []
 
     def emit(path: list[str], parts: list[tuple[int, int, str | None]], s: int, e: int, head: str = "") -> None:
         content = head + "\n\n".join(text[ps:pe] for ps, pe, _ in parts)
@@ -878,33 +1050,12 @@ def chunk_document(body: str, title: str | None = None, max_tokens: int = 380, o
                     emit(path, [(ps, pe, lang)], ps, pe)
         flush_group()
 
-    def open_heading(block: _Block) -> None:
-        heading_text = "" if block is title_h1 else block.text
-        if not block.marker:  # Markdown: closes every heading down to the next shallower Markdown one
-            while stack and not (stack[-1][0] and stack[-1][0] < block.level):
-                stack.pop()
-            stack.append((block.level, "", block.level, heading_text))
-            return
-        rank = _marker_rank(block.marker)
-        # the same kind under the Markdown heading in force: back to its level
-        for j in range(len(stack) - 1, -1, -1):
-            if stack[j][0]:
-                break
-            if stack[j][1] == block.marker:
-                del stack[j:]
-                stack.append((0, block.marker, rank, heading_text))
-                return
-        # a new kind: close the open numbered headings that rank below it, then nest
-        while stack and not stack[-1][0] and stack[-1][2] > rank:
-            stack.pop()
-        stack.append((0, block.marker, rank, heading_text))
-
     section: list[_Block] = []
     for block in blocks:
         if block.kind == "heading":
             flush_section(section)
             section = []
-            open_heading(block)
+            _open_heading(stack, block, "" if block is title_h1 else block.text)
         else:
             section.append(block)
     flush_section(section)

@@ -34,6 +34,22 @@ $$;
 COMMENT ON FUNCTION kb.file_limits() IS
 'The limits of kb.settings a file is parsed under (file_max_bytes, file_max_pages, file_parse_timeout_s, file_max_expansion_ratio, ocr_max_pages), as one jsonb object; stored with each parse (kb.documents.parse_limits).';
 
+-- An OCR run reads up to ocr_max_pages pages at about 2.5 s of CPU each (docs/INGEST.md):
+-- a fixed limit would either cut a long run or let a broken parse run long, so the limit of
+-- a run grows with the pages it reads.
+CREATE OR REPLACE FUNCTION kb.ocr_run_timeout_s(p_limits jsonb, p_pages integer)
+RETURNS integer
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT (p_limits ->> 'file_parse_timeout_s')::integer
+        + (kb.setting('ocr_page_timeout_s') #>> '{}')::integer
+        * least(coalesce(p_pages, (p_limits ->> 'ocr_max_pages')::integer), (p_limits ->> 'ocr_max_pages')::integer)
+$$;
+COMMENT ON FUNCTION kb.ocr_run_timeout_s(jsonb, integer) IS
+'Wall-clock seconds an OCR run (kb.ocr_pending) of p_pages pages may take under the limits p_limits (kb.file_limits()): file_parse_timeout_s plus ocr_page_timeout_s for each page read, at most ocr_max_pages (all of them when p_pages is NULL).';
+
 -- The conversion version of each format (pgkb_plpy.parsers.formats.FORMATS)
 -- and of the chunker (pgkb_plpy.chunker.CHUNKER_VERSION): documents built with
 -- other versions are stale (kb.stale_documents). Literals, so that these stay
@@ -44,7 +60,7 @@ LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    SELECT '{"pdf": "4", "docx": "3", "xlsx": "2", "pptx": "1", "html": "3", "markdown": "1", "text": "1"}'::jsonb
+    SELECT '{"pdf": "7", "docx": "3", "xlsx": "2", "pptx": "1", "image": "1", "html": "3", "markdown": "1", "text": "1"}'::jsonb
 $$;
 COMMENT ON FUNCTION kb.parser_versions() IS
 'Current version of pgkb''s conversion of each file format (pgkb_plpy.parsers.FORMAT_VERSIONS); a document parsed with another is stale.';
@@ -70,6 +86,6 @@ RETURNS text
 LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
-AS $$ SELECT '4'::text $$;
+AS $$ SELECT '5'::text $$;
 COMMENT ON FUNCTION kb.chunker_version() IS
 'Current version of the chunking rules (pgkb_plpy.chunker.CHUNKER_VERSION); a document chunked with another is stale.';

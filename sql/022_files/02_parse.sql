@@ -14,7 +14,14 @@ DECLARE
     -- kb.ocr_pending sets pgkb.ocr_run for its own statement: read the scanned pages now;
     -- any other parse (an INSERT) only lists them, so that it never waits on OCR
     ocr_mode text := CASE WHEN current_setting('pgkb.ocr_run', true) = 'on' THEN 'run' ELSE 'defer' END;
+    run_limits jsonb := limits;
+    ocr_failed jsonb;
 BEGIN
+    IF ocr_mode = 'run' THEN
+        -- an OCR run's time limit grows with the pages it reads (kb.ocr_run_timeout_s)
+        run_limits := limits || jsonb_build_object('file_parse_timeout_s', kb.ocr_run_timeout_s(
+            limits, CASE WHEN TG_OP = 'UPDATE' THEN jsonb_array_length(OLD.ocr -> 'pending_pages') END));
+    END IF;
     -- runs as the owner: writers may not execute the PL/Python parser directly
     NEW.byte_size := octet_length(NEW.file);
     NEW.file_sha256 := encode(sha256(NEW.file), 'hex');
@@ -28,13 +35,12 @@ BEGIN
             )
         );
     ELSE
-        parsed := kb.py_parse_file(NEW.file, NEW.file_name, NEW.content_type, limits, ocr_mode);
+        parsed := kb.py_parse_file(NEW.file, NEW.file_name, NEW.content_type, run_limits, ocr_mode);
     END IF;
     IF ocr_mode = 'run' AND TG_OP = 'UPDATE' AND NOT (parsed ->> 'ok')::boolean AND OLD.parse_error IS NULL
-        AND OLD.page_starts IS NOT NULL AND NEW.file IS NOT DISTINCT FROM OLD.file THEN
-        -- the OCR run failed (time, memory, a crash): keep the text and chunks the document has,
-        -- say so on each page it was to read, and stop the worker from claiming it again
-        NEW.parse_warnings := nullif(coalesce((
+        AND NEW.file IS NOT DISTINCT FROM OLD.file THEN
+        -- the OCR run failed (time, memory, a crash): say so on each page it was to read
+        ocr_failed := nullif(coalesce((
             SELECT jsonb_agg(w.value) FROM jsonb_array_elements(OLD.parse_warnings) AS w (value)
             WHERE w.value ->> 'kind' <> 'ocr_pending'
         ), '[]') || coalesce((
@@ -44,9 +50,13 @@ BEGIN
             ))
             FROM jsonb_array_elements_text(OLD.ocr -> 'pending_pages') AS p (page)
         ), '[]'), '[]');
-        NEW.ocr := coalesce(OLD.ocr, '{}') || jsonb_build_object('status', 'failed', 'error', parsed ->> 'error');
-        NEW.ocr_status := NULL;
-        RETURN NEW;
+        IF OLD.page_starts IS NOT NULL THEN
+            -- keep the text and chunks the document has, and stop the worker from claiming it again
+            NEW.parse_warnings := ocr_failed;
+            NEW.ocr := coalesce(OLD.ocr, '{}') || jsonb_build_object('status', 'failed', 'error', parsed ->> 'error');
+            NEW.ocr_status := NULL;
+            RETURN NEW;
+        END IF;
     END IF;
     NEW.parsed_at := now();
     NEW.parse_limits := limits;
@@ -75,6 +85,12 @@ BEGIN
     ELSE
         NEW.parse_error := parsed ->> 'error';
         NEW.page_starts := NULL;
+        -- a document all of whose pages are scans has no text to keep: it fails, and its pages say why
+        IF ocr_failed IS NOT NULL THEN
+            NEW.parse_warnings := ocr_failed;
+            NEW.ocr := coalesce(OLD.ocr, '{}')
+                || jsonb_build_object('status', 'failed', 'error', parsed ->> 'error', 'pending_pages', '[]'::jsonb);
+        END IF;
         -- a stand-in (body may not be blank); a document whose file failed is never chunked
         NEW.body := format('[%s could not be parsed] %s', NEW.file_name, NEW.parse_error);
     END IF;
@@ -82,7 +98,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb.trg_documents_parse_file() IS
-'BEFORE INSERT/UPDATE OF file on kb.documents: parses the file''s bytes (in a child process, pgkb_plpy.parsers) under kb.file_limits() into body, title, content_type, page_starts, parse_warnings; image-only PDF pages are left for OCR (ocr_status pending) unless kb.ocr_pending runs it; a failure is kept in parse_error and the document stays stored. SECURITY DEFINER (the parser is not executable by writers).';
+'BEFORE INSERT/UPDATE OF file on kb.documents: parses the file''s bytes (in a child process, pgkb_plpy.parsers) under kb.file_limits() into body, title, content_type, page_starts, parse_warnings; image-only PDF pages are left for OCR (ocr_status pending) unless kb.ocr_pending runs it, under a time limit that grows with the pages read (kb.ocr_run_timeout_s); a failure is kept in parse_error and the document stays stored; a failed OCR run leaves an ocr_failed warning on each page it was to read (and keeps the text of the other pages). SECURITY DEFINER (the parser is not executable by writers).';
 
 -- named to fire before documents_before, which hashes the body it sets
 DROP TRIGGER IF EXISTS documents_0_parse_file ON kb.documents;
@@ -162,4 +178,4 @@ $$;
 COMMENT ON FUNCTION kb.ingest_file(
     text, text, bytea, text, text, jsonb, text, text, text, date, date, text, text
 ) IS
-'Adds or replaces the document (namespace, source) from a file''s bytes (PDF, DOCX, HTML, Markdown, text; the content decides the format, a contradicting name or content type is an error); source is NFC-normalised, the name as given kept in file_name. Unchanged bytes are not parsed again. A file that cannot be parsed is stored with ingest_status failed and the problem in ingest_error. Runs with the caller''s rights.';
+'Adds or replaces the document (namespace, source) from a file''s bytes (PDF, DOCX, XLSX, PPTX, images by OCR, HTML, Markdown, text; the content decides the format whenever it is one read here, the name or content type only among the text formats; a legacy Office file is refused naming the format to save it as); source is NFC-normalised, the name as given kept in file_name. Unchanged bytes are not parsed again. A file that cannot be parsed is stored with ingest_status failed and the problem in ingest_error. Runs with the caller''s rights.';

@@ -33,6 +33,22 @@ $$;
 COMMENT ON FUNCTION kb.parse_retry_reason(text, text, jsonb, boolean) IS
 'Why a stored file''s parse may turn out otherwise now, or NULL: its conversion changed, or it failed on a limit (too_large: file_max_bytes, too_many_pages: file_max_pages, timeout: file_parse_timeout_s, zip_bomb: file_max_expansion_ratio, no_text_layer: ocr_max_pages) that has changed since, or it was parsed before limits were recorded. kb.reparse_files retries only those; a deterministic failure (corrupt, encrypted, type_mismatch, a crash) with nothing changed fails alike again.';
 
+CREATE OR REPLACE FUNCTION kb.ocr_pages_skipped(p_parse_warnings jsonb, p_parse_limits jsonb)
+RETURNS boolean
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- an ocr_limit warning says image-only pages were not read; a higher limit now reads them
+    SELECT coalesce(
+        p_parse_warnings @> '[{"kind": "ocr_limit"}]'
+        AND (p_parse_limits ->> 'ocr_max_pages')::integer < (kb.file_limits() ->> 'ocr_max_pages')::integer,
+        false
+    )
+$$;
+COMMENT ON FUNCTION kb.ocr_pages_skipped(jsonb, jsonb) IS
+'Whether a parse (its parse_warnings and parse_limits) skipped image-only pages under an ocr_max_pages lower than today''s, so that parsing it again reads them (kb.reparse_files, kb.stale_documents).';
+
 CREATE OR REPLACE FUNCTION kb.reparse_files(p_namespace text DEFAULT NULL, p_failed_only boolean DEFAULT false)
 RETURNS integer
 LANGUAGE plpgsql
@@ -53,7 +69,8 @@ BEGIN
         SELECT d.id FROM kb.documents AS d
         WHERE d.file IS NOT NULL
             AND (p_namespace IS NULL OR d.namespace = p_namespace)
-            AND kb.parse_retry_reason(d.parse_error, d.parser_version, d.parse_limits, p_failed_only) IS NOT NULL
+            AND (kb.parse_retry_reason(d.parse_error, d.parser_version, d.parse_limits, p_failed_only) IS NOT NULL
+                OR kb.ocr_pages_skipped(d.parse_warnings, d.parse_limits))
         ORDER BY d.id
     );
     FOR i IN 1 .. coalesce(array_length(ids, 1), 0) BY batch_size LOOP
@@ -68,7 +85,7 @@ BEGIN
 END;
 $$;
 COMMENT ON FUNCTION kb.reparse_files(text, boolean) IS
-'Parses again the stored files whose outcome can differ now (kb.parse_retry_reason: parsed with an older conversion, or failed on a limit that has changed since; unless p_failed_only, also successful files of an older conversion), of one namespace or all, in batches of 10 with a progress NOTICE after each; returns how many. A deterministic failure with nothing changed is left alone. Runs with the caller''s rights.';
+'Parses again the stored files whose outcome can differ now (kb.parse_retry_reason: parsed with an older conversion, or failed on a limit that has changed since; unless p_failed_only, also successful files of an older conversion; and PDFs with image-only pages skipped by an ocr_max_pages lower than today''s, whose pages then wait for OCR), of one namespace or all, in batches of 10 with a progress NOTICE after each; returns how many. A deterministic failure with nothing changed is left alone. Runs with the caller''s rights.';
 
 CREATE OR REPLACE FUNCTION kb.reindex_documents(p_namespace text DEFAULT NULL)
 RETURNS integer
@@ -134,11 +151,17 @@ SELECT
     d.parser,
     d.parser_version,
     d.chunker_version,
-    (d.file IS NOT NULL AND NOT kb.parser_version_current(d.parser_version)) AS parser_stale,
+    (
+        d.file IS NOT NULL
+        AND (NOT kb.parser_version_current(d.parser_version) OR kb.ocr_pages_skipped(d.parse_warnings, d.parse_limits))
+    ) AS parser_stale,
     coalesce(d.chunker_version <> kb.chunker_version(), true) AS chunker_stale
 FROM kb.documents AS d
 WHERE
-    (d.file IS NOT NULL AND NOT kb.parser_version_current(d.parser_version))
+    (
+        d.file IS NOT NULL
+        AND (NOT kb.parser_version_current(d.parser_version) OR kb.ocr_pages_skipped(d.parse_warnings, d.parse_limits))
+    )
     OR coalesce(d.chunker_version <> kb.chunker_version(), true);
 COMMENT ON VIEW kb.stale_documents IS
-'Documents parsed or chunked with rules older than the installed ones (kb.parser_versions, kb.chunker_version); kb.reindex_documents() brings them up to date.';
+'Documents parsed or chunked with rules older than the installed ones (kb.parser_versions, kb.chunker_version), or with image-only pages skipped by an ocr_max_pages lower than today''s (parser_stale); kb.reindex_documents() brings them up to date.';

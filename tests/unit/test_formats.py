@@ -71,8 +71,10 @@ def test_detection_knows_every_suffix_and_content_type_of_the_registry(fmt):
 
 @pytest.mark.parametrize("fmt", [f for f in formats.FORMATS if f.family == formats.LEGACY], ids=lambda f: f.name)
 def test_a_legacy_format_is_refused_naming_what_to_save_it_as(fmt):
+    # the bytes confirm a legacy file (an OLE container, RTF); its name says which
+    content = b"{\\rtf1 x}" if fmt.name == "rtf" else b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 100
     with pytest.raises(parsers.ParseError, match=rf"save it as \.{fmt.save_as}") as caught:
-        detect(b"x", f"old{fmt.suffixes[0]}")
+        detect(content, f"old{fmt.suffixes[0]}")
     assert caught.value.kind == "unsupported_format"
 
 
@@ -81,5 +83,6 @@ def test_the_loader_sends_and_reads_the_files_the_registry_parses():
 
     assert loader.FILE_SUFFIXES == {s for f in formats.FORMATS if f.supported for s in f.suffixes}
     assert loader.TEXT_SUFFIXES == {".md", ".markdown", ".txt", ".text"}  # read here, front matter and all
-    assert loader.BINARY_SUFFIXES == {".pdf", ".docx", ".xlsx", ".pptx", ".html", ".htm", ".xhtml"}
-    assert loader.LEGACY_SUFFIXES == {".doc": ".docx", ".xls": ".xlsx", ".ppt": ".pptx"}
+    images = {".png", ".jpg", ".jpeg", ".tif", ".tiff", ".gif", ".bmp", ".webp"}
+    assert loader.BINARY_SUFFIXES == {".pdf", ".docx", ".xlsx", ".pptx", ".html", ".htm", ".xhtml"} | images
+    assert loader.LEGACY_SUFFIXES == {".doc": ".docx", ".xls": ".xlsx", ".ppt": ".pptx", ".rtf": ".docx"}

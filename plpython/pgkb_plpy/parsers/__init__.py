@@ -42,16 +42,18 @@ from pathlib import Path
 
 from ..vocabulary import CJK_SYMBOLS_PUNCTUATION, HALFWIDTH_FULLWIDTH_FORMS, HAN_UNIFIED, HIRAGANA_KATAKANA
 from .formats import (
-    BINARY,
     CONTENT_TYPE_FORMATS,
     CONTENT_TYPES,
     FORMAT_BY_NAME,
     FORMAT_VERSIONS,
     FORMATS,
     LEGACY_FORMATS,
+    MAIN_PARTS,
     SUFFIX_FORMATS,
     TEXT,
     Format,
+    ole_kind,
+    sniff_bytes,
 )
 
 __all__ = [
@@ -64,6 +66,8 @@ __all__ = [
     "ParseError",
     "ParsedFile",
     "TextBudget",
+    "decode_file_text",
+    "decode_text",
     "detect",
     "parse_bytes",
     "parse_file",
@@ -89,8 +93,8 @@ MAX_COMPRESSION_RATIO = 100
 MAX_ZIP_MEMBERS = 10_000
 #: Wall-clock seconds one parse may take in its child process.
 PARSE_TIMEOUT_S = 120
-#: Most image-only pages of one PDF read by OCR: about 4 s a dense page on one core, so 20 pages fit
-#: the default ``file_parse_timeout_s`` (the OCR run is one parse).
+#: Most image-only pages of one PDF read by OCR (about 2.5 s of CPU a dense page); the run's time
+#: limit grows with its pages (kb.ocr_run_timeout_s).
 OCR_MAX_PAGES = 20
 #: Address space of the child process (bytes).
 PARSE_MEMORY_BYTES = 2 * 1024 * 1024 * 1024
@@ -158,11 +162,12 @@ GENERIC_CONTENT_TYPES = frozenset(
 )
 #: Formats whose name or declared type may describe the same bytes as another's.
 _TEXT_FAMILY = frozenset(f.name for f in FORMATS if f.family == TEXT)
-#: Formats the content alone decides (a magic number, a zip package's main part).
-_BINARY_FAMILY = frozenset(f.name for f in FORMATS if f.family == BINARY)
-#: The part of an OOXML package that says which kind it is, in the order they are looked for.
-_OOXML_MAIN_PARTS = tuple((f.main_part, f.name) for f in FORMATS if f.main_part)
-_OOXML = frozenset(name for _, name in _OOXML_MAIN_PARTS)
+#: The OOXML formats (known by a zip package's main part).
+_OOXML = frozenset(name for _, name in MAIN_PARTS)
+#: The legacy formats an OLE container holds.
+_OLE_LEGACY = ("doc", "xls", "ppt")
+#: The stream of an encrypted OOXML file (an OLE container that holds the encrypted package).
+_ENCRYPTED_PACKAGE = "EncryptedPackage".encode("utf-16-le")
 
 
 def _human(fmt: str) -> str:
@@ -241,54 +246,6 @@ def format_version(fmt: str) -> str:
 # --------------------------------------------------------------------------- detection
 
 
-def _sniff(data: bytes) -> str:
-    head = data[:1024]
-    if head.startswith(b"%PDF-") or b"%PDF-" in head[:1024]:
-        return "pdf"
-    if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
-        return _sniff_zip(data)
-    if head.startswith(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"):
-        return "ole"
-    lowered = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
-    if lowered.startswith((b"<!doctype html", b"<html")) or re.search(rb"<(html|body|head)[\s>]", head.lower()):
-        return "html"
-    if b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff")):
-        return "binary"
-    return "text"
-
-
-def _sniff_zip(data: bytes) -> str:
-    """docx, xlsx or pptx by the package's main part (read from the zip's directory, nothing
-    expanded); a damaged zip by the names in its first bytes; else ``zip``."""
-    import io
-    import zipfile
-
-    try:
-        names = set(zipfile.ZipFile(io.BytesIO(data)).namelist())
-    except (zipfile.BadZipFile, OSError, ValueError):
-        names = None
-    for part, fmt in _OOXML_MAIN_PARTS:
-        if names is not None and part in names:
-            return fmt
-    if names is None:
-        head = data[:65536]
-        for part, fmt in _OOXML_MAIN_PARTS:
-            if part.split("/")[0].encode() + b"/" in head:  # the main part's folder: word/, xl/, ppt/
-                return fmt
-    if b"[Content_Types].xml" in data[:65536] or (names is not None and "[Content_Types].xml" in names):
-        return "docx"  # an OOXML package without a known main part: the DOCX parser names what is missing
-    return "zip"
-
-
-def _ole_kind(data: bytes) -> str:
-    """Which legacy Office file an OLE container is, by its streams' (UTF-16) names."""
-    if "PowerPoint Document".encode("utf-16-le") in data:
-        return "ppt"
-    if "Workbook".encode("utf-16-le") in data or "Book".encode("utf-16-le") + b"\x00\x00" in data:
-        return "xls"
-    return "doc"
-
-
 def _legacy_error(kind: str, how: str) -> ParseError:
     return ParseError(
         "unsupported_format",
@@ -297,57 +254,67 @@ def _legacy_error(kind: str, how: str) -> ParseError:
 
 
 def _declared(filename: str, content_type: str | None) -> tuple[str | None, str | None]:
-    suffix = Path(filename or "").suffix.lower()
-    by_name = SUFFIX_FORMATS.get(suffix)
+    """The formats the name and the declared content type say (None: nothing, or nothing known)."""
+    by_name = SUFFIX_FORMATS.get(Path(filename or "").suffix.lower())
     by_type = None
     if content_type:
-        media = content_type.split(";")[0].strip().lower()
-        if media and media not in GENERIC_CONTENT_TYPES:
-            by_type = CONTENT_TYPE_FORMATS.get(media)
-            if by_type is None:
-                raise ParseError("unsupported_format", f"content type {content_type!r} is not supported")
-    if by_type in LEGACY_FORMATS:
-        raise _legacy_error(by_type, f"content type {content_type!r}")
-    if by_name in LEGACY_FORMATS:
-        raise _legacy_error(by_name, f"named {filename!r}")
+        by_type = CONTENT_TYPE_FORMATS.get(content_type.split(";")[0].strip().lower())
     return by_name, by_type
 
 
-def detect(data: bytes, filename: str = "", content_type: str | None = None) -> str:
-    """The format of ``data``: pdf, docx, xlsx, pptx, html, markdown or text. The bytes decide; a
-    name or declared content type that says another binary format is an error (``type_mismatch``).
-    A generic declared type (application/octet-stream ...) or none says nothing: the content is
-    sniffed. Legacy .doc/.xls/.ppt are refused by name, declared type or content."""
+def _detection(data: bytes, filename: str = "", content_type: str | None = None) -> tuple[str, str | None]:
+    """(format, a note when the name or declared type said another format than the one read)."""
+    if not data:
+        raise ParseError("empty", "the file is empty (0 bytes)")
     by_name, by_type = _declared(filename, content_type)
-    sniffed = _sniff(data)
+    # (format claimed, how a legacy error names the claim, how a note names it)
+    claims = [
+        (by_type, f"content type {content_type!r}", f"the content type {content_type!r}"),
+        (by_name, f"named {filename!r}", repr(filename)),
+    ]
+    claims = [claim for claim in claims if claim[0] is not None]
+    sniffed = sniff_bytes(data)
     if sniffed == "ole":
-        if "E\x00n\x00c\x00r\x00y\x00p\x00t\x00e\x00d\x00P\x00a\x00c\x00k\x00a\x00g\x00e".encode("latin-1") in data:
+        if _ENCRYPTED_PACKAGE in data:
             raise ParseError("encrypted", "the Office file is encrypted (password-protected); remove the password")
-        raise _legacy_error(_ole_kind(data), "OLE content")
+        # the bytes confirm a legacy file: its streams say which, else the name or declared type
+        kind = ole_kind(data)
+        named = [(c, how) for c, how, _ in claims if c in _OLE_LEGACY and kind in (c, "ole")]
+        if named:
+            raise _legacy_error(*named[0])
+        if kind == "ole":
+            raise ParseError("unsupported_format", f"the content is {_human('ole')}, not a supported document")
+        raise _legacy_error(kind, "OLE content")
+    if sniffed in LEGACY_FORMATS:  # RTF, Office 2003 XML: text whose format is a legacy one
+        raise _legacy_error(sniffed, "RTF content" if sniffed == "rtf" else "Office 2003 XML content")
     if sniffed in ("zip", "binary"):
-        claimed = by_type or by_name
+        claimed, how, _ = claims[0] if claims else (None, "", "")
+        if claimed in LEGACY_FORMATS:  # nothing read here; the name says what to save it as
+            raise _legacy_error(claimed, how)
         if claimed and claimed not in _OOXML:
             raise ParseError(
                 "type_mismatch",
                 f"{filename or 'the file'} is declared {_human(claimed)} but its content is {_human(sniffed)}",
             )
         raise ParseError("unsupported_format", f"the content is {_human(sniffed)}, not a supported document")
-    for claimed, how in ((by_type, "content type"), (by_name, "name")):
-        if claimed is None or claimed == sniffed:
-            continue
-        if claimed in _TEXT_FAMILY and sniffed in _TEXT_FAMILY:
-            continue  # a .txt holding HTML, a .md with an <html> tag: the name decides below
-        what = f"{filename!r}" if how == "name" else f"content type {content_type!r}"
-        raise ParseError(
-            "type_mismatch",
-            f"{what} says {_human(claimed)} but the content is {_human(sniffed)}",
-        )
-    if sniffed in _BINARY_FAMILY:
-        return sniffed
     declared = by_type or by_name
-    if declared in _TEXT_FAMILY:
-        return declared
-    return sniffed
+    if sniffed in _TEXT_FAMILY and declared in _TEXT_FAMILY:
+        return declared, None  # a .txt holding HTML, a .md with an <html> tag: the name decides
+    for claimed, _, said in claims:
+        if claimed != sniffed:
+            return sniffed, f"{said} says {_human(claimed)} but the content is {_human(sniffed)}: read as such"
+    return sniffed, None
+
+
+def detect(data: bytes, filename: str = "", content_type: str | None = None) -> str:
+    """The format of ``data``: pdf, docx, xlsx, pptx, image, html, markdown or text. The content
+    decides whenever it is a format read here, whatever the name or declared content type say; they
+    decide only among the text formats (a ``.md``, a ``.txt`` holding HTML), which carry no
+    signature. A name or type refuses only what the bytes confirm: a legacy Office file (an OLE
+    container, RTF, Office 2003 XML) is refused naming the format to save it as; content that is
+    no document read here (a plain zip, unknown binary data) is refused naming what it is. An empty
+    file is ``empty`` before anything else is looked at."""
+    return _detection(data, filename, content_type)[0]
 
 
 # ------------------------------------------------------------------------------- text
@@ -483,11 +450,17 @@ def decode_text(data: bytes) -> str:
     raise ParseError("encoding", f"not valid UTF-8 text (byte offset {first_error})")
 
 
-def _parse_text(data: bytes, fmt: str) -> ParsedFile:
-    if b"\x00" in data[:65536] and not data.startswith((b"\xff\xfe", b"\xfe\xff")):
-        nul = data.find(b"\x00")
+def decode_file_text(data: bytes) -> str:
+    """The text of a text file's bytes, as every door reads it (kb.ingest_file, the folder loader):
+    a NUL byte outside UTF-16 is a ``corrupt`` error (binary data), then :func:`decode_text`."""
+    nul = -1 if data.startswith((b"\xff\xfe", b"\xfe\xff")) else data.find(b"\x00")
+    if nul >= 0:
         raise ParseError("corrupt", f"contains a NUL byte at offset {nul} (binary file?)")
-    text = sanitize_text(decode_text(data))
+    return decode_text(data)
+
+
+def _parse_text(data: bytes, fmt: str) -> ParsedFile:
+    text = sanitize_text(decode_file_text(data))
     title = None
     for line in text.split("\n"):
         if line.startswith("# "):
@@ -521,14 +494,14 @@ def parse_bytes(
     set_limits(limits)
     if len(data) > LIMITS["file_max_bytes"]:
         raise ParseError("too_large", limit_message(f"the file is {len(data)} bytes", "file_max_bytes"))
-    if not data:
-        raise ParseError("empty", "the file is empty (0 bytes)")
-    fmt = detect(data, filename, content_type)
+    fmt, note = _detection(data, filename, content_type)
     entry = FORMAT_BY_NAME[fmt]
     if entry.parser is None:
         parsed = _parse_text(data, fmt)
     else:
         parsed = _parse_function(entry)(data, **({"ocr": ocr} if entry.ocr else {}))
+    if note:  # read by its content: the name that said otherwise is shown, not silently overruled
+        parsed.warnings.insert(0, {"page": None, "kind": "name_mismatch", "message": note})
     if len(parsed.text) > MAX_TEXT_CHARS:
         raise ParseError(
             "too_large", f"the file yields {len(parsed.text)} characters of text; the limit is {MAX_TEXT_CHARS}"
@@ -536,13 +509,14 @@ def parse_bytes(
     # every format, whatever its parser counted on the way: the whole text against the file's size
     TextBudget(len(data), fmt.upper() if entry.parser else "file").take(len(parsed.text))
     if not parsed.text.strip() and not (parsed.ocr and parsed.ocr.get("pending_pages")):
-        if fmt == "pdf":
+        if entry.ocr:
             why = "OCR is off" if ocr == "off" else "OCR found no text either"
             if parsed.ocr is None:
                 why = "no page holds an image to read by OCR (blank?)"
             elif parsed.ocr.get("unavailable"):
                 why = f"OCR is not available here ({parsed.ocr['unavailable']})"
-            raise ParseError("no_text_layer", f"PDF has no text layer (scanned?) and {why}")
+            what = "PDF has no text layer (scanned?) and" if fmt == "pdf" else f"{_human(fmt)} is read by OCR only, and"
+            raise ParseError("no_text_layer", f"{what} {why}")
         raise ParseError("empty", f"the {_human(fmt)} contains no text")
     return parsed
 

@@ -1,7 +1,7 @@
 """The file formats pgkb knows, one :class:`Format` each in :data:`FORMATS`; every lookup by
 suffix, content type or name is derived from that list. A new format is one parser module and one
 entry here (and, for a binary format known by a magic number rather than a zip package's main part,
-its test in ``_sniff``).
+its test in :func:`sniff`, the one sniffing both the database's parser and the folder loader use).
 
 Standard library only and free of relative imports: the folder loader (``harness/loader.py``)
 loads this file by itself, outside the in-database package, to know which files to send.
@@ -9,6 +9,9 @@ loads this file by itself, outside the in-database package, to know which files 
 
 from __future__ import annotations
 
+import io
+import re
+import zipfile
 from dataclasses import dataclass
 
 __all__ = [
@@ -79,7 +82,7 @@ class Format:
 
 #: Every format, in the order a zip package's main parts are looked for.
 FORMATS: tuple[Format, ...] = (
-    Format("pdf", "a PDF", BINARY, (".pdf",), ("application/pdf",), "4", "pdf.parse_pdf", ocr=True),
+    Format("pdf", "a PDF", BINARY, (".pdf",), ("application/pdf",), "7", "pdf.parse_pdf", ocr=True),
     Format(
         "docx",
         "a DOCX (Word) file",
@@ -111,6 +114,16 @@ FORMATS: tuple[Format, ...] = (
         main_part="ppt/presentation.xml",
     ),
     Format(
+        "image",
+        "an image",
+        BINARY,
+        (".png", ".jpg", ".jpeg", ".tif", ".tiff", ".gif", ".bmp", ".webp"),
+        ("image/png", "image/jpeg", "image/tiff", "image/gif", "image/bmp", "image/webp"),
+        "1",
+        "image.parse_image",
+        ocr=True,
+    ),
+    Format(
         "html",
         "an HTML page",
         TEXT,
@@ -131,6 +144,7 @@ FORMATS: tuple[Format, ...] = (
         ("application/vnd.ms-powerpoint",),
         save_as="pptx",
     ),
+    Format("rtf", "an RTF document", LEGACY, (".rtf",), ("application/rtf", "text/rtf"), save_as="docx"),
     Format("zip", "a zip archive", OTHER),
     Format("ole", "a legacy Office (OLE) file", OTHER),
     Format("binary", "binary data", OTHER),
@@ -159,3 +173,105 @@ def suffixes(*, family: str | None = None, isolated: bool | None = None) -> set[
         and (isolated is None or (f.parser is not None) == isolated)
         for s in f.suffixes
     }
+
+
+# ------------------------------------------------------------------------------ sniffing
+
+#: Bytes of a file sniffing reads (the folder loader reads no more of a file it does not load).
+SNIFF_BYTES = 65536
+_OLE_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
+#: How the image formats start: PNG, JPEG, GIF, TIFF (both byte orders); BMP and WebP in :func:`sniff`.
+_IMAGE_MAGIC = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"II*\x00", b"MM\x00*")
+_HTML_TAG_RE = re.compile(rb"<(html|body|head)[\s>]")
+#: Marks of Office 2003 XML (SpreadsheetML, WordML): text whose format is a legacy one.
+_OFFICE_2003_XML = (
+    (b"urn:schemas-microsoft-com:office:spreadsheet", "xls"),
+    (b'progid="Excel.Sheet"', "xls"),
+    (b"http://schemas.microsoft.com/office/word/2003/wordml", "doc"),
+    (b'progid="Word.Document"', "doc"),
+)
+#: The part of an OOXML package that says which kind it is, in the order they are looked for.
+MAIN_PARTS = tuple((f.main_part, f.name) for f in FORMATS if f.main_part)
+
+
+def sniff(data: bytes, names: set[str] | None = None) -> str:
+    """What the bytes say, from the first :data:`SNIFF_BYTES` of ``data``: a format's name (pdf,
+    docx, xlsx, pptx, image, html; rtf, or doc/xls for Office 2003 XML), ``ole`` (a legacy Office
+    container: :func:`ole_kind` says which), ``zip`` or ``binary`` for content that is no document
+    read here, or ``text`` when no signature is found (the name then decides among the text
+    formats). ``names``: a zip package's members, from its directory (:func:`zip_names`); without
+    them its kind is read from the member names in its first bytes."""
+    head = data[:1024]
+    at = head.find(b"%PDF-")
+    # the header may follow junk (a MacBinary or mail header), which is binary; text quoting it is text
+    if at >= 0 and (not head[:at].strip(b"\xef\xbb\xbf \t\r\n") or b"\x00" in head[:at]):
+        return "pdf"
+    if head.startswith((b"PK\x03\x04", b"PK\x05\x06")):
+        return _zip_kind(data[:SNIFF_BYTES], names)
+    if head.startswith(_OLE_MAGIC):
+        return "ole"
+    bmp = head[:2] == b"BM" and len(head) >= 26 and head[6:10] == b"\x00\x00\x00\x00"
+    if head.startswith(_IMAGE_MAGIC) or bmp or (head[:4] == b"RIFF" and head[8:12] == b"WEBP"):
+        return "image"
+    stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n")
+    lowered = stripped.lower()
+    if lowered.startswith((b"<!doctype html", b"<html")) or _HTML_TAG_RE.search(head.lower()):
+        return "html"
+    if stripped.startswith(b"{\\rtf"):
+        return "rtf"
+    if lowered.startswith(b"<?xml"):
+        for mark, kind in _OFFICE_2003_XML:
+            if mark in data[:SNIFF_BYTES]:
+                return kind
+    if b"\x00" in head and not head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return "binary"
+    return "text"
+
+
+def _zip_kind(head: bytes, names: set[str] | None) -> str:
+    """docx, xlsx or pptx by the package's main part; a damaged zip by the names in its first
+    bytes; else ``zip``."""
+    for part, fmt in MAIN_PARTS:
+        if names is not None and part in names:
+            return fmt
+    if names is None:
+        for part, fmt in MAIN_PARTS:
+            if part.split("/")[0].encode() + b"/" in head:  # the main part's folder: word/, xl/, ppt/
+                return fmt
+    if b"[Content_Types].xml" in head or (names is not None and "[Content_Types].xml" in names):
+        return "docx"  # an OOXML package without a known main part: the DOCX parser names what is missing
+    return "zip"
+
+
+def zip_names(source) -> set[str] | None:
+    """The member names of the zip ``source`` (bytes, a path or a binary file), read from its
+    directory (nothing expanded); None when it is no readable zip."""
+    try:
+        return set(zipfile.ZipFile(io.BytesIO(source) if isinstance(source, bytes) else source).namelist())
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError):
+        return None
+
+
+def sniff_bytes(data: bytes) -> str:
+    """:func:`sniff` of a whole file's bytes, a zip's kind read from its directory."""
+    return sniff(data, zip_names(data) if data[:4] in (b"PK\x03\x04", b"PK\x05\x06") else None)
+
+
+def sniff_path(path) -> str:
+    """:func:`sniff` of the file at ``path``, reading :data:`SNIFF_BYTES` of it (and a zip's
+    directory): the folder loader's test of what a file is before it reads or sends it."""
+    with open(path, "rb") as handle:
+        head = handle.read(SNIFF_BYTES)
+    return sniff(head, zip_names(path) if head[:4] in (b"PK\x03\x04", b"PK\x05\x06") else None)
+
+
+def ole_kind(data: bytes) -> str:
+    """Which legacy Office file an OLE container is, by its streams' (UTF-16) names: ppt, xls,
+    doc, or ``ole`` when none is found (an Outlook message, an installer ...)."""
+    if "PowerPoint Document".encode("utf-16-le") in data:
+        return "ppt"
+    if "WordDocument".encode("utf-16-le") in data:
+        return "doc"  # before the workbook: a Word file often embeds an Excel chart
+    if "Workbook".encode("utf-16-le") in data or "Book".encode("utf-16-le") + b"\x00\x00" in data:
+        return "xls"
+    return "ole"
