@@ -327,6 +327,26 @@ def test_stale_documents_are_listed_and_reindexed(rolled_back_db):
     assert len(chunks(rolled_back_db, row["document_id"])) == len(ids_before)
 
 
+def test_a_failure_that_would_fail_alike_is_not_parsed_again_nor_listed_stale(rolled_back_db):
+    data = (BAD / "truncated.pdf").read_bytes()
+    first = ingest(rolled_back_db, "truncated.pdf", data)
+    # a parse of the bytes writes the name they were sent under: a mark that shows whether one ran
+    mark = "UPDATE kb.documents SET file_name = 'marked.pdf' WHERE id = %s"
+    rolled_back_db.execute(mark, (first["document_id"],))
+    assert count_rows(rolled_back_db, "kb.stale_documents WHERE namespace = 'files'") == 0
+    # the same bytes again (a folder run): the failure is reported again, the file not parsed again
+    again = ingest(rolled_back_db, "truncated.pdf", data)
+    assert again["ingest_status"] == "failed" and again["ingest_error"] == first["ingest_error"]
+    assert doc(rolled_back_db, first["document_id"])["file_name"] == "marked.pdf"
+    # a limit its kind of failure comes from changed, or another conversion: then it is retried
+    rolled_back_db.execute("UPDATE kb.documents SET parser_version = 'pdf/0' WHERE id = %s", (first["document_id"],))
+    assert count_rows(rolled_back_db, "kb.stale_documents WHERE namespace = 'files' AND parser_stale") == 1
+    ingest(rolled_back_db, "truncated.pdf", data)
+    parsed = doc(rolled_back_db, first["document_id"])
+    assert parsed["file_name"] == "truncated.pdf" and parsed["parser_version"] == parsers.format_version("pdf")
+    assert count_rows(rolled_back_db, "kb.stale_documents WHERE namespace = 'files'") == 0
+
+
 def test_sql_and_python_agree_on_file_limits_and_versions(rolled_back_db):
     from pgkb_plpy import chunker, parsers
 

@@ -137,7 +137,7 @@ BEGIN
     IF p_content IS NULL THEN
         RAISE EXCEPTION 'kb.ingest_file: content is NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    SELECT d.id, d.file_sha256, d.parser_version, d.parse_error INTO existing
+    SELECT d.id, d.file_sha256, d.parser_version, d.parse_error, d.parse_limits, d.parse_warnings INTO existing
     FROM kb.documents AS d WHERE d.namespace = p_namespace AND d.source = v_source;
     IF NOT FOUND THEN
         INSERT INTO kb.documents AS d (namespace, source, file, file_name, content_type, title, metadata, status,
@@ -146,9 +146,12 @@ BEGIN
             coalesce(p_status, 'active'), p_doc_type, p_version, p_effective_from, p_effective_to, p_supersedes,
             p_origin)
         RETURNING d.id INTO v_id;
-    ELSIF existing.file_sha256 IS NOT DISTINCT FROM v_sha AND existing.parse_error IS NULL
-        AND kb.parser_version_current(existing.parser_version) THEN
-        -- the same bytes, parsed with the current rules: only the other fields may change
+    ELSIF existing.file_sha256 IS NOT DISTINCT FROM v_sha
+        AND NOT kb.parse_would_differ(
+            existing.parse_error, existing.parser_version, existing.parse_limits, existing.parse_warnings
+        ) THEN
+        -- the same bytes, whose parse would come out the same (a success with the current rules,
+        -- or a failure with nothing changed since): only the other fields may change
         UPDATE kb.documents AS d
         SET title = coalesce(p_title, d.title), metadata = coalesce(p_metadata, '{}'),
             status = coalesce(p_status, 'active'), doc_type = p_doc_type, version = p_version,

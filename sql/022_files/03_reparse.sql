@@ -49,6 +49,20 @@ $$;
 COMMENT ON FUNCTION kb.ocr_pages_skipped(jsonb, jsonb) IS
 'Whether a parse (its parse_warnings and parse_limits) skipped image-only pages under an ocr_max_pages lower than today''s, so that parsing it again reads them (kb.reparse_files, kb.stale_documents).';
 
+CREATE OR REPLACE FUNCTION kb.parse_would_differ(
+    p_parse_error text, p_parser_version text, p_parse_limits jsonb, p_parse_warnings jsonb
+)
+RETURNS boolean
+LANGUAGE sql
+STABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    SELECT kb.parse_retry_reason(p_parse_error, p_parser_version, p_parse_limits, false) IS NOT NULL
+        OR kb.ocr_pages_skipped(p_parse_warnings, p_parse_limits)
+$$;
+COMMENT ON FUNCTION kb.parse_would_differ(text, text, jsonb, jsonb) IS
+'Whether parsing a stored file again (its parse_error, parser_version, parse_limits, parse_warnings) can turn out otherwise now: kb.parse_retry_reason or kb.ocr_pages_skipped. The same bytes sent again are parsed again only then (kb.ingest_file), and only then is a file stale (kb.stale_documents): a failure that would fail alike is reported once, not retried on every folder run.';
+
 CREATE OR REPLACE FUNCTION kb.reparse_files(p_namespace text DEFAULT NULL, p_failed_only boolean DEFAULT false)
 RETURNS integer
 LANGUAGE plpgsql
@@ -152,16 +166,13 @@ SELECT
     d.parser_version,
     d.chunker_version,
     (
-        d.file IS NOT NULL
-        AND (NOT kb.parser_version_current(d.parser_version) OR kb.ocr_pages_skipped(d.parse_warnings, d.parse_limits))
+        d.file IS NOT NULL AND kb.parse_would_differ(d.parse_error, d.parser_version, d.parse_limits, d.parse_warnings)
     ) AS parser_stale,
-    coalesce(d.chunker_version <> kb.chunker_version(), true) AS chunker_stale
+    (d.parse_error IS NULL AND d.chunker_version IS DISTINCT FROM kb.chunker_version()) AS chunker_stale
 FROM kb.documents AS d
+-- a failed parse is listed only while parsing it again can turn out otherwise
 WHERE
-    (
-        d.file IS NOT NULL
-        AND (NOT kb.parser_version_current(d.parser_version) OR kb.ocr_pages_skipped(d.parse_warnings, d.parse_limits))
-    )
-    OR coalesce(d.chunker_version <> kb.chunker_version(), true);
+    (d.file IS NOT NULL AND kb.parse_would_differ(d.parse_error, d.parser_version, d.parse_limits, d.parse_warnings))
+    OR (d.parse_error IS NULL AND d.chunker_version IS DISTINCT FROM kb.chunker_version());
 COMMENT ON VIEW kb.stale_documents IS
-'Documents parsed or chunked with rules older than the installed ones (kb.parser_versions, kb.chunker_version), or with image-only pages skipped by an ocr_max_pages lower than today''s (parser_stale); kb.reindex_documents() brings them up to date.';
+'Documents whose stored file would parse otherwise now (parser_stale: kb.parse_retry_reason, kb.ocr_pages_skipped) or whose text was chunked with rules older than the installed ones (chunker_stale: kb.chunker_version); a failure that would fail alike again is not listed. kb.reindex_documents() brings them up to date.';
