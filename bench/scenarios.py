@@ -37,6 +37,7 @@ SCENARIOS: dict[str, Scenario] = {
     "dictionary_cost": Scenario("bench.dictionary_cost", "kb_retrieve with the bilingual dictionary against without, owner and tenant: with / without p50 and the added ms"),  # noqa: E501
     "chunk_window": Scenario("bench.chunk_window", "stored chunks against the bundled model's 512-token window: model tokens / the chunker's estimate, chunks over the window"),  # noqa: E501
     "answerability_fit": Scenario("bench.answerability_fit", "cases, fit or decisions of the shipped answerability model: held out (leave one dataset out) against fitted on all; after / before runs"),  # noqa: E501
+    "passage_relevance": Scenario("bench.passage_relevance", "each passage's relevance fitted on some datasets and scored on the others (held out): its AUC pooled over calls, calibration and Brier against the call's evidence as every passage's relevance and the fused score"),  # noqa: E501
     "migrate_beside_writer": Scenario("bench.migrate_beside_writer", "pgkb migrate 5 times beside a writer (sync e5 inserts) and a kb_retrieve reader: each migrate's time and the stalls and errors they felt / the writer's median insert with no migrate"),  # noqa: E501
     "lab_pages": Scenario("bench.lab_pages", "warm median of each pgkb lab page in-process against a static asset through the same client (ms above that floor)"),  # noqa: E501
     "ocr_accuracy": Scenario("bench.ocr_accuracy", "OCR of generated scans (server venv): character accuracy against the page's text layer, pages/s"),  # noqa: E501

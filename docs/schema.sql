@@ -40,7 +40,8 @@ CREATE TYPE kb.retrieval_row AS (
     effective_to date,
     provenance jsonb,
     answerability text,
-    evidence double precision
+    evidence double precision,
+    relevance double precision
 );
 
 CREATE TYPE kb_pipeline.candidate AS (
@@ -765,7 +766,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- VIEW kb.eval_metric_trend
 -- One row per evaluation run with its headline metrics.
 -- VIEW kb.eval_run_summary
--- What the parser could not do in a stored file, one row per page or sheet: no_text (a page without text), ocr_pending, ocr_unreadable (OCR read nothing or with low confidence), ocr_limit (past ocr_max_pages), ocr_failed (the OCR run failed; the text kept), ocr_off, ocr_unavailable, table_not_parsed, empty_sheet. Rows of the documents the caller may read (security_invoker).
+-- What the parser could not do in a stored file, one row per page or sheet: name_mismatch (the name or declared type said another format than the content, which decided; page NULL), no_text (a page without text), ocr_pending, ocr_unreadable (OCR read nothing or with low confidence), ocr_limit (past ocr_max_pages), ocr_failed (the OCR run failed; the text kept), ocr_off, ocr_unavailable, table_not_parsed, empty_sheet. Rows of the documents the caller may read (security_invoker).
 -- VIEW kb.file_warnings
 -- Chunks whose embedding failed and files that could not be parsed, with the error; pgkb backfill retries both.
 -- VIEW kb.ingest_failures
@@ -791,7 +792,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- VIEW kb.retrieval_zero_results
 -- Every setting of the catalogue (kb.settings_shipped) with the value in force for this session, where it comes from (session, kb.settings, or default: also when the stored value is missing or bad; fails closed: tenant_isolation or retrieval_log true for the same reason), its type, description, range (numeric settings) and what is wrong with its stored value (stored_problem, NULL when nothing).
 -- VIEW kb.settings_catalogue
--- Documents parsed or chunked with rules older than the installed ones (kb.parser_versions, kb.chunker_version); kb.reindex_documents() brings them up to date.
+-- Documents whose stored file would parse otherwise now (parser_stale: kb.parse_retry_reason, kb.ocr_pages_skipped) or whose text was chunked with rules older than the installed ones (chunker_stale: kb.chunker_version); a failure that would fail alike again is not listed. kb.reindex_documents() brings them up to date.
 -- VIEW kb.stale_documents
 
 -- Functions and procedures (bodies in sql/)
@@ -915,7 +916,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     The lifecycle rule's first half (docs/LIFECYCLE.md): whether a document with these attributes is in force at as_of, the day read in the knowledge base's calendar. Inlined into its callers; written by kb.install_lifecycle_calendar.
 -- kb.ingest_file(text,text,bytea,text,text,jsonb,text,text,text,date,date,text,text)
 --     RETURNS TABLE(document_id bigint, source text, ingest_status text, ingest_error text, changed boolean) LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
---     Adds or replaces the document (namespace, source) from a file's bytes (PDF, DOCX, HTML, Markdown, text; the content decides the format, a contradicting name or content type is an error); source is NFC-normalised, the name as given kept in file_name. Unchanged bytes are not parsed again. A file that cannot be parsed is stored with ingest_status failed and the problem in ingest_error. Runs with the caller's rights.
+--     Adds or replaces the document (namespace, source) from a file's bytes (PDF, DOCX, XLSX, PPTX, images by OCR, HTML, Markdown, text; the content decides the format whenever it is one read here, the name or content type only among the text formats; a legacy Office file is refused naming the format to save it as); source is NFC-normalised, the name as given kept in file_name. Unchanged bytes are not parsed again. A file that cannot be parsed is stored with ingest_status failed and the problem in ingest_error. Runs with the caller's rights.
 -- kb.install_lifecycle_calendar(text)
 --     RETURNS void LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     (Re)creates kb.in_force with the calendar's time zone written into it; run by migrate and whenever the setting calendar_time_zone changes. Refuses a name the server does not know.
@@ -979,15 +980,24 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb.model_hnsw_indexes(text)
 --     RETURNS TABLE(language text, index_name text) LANGUAGE sql STABLE PARALLEL SAFE
 --     The names of a model's partial HNSW indexes: its own (language NULL) and one per language group (kb.passage_languages).
+-- kb.ocr_pages_skipped(jsonb,jsonb)
+--     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
+--     Whether a parse (its parse_warnings and parse_limits) skipped image-only pages under an ocr_max_pages lower than today's, so that parsing it again reads them (kb.reparse_files, kb.stale_documents).
 -- kb.ocr_pending(integer)
 --     RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Reads by OCR the image-only pages of up to p_limit documents waiting for it (kb.ocr_queue) that the caller may update, skipping those another worker holds: parses their files again with OCR, which re-chunks and indexes them; returns how many documents. pgkb worker calls it between embedding batches. Runs with the caller's rights.
+-- kb.ocr_run_timeout_s(jsonb,integer)
+--     RETURNS integer LANGUAGE sql STABLE PARALLEL SAFE
+--     Wall-clock seconds an OCR run (kb.ocr_pending) of p_pages pages may take under the limits p_limits (kb.file_limits()): file_parse_timeout_s plus ocr_page_timeout_s for each page read, at most ocr_max_pages (all of them when p_pages is NULL).
 -- kb.open_shard_doors(text)
 --     RETURNS text[] LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Makes this database a shard for a coordinator connecting as p_role (NULL: as each caller's own role, so pgkb_reader, pgkb_writer and pgkb_admin): records the role in kb.shard_door_roles and grants it the shard doors. The owner's (pgkb shards add runs it); returns the roles that may call the doors.
 -- kb.parse_retry_reason(text,text,jsonb,boolean)
 --     RETURNS text LANGUAGE sql STABLE PARALLEL SAFE
 --     Why a stored file's parse may turn out otherwise now, or NULL: its conversion changed, or it failed on a limit (too_large: file_max_bytes, too_many_pages: file_max_pages, timeout: file_parse_timeout_s, zip_bomb: file_max_expansion_ratio, no_text_layer: ocr_max_pages) that has changed since, or it was parsed before limits were recorded. kb.reparse_files retries only those; a deterministic failure (corrupt, encrypted, type_mismatch, a crash) with nothing changed fails alike again.
+-- kb.parse_would_differ(text,text,jsonb,jsonb)
+--     RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE
+--     Whether parsing a stored file again (its parse_error, parser_version, parse_limits, parse_warnings) can turn out otherwise now: kb.parse_retry_reason or kb.ocr_pages_skipped. The same bytes sent again are parsed again only then (kb.ingest_file), and only then is a file stale (kb.stale_documents): a failure that would fail alike is reported once, not retried on every folder run.
 -- kb.parser_version_current(text)
 --     RETURNS boolean LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     Whether a document's parser_version ("<format>/<version>") is the installed conversion of its format (kb.parser_versions).
@@ -1089,7 +1099,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     Brings stale documents (kb.stale_documents) up to date: re-parses files parsed with an older conversion and re-chunks documents chunked with an older chunker; only chunks whose text changed are re-embedded. Returns the number of documents redone.
 -- kb.reparse_files(text,boolean)
 --     RETURNS integer LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
---     Parses again the stored files whose outcome can differ now (kb.parse_retry_reason: parsed with an older conversion, or failed on a limit that has changed since; unless p_failed_only, also successful files of an older conversion), of one namespace or all, in batches of 10 with a progress NOTICE after each; returns how many. A deterministic failure with nothing changed is left alone. Runs with the caller's rights.
+--     Parses again the stored files whose outcome can differ now (kb.parse_retry_reason: parsed with an older conversion, or failed on a limit that has changed since; unless p_failed_only, also successful files of an older conversion; and PDFs with image-only pages skipped by an ocr_max_pages lower than today's, whose pages then wait for OCR), of one namespace or all, in batches of 10 with a progress NOTICE after each; returns how many. A deterministic failure with nothing changed is left alone. Runs with the caller's rights.
 -- kb.restore_judgment(bigint)
 --     RETURNS bigint LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 --     Makes a retired judgment live again, retiring the same rater's live judgment of the same case and source. The caller's own judgments, or any it reads as an admin. Returns the id.
@@ -1188,7 +1198,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 --     AFTER UPDATE OF namespace: carries the namespace to the chunks and postings (row-level security and filters use it); SECURITY DEFINER, since writers may not write either.
 -- kb.trg_documents_parse_file()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
---     BEFORE INSERT/UPDATE OF file on kb.documents: parses the file's bytes (in a child process, pgkb_plpy.parsers) under kb.file_limits() into body, title, content_type, page_starts, parse_warnings; image-only PDF pages are left for OCR (ocr_status pending) unless kb.ocr_pending runs it; a failure is kept in parse_error and the document stays stored. SECURITY DEFINER (the parser is not executable by writers).
+--     BEFORE INSERT/UPDATE OF file on kb.documents: parses the file's bytes (in a child process, pgkb_plpy.parsers) under kb.file_limits() into body, title, content_type, page_starts, parse_warnings; image-only PDF pages are left for OCR (ocr_status pending) unless kb.ocr_pending runs it, under a time limit that grows with the pages read (kb.ocr_run_timeout_s); a failure is kept in parse_error and the document stays stored; a failed OCR run leaves an ocr_failed warning on each page it was to read (and keeps the text of the other pages). SECURITY DEFINER (the parser is not executable by writers).
 -- kb.trg_documents_private()
 --     RETURNS trigger LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE SECURITY DEFINER
 --     AFTER UPDATE on kb.documents when a document gains or loses its readers: recounts its namespace's BM25 and language statistics, which leave private documents out; SECURITY DEFINER, since writers may not write either.
@@ -1366,6 +1376,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_pipeline.dense_inputs(kb_pipeline.retrieval_request,kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,integer)
 --     RETURNS kb_pipeline.dense_input LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     What the dense leg of a stage is given (kb_pipeline.dense_input): the query vector of the stage's text (kb.embed_query), its language moments (kb.language_moments over the request's scope, when the correction applies), a note when the embedding failed (outside dense mode), embed_ms, the embedding key and the stage. No vector outside dense and hybrid mode.
+-- kb_pipeline.dense_margins(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage)
+--     RETURNS TABLE(chunk_id bigint, rank integer, own boolean, z_margin double precision, cosine double precision) LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     Each dense hit of a stage on the scales the decision and the passage relevance read: its z above its language group's noise level (or its cosine mapped onto that scale when the leg is not corrected), its cosine between the provider's thresholds when it is in the question's language, and whether it is. Pure.
 -- kb_pipeline.embedding_key(text)
 --     RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     What a stage's query vector depends on: its text without punctuation and white space. Stages with the same key share one embedding (the question and its form without the question mark rank alike; the core terms do not: docs/RETRIEVAL.md, "Stages and the query vector"). Pure.
@@ -1444,6 +1457,15 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_pipeline.own_language_first_rank()
 --     RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE
 --     The lowest dense rank the passage nearest to the question in its own language can take when the language correction applies (kb_pipeline.own_language_first_kept): the places a reader of the result looks at first.
+-- kb_pipeline.passage_relevance(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage,kb_pipeline.ranked_hit[],double precision)
+--     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     Each ranked passage's relevance (rounded to 3 places) with the signals it is drawn from, in rank order: what kb_pipeline.with_relevance puts in the rows and the explain object shows. Pure.
+-- kb_pipeline.passage_relevance_model()
+--     RETURNS jsonb LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The logistic model of a passage's relevance: per mode, an intercept and a weight per signal of kb_pipeline.passage_signals (the answerability model's form, applied by kb_pipeline.answer_probability). Fitted on some shared datasets, validated on others. Pure.
+-- kb_pipeline.passage_signals(kb_pipeline.retrieval_plan,kb_pipeline.retrieval_settings,kb_pipeline.retrieval_stage,kb_pipeline.ranked_hit[],double precision)
+--     RETURNS TABLE(rank integer, signals jsonb) LANGUAGE sql IMMUTABLE PARALLEL SAFE
+--     The signals of each ranked passage the relevance model reads (kb_pipeline.passage_relevance_model): its idf coverage, its dense margins, whether both legs found it, an identifier hit, another language, 1 / its rank and the call's answer probability. Keyed by rank (a coordinator's chunk ids are the legs', its rows' are the shards'). Pure.
 -- kb_pipeline.plan_retrieval(kb_pipeline.retrieval_request,kb_pipeline.retrieval_settings,boolean,jsonb)
 --     RETURNS kb_pipeline.retrieval_plan LANGUAGE plpgsql STABLE PARALLEL SAFE
 --     What a kb_retrieve call will do: query analysis (its stages and each stage's BM25 terms, one PL/Python call, or p_analysis when the request was analysed before), the mode (auto: hybrid when the active model has vectors the role may read, or, p_model_ready, on any database of a sharded corpus), the active model, base fusion weights and similarity thresholds (used when the language correction does not apply).
@@ -1498,6 +1520,9 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- kb_pipeline.with_answer(kb.retrieval_row[],text,double precision)
 --     RETURNS kb.retrieval_row[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The rows with the call's answerability decision (kb_pipeline.answerability) and evidence, its probability (rounded to 3 places), in every row. Pure.
+-- kb_pipeline.with_relevance(kb.retrieval_row[],jsonb)
+--     RETURNS kb.retrieval_row[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+--     The rows, each with its passage's relevance from kb_pipeline.passage_relevance (matched by rank). Pure.
 -- kb_pipeline.with_snippets(kb.retrieval_row[],text)
 --     RETURNS kb.retrieval_row[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
 --     The rows with their query-aware snippets (200 characters), computed in one call over each passage's first kb.max_snippet_chars / (number of rows) characters.

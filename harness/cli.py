@@ -175,7 +175,7 @@ def cmd_query(args) -> int:
         print(f"{rows[0]['answerability']} (evidence {rows[0]['evidence']:.2f})")
         for r in rows:
             print(
-                f"{r['rank']:>2}. {r['score']:.3f}  {r['source']}  [{r['match_type']}; "
+                f"{r['rank']:>2}. {r['score']:.3f}  {r['source']}  [relevance {r['relevance']:.2f}; {r['match_type']}; "
                 f"dense #{r['dense_rank'] or '-'} lexical #{r['lexical_rank'] or '-'}]"
             )
             if r["section_path"]:

@@ -106,7 +106,9 @@ resource holding the whole document; kb_explain shows why passages ranked as the
 # else (an assistant pays for every character). With detail=true every column of kb_retrieve's row
 # goes but the per-leg raw scores: they sit on different scales (cosine similarity, BM25) and invite
 # comparisons that mean nothing; the per-leg ranks and the fused score carry the explanation.
-COMPACT_FIELDS = ("rank", "source", "section_path", "content", "version", "effective_from", "effective_to")
+COMPACT_FIELDS = (
+    "rank", "source", "section_path", "content", "relevance", "version", "effective_from", "effective_to"
+)  # fmt: skip
 WITHHELD_FIELDS = frozenset({"dense_score", "lexical_score"})
 DETAIL_DESCRIPTION = (
     "true: every column of each passage (title, snippet, score, ranks per leg, match type, provenance: file, "
@@ -134,14 +136,15 @@ TOOL_OMITS: frozenset[str] = frozenset()
 DOC_TYPE_DESCRIPTION = "Only documents of this type, e.g. 'policy' or 'decision'."
 
 RETRIEVE_RETURNS = """\
-Every result carries the passage (content), source, section_path, version, effective_from/effective_to, a
-ready-made `citation` (with page numbers where the document is a parsed file) and `document_uri`, the
-resource holding the whole document; detail=true adds title, snippet, score, ranks per leg, match_type
-and provenance (file name, content type and size, parser and chunker versions, pages, content hash,
-when it was ingested). `answerability` says whether the passages answer the question
-("answer": answer from them), whether that is in real doubt ("low confidence": say so, or ask), and
-`evidence` is the calibrated probability (0 to 1) that the top 3 passages hold the answer; an empty
-`results` list is "no evidence": the knowledge base does not touch the question, so do not answer from it."""
+Every result carries the passage (content), source, section_path, `relevance` (the probability, 0 to 1, that
+this passage is one the answer is drawn from; it means the same in every call), version,
+effective_from/effective_to, a ready-made `citation` (with page numbers where the document is a parsed file)
+and `document_uri`, the resource holding the whole document; detail=true adds title, snippet, score, ranks per
+leg, match_type and provenance (file name, content type and size, parser and chunker versions, pages, content
+hash, when it was ingested). `answerability` says whether the passages answer the question ("answer": answer
+from them), whether that is in real doubt ("low confidence": say so, or ask), and `evidence` is the calibrated
+probability (0 to 1) that the top 3 passages hold the answer; an empty `results` list is "no evidence": the
+knowledge base does not touch the question, so do not answer from it."""
 
 
 def validate_role(name: str | None) -> str | None:

@@ -76,8 +76,19 @@ def test_as_retriever_passes_k_and_filter(fresh_db, dsn):
     )
     retriever = store.as_retriever(search_kwargs={"k": 1, "filter": {"doc_type": "faq"}})
     assert [d.id for d in retriever.invoke("refunds")] == ["faq.md"]
-    with pytest.raises(NotImplementedError, match="no per-passage relevance"):
-        store.similarity_search_with_relevance_scores("refunds")
+
+
+def test_scores_are_each_passages_relevance_with_the_fused_score_and_the_decision_beside_it(fresh_db, dsn):
+    store = PgkbVectorStore(dsn, namespace="handbook")
+    store.add_texts(["# Refunds\n\nRefund policy: 14 days.", "# Parking\n\nParking is free."], ids=["r.md", "p.md"])
+    rows = store.similarity_search_with_score("refund policy", k=2)
+    scored = store.similarity_search_with_relevance_scores("refund policy", k=2)
+    assert rows and [(d.id, s) for d, s in rows] == [(d.id, s) for d, s in scored]
+    for document, relevance in rows:
+        assert 0 <= relevance <= 1
+        assert {"score", "evidence", "answerability", "relevance"} <= set(
+            document.metadata
+        )  # the call's, beside the passage's
 
 
 def test_a_tenant_writer_writes_only_its_namespace(fresh_db, dsn):

@@ -112,7 +112,8 @@ def test_a_default_retrieval_is_compact_and_detail_adds_every_column(corpus, dsn
     )
     small, full = payload(compact), payload(detailed)
     assert [r["source"] for r in small["results"]] == [r["source"] for r in full["results"]]
-    assert all({"content", "citation", "document_uri", "source"} <= set(r) for r in small["results"])
+    assert all({"content", "citation", "document_uri", "source", "relevance"} <= set(r) for r in small["results"])
+    assert all(0 <= r["relevance"] <= 1 for r in small["results"])
     assert not any("provenance" in r or "snippet" in r for r in small["results"])
     assert all("provenance" in r for r in full["results"])
     assert len(json.dumps(small, ensure_ascii=False)) < len(json.dumps(full, ensure_ascii=False)) / 2

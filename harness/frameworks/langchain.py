@@ -182,10 +182,11 @@ class PgkbVectorStore(VectorStore):
     def similarity_search_with_score(
         self, query: str, k: int = 4, filter: dict[str, Any] | None = None, **kwargs: Any
     ) -> list[tuple[Document, float]]:
-        """(Document, fused score) of kb_retrieve, best first. The fused score orders this call's passages
-        and is not comparable across calls; metadata["evidence"] is the call's answer probability. A
-        Document's metadata is the metadata its document was written with, then the passage's (citation,
-        ranks, scores, provenance, the call's decision)."""
+        """(Document, relevance) of kb_retrieve in its order (best fused score first). The relevance is the
+        probability, in [0, 1], that the passage is one the answer is drawn from, and means the same in every
+        call (higher is better); the fused score, which orders one call only, is metadata["score"], and
+        metadata["evidence"] is the call's answer probability. A Document's metadata is the metadata its
+        document was written with, then the passage's (citation, ranks, scores, provenance, the decision)."""
         arguments = arguments_of({"k": k, "namespace": self.namespace, "filters": filter, **kwargs})
         rows = self._reads.retrieve(query, arguments)
         written = self._written_metadata([r["document_id"] for r in rows])
@@ -196,7 +197,7 @@ class PgkbVectorStore(VectorStore):
                     metadata=written.get(r["document_id"], {}) | passage_metadata(r, arguments["as_of"]),
                     id=r["source"],
                 ),
-                r["score"],
+                r["relevance"],
             )
             for r in rows
         ]
@@ -216,11 +217,11 @@ class PgkbVectorStore(VectorStore):
     ) -> list[Document]:
         return [doc for doc, _ in self.similarity_search_with_score(query, k, filter, **kwargs)]
 
-    def _select_relevance_score_fn(self):
-        raise NotImplementedError(
-            "pgkb gives no per-passage relevance in [0, 1] yet: use similarity_search_with_score (the call's "
-            "fused score) and each document's metadata['evidence'] (the call's answer probability)"
-        )
+    def _similarity_search_with_relevance_scores(
+        self, query: str, k: int = 4, **kwargs: Any
+    ) -> list[tuple[Document, float]]:
+        """The passages' own relevance is already in [0, 1]: no score is rescaled."""
+        return self.similarity_search_with_score(query, k, **kwargs)
 
     @classmethod
     def from_texts(

@@ -3,13 +3,14 @@
     from harness.frameworks.llamaindex import PgkbRetriever
     nodes = PgkbRetriever(k=3).retrieve("退款期限是几天？")
 
-Each passage is a `NodeWithScore`: kb_retrieve's fused score, and a `TextNode` with the passage text,
-the id ``pgkb-chunk-<chunk id>``, its document as the SOURCE relationship, and every other column of the
-row in ``metadata`` (harness.frameworks.passage_metadata: source, title, section_path, namespace, scores
-and ranks per leg, match type, provenance, lifecycle, answerability and evidence, a ready ``citation``).
-Only ``citation`` is shown to a language model or an embedding model with the text; the rest is for
-the program. When the knowledge base has no evidence the list is empty; ``retriever.last_decision``
-says what kb_retrieve decided for the latest call.
+Each passage is a `NodeWithScore`: the passage's relevance (a probability in [0, 1] that means the same
+in every call; kb_retrieve's fused score, which orders one call only, is in the metadata), and a
+`TextNode` with the passage text, the id ``pgkb-chunk-<chunk id>``, its document as the SOURCE
+relationship, and every other column of the row in ``metadata`` (harness.frameworks.passage_metadata:
+source, title, section_path, namespace, scores and ranks per leg, match type, provenance, lifecycle,
+answerability and evidence, a ready ``citation``). Only ``citation`` is shown to a language model or an
+embedding model with the text; the rest is for the program. When the knowledge base has no evidence the
+list is empty; ``retriever.last_decision`` says what kb_retrieve decided for the latest call.
 
 Nothing here needs a tokenizer or NLTK data: retrieval, ranking and snippets happen in the database,
 and importing llama_index.core reads only the data its wheel ships (tests check both with the
@@ -119,7 +120,7 @@ class PgkbRetriever(BaseRetriever):
                 excluded_embed_metadata_keys=hidden,
                 relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=f"pgkb-document-{row['document_id']}")},
             )
-            nodes.append(NodeWithScore(node=node, score=row["score"]))
+            nodes.append(NodeWithScore(node=node, score=row["relevance"]))
         return nodes
 
     def retrieve_with_decision(self, query: str) -> tuple[list[NodeWithScore], Decision]:
@@ -174,7 +175,8 @@ class PgkbVectorStore(BasePydanticVectorStore):
     own model (LlamaIndex's embeddings are not used) and lifecycle and tenant isolation hold as for any
     writer; ``delete(ref_doc_id)`` deletes the documents of that ref doc. ``query`` is kb_retrieve with the
     query's text (``query_str``; the database embeds it), ``similarity_top_k`` as k, ``filters`` mapped by
-    pgkb_filters and the mode mapped by QUERY_MODES; similarities are kb_retrieve's fused scores."""
+    pgkb_filters and the mode mapped by QUERY_MODES; similarities are the passages' relevance (in [0, 1],
+    comparable across calls)."""
 
     stores_text: bool = True
     is_embedding_query: bool = False
@@ -229,5 +231,5 @@ class PgkbVectorStore(BasePydanticVectorStore):
         rows = self.client.retrieve(query.query_str, arguments)
         nodes = [TextNode(id_=row["source"], text=row["content"], metadata=passage_metadata(row)) for row in rows]
         return VectorStoreQueryResult(
-            nodes=nodes, similarities=[row["score"] for row in rows], ids=[row["source"] for row in rows]
+            nodes=nodes, similarities=[row["relevance"] for row in rows], ids=[row["source"] for row in rows]
         )

@@ -102,3 +102,44 @@ END;
 $$;
 COMMENT ON FUNCTION kb_node.dense_candidates(text, text, integer, timestamptz, text[], jsonb, integer, kb.language_moment[], integer) IS
 'Dense leg: HNSW cosine search over the named model''s vectors with the visibility condition inside the scan (iterative scan); with language moments, one scan per language group with the group''s query vector, the similarity z-scored within its group as the score, and the group''s noise level (kb_pipeline.noise_z).';
+
+CREATE OR REPLACE FUNCTION kb_pipeline.dense_margins(
+    p_plan kb_pipeline.retrieval_plan,
+    p_settings kb_pipeline.retrieval_settings,
+    p_best kb_pipeline.retrieval_stage
+)
+RETURNS TABLE (chunk_id bigint, rank integer, own boolean, z_margin double precision, cosine double precision)
+LANGUAGE sql
+IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, public, pg_temp
+AS $$
+    -- z_margin: how far a dense hit stands above its language group's noise
+    -- level (kb_pipeline.noise_z); without the language correction (a corpus
+    -- too small for it) the raw cosine mapped onto the same scale through the
+    -- provider's thresholds (min_similarity is min_dense_z, strong_similarity is
+    -- strong_dense_z). cosine: the raw cosine in the question's own language, 0
+    -- at the provider's min_similarity and 1 at its strong_similarity (NULL for
+    -- a hit of another language: a corrected leg's hit of another language
+    -- carries the cosine of the centred query). own: the hit is in the
+    -- question's language (or either is neither zh nor en).
+    WITH q AS (
+        SELECT p_plan.analysis ->> 'language' AS language,
+            nullif(p_plan.strong_similarity - p_plan.min_similarity, 0) AS cosine_span,
+            cardinality(p_best.language_moments) > 0 AS corrected
+    )
+    SELECT h.chunk_id, h.rank, h.own,
+        CASE WHEN h.corrected THEN h.score - kb_pipeline.noise_z(m.vectors)
+            ELSE p_settings.min_dense_z + (h.similarity - p_plan.min_similarity) / h.cosine_span
+                * (p_settings.strong_dense_z - p_settings.min_dense_z) END,
+        CASE WHEN NOT h.corrected OR h.own THEN (h.similarity - p_plan.min_similarity) / h.cosine_span END
+    FROM (
+        SELECT d.chunk_id, d.rank, d.score, d.similarity, d.language, q.corrected, q.cosine_span,
+            NOT (q.language IN ('zh', 'en') AND d.language IN ('zh', 'en') AND d.language <> q.language) AS own
+        FROM q CROSS JOIN unnest(p_best.dense) AS d
+    ) AS h
+    LEFT JOIN unnest(p_best.language_moments) AS m ON m.language = h.language
+$$;
+COMMENT ON FUNCTION kb_pipeline.dense_margins(
+    kb_pipeline.retrieval_plan, kb_pipeline.retrieval_settings, kb_pipeline.retrieval_stage
+) IS
+'Each dense hit of a stage on the scales the decision and the passage relevance read: its z above its language group''s noise level (or its cosine mapped onto that scale when the leg is not corrected), its cosine between the provider''s thresholds when it is in the question''s language, and whether it is. Pure.';

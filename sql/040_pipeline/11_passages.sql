@@ -26,7 +26,7 @@ BEGIN
                 WHEN h.lexical_rank IS NOT NULL THEN 'lexical'
                 ELSE 'dense' END,
             d.doc_type, d.status, d.version, d.effective_from, d.effective_to,
-            kb_node.passage_provenance(d, c), NULL, NULL
+            kb_node.passage_provenance(d, c), NULL, NULL, NULL
         )::kb.retrieval_row
         FROM unnest(p_ranked) AS h
         INNER JOIN kb.chunks AS c ON c.id = h.chunk_id

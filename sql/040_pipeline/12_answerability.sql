@@ -63,33 +63,13 @@ IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
     -- Every signal is bounded, so that no single value can carry the probability
-    -- alone. dense_z: how far the best dense hit (of any language) stands above
-    -- its language group's noise level (kb_pipeline.noise_z); without the
-    -- language correction (a corpus too small for it) the raw cosine is mapped
-    -- onto the same scale through the provider's thresholds (min_similarity is
-    -- min_dense_z, strong_similarity is strong_dense_z); -4 when the leg found
-    -- nothing. dense_cosine: the raw cosine of the best hit in the question's own
-    -- language, 0 at the provider's min_similarity and 1 at its strong_similarity
-    -- (0 when there is none: a corpus in the other language says nothing here).
-    WITH q AS (
-        SELECT p_plan.analysis ->> 'language' AS language,
-            nullif(p_plan.strong_similarity - p_plan.min_similarity, 0) AS cosine_span,
-            cardinality(p_best.language_moments) > 0 AS corrected
-    ),
-    hits AS (
-        SELECT h.chunk_id, h.rank, h.own,
-            CASE WHEN h.corrected THEN h.score - kb_pipeline.noise_z(m.vectors)
-                ELSE p_settings.min_dense_z + (h.similarity - p_plan.min_similarity) / h.cosine_span
-                    * (p_settings.strong_dense_z - p_settings.min_dense_z) END AS z_margin,
-            -- a corrected leg's hit of another language carries the cosine of the centred query
-            CASE WHEN NOT h.corrected OR h.own THEN (h.similarity - p_plan.min_similarity) / h.cosine_span END
-                AS cosine
-        FROM (
-            SELECT d.chunk_id, d.rank, d.score, d.similarity, d.language, q.corrected, q.cosine_span,
-                NOT (q.language IN ('zh', 'en') AND d.language IN ('zh', 'en') AND d.language <> q.language) AS own
-            FROM q CROSS JOIN unnest(p_best.dense) AS d
-        ) AS h
-        LEFT JOIN unnest(p_best.language_moments) AS m ON m.language = h.language
+    -- alone. dense_z: the best dense hit's z margin (of any language;
+    -- kb_pipeline.dense_margins), -4 when the leg found nothing. dense_cosine:
+    -- the best own-language cosine (0 when there is none: a corpus in the other
+    -- language says nothing here).
+    WITH hits AS (
+        SELECT d.chunk_id, d.rank, d.own, d.z_margin, d.cosine
+        FROM kb_pipeline.dense_margins(p_plan, p_settings, p_best) AS d
     ),
     -- the ranked hits, not the rows: their chunk ids are the legs' (a coordinator's global ids)
     top AS (

@@ -36,6 +36,7 @@ DECLARE
         cardinality(p_identifier_chunks) > 0);
     abstains boolean := kb_pipeline.abstains(best.probability, p_settings);
     ranked kb_pipeline.ranked_hit[] := CASE WHEN abstains THEN '{}' ELSE p_ranked END;
+    relevance jsonb := kb_pipeline.passage_relevance(p_plan, p_settings, best, ranked, best.probability);
     ranked_rows kb.retrieval_row[] := CASE WHEN abstains THEN '{}' ELSE coalesce(p_rows, '{}') END;
     rows kb.retrieval_row[] := ranked_rows;
     decision text := kb_pipeline.answerability(best.probability, p_settings);
@@ -43,8 +44,8 @@ DECLARE
     timings jsonb;
 BEGIN
     -- the end every orchestrator shares: the judge (no rows when it abstains),
-    -- adjacent chunks merged (when asked), snippets, the answerability on every
-    -- row, and the explain object (or, without p_explain, only what the
+    -- adjacent chunks merged (when asked), snippets, the answerability and each
+    -- passage's relevance on every row, and the explain object (or, without p_explain, only what the
     -- retrieval log records)
     t := clock_timestamp();
     IF merge_adjacent AND cardinality(rows) > 0 THEN
@@ -53,7 +54,7 @@ BEGIN
     IF p_settings.snippets AND cardinality(rows) > 0 THEN
         rows := kb_pipeline.with_snippets(rows, best.query);
     END IF;
-    rows := kb_pipeline.with_answer(rows, decision, best.probability);
+    rows := kb_pipeline.with_relevance(kb_pipeline.with_answer(rows, decision, best.probability), relevance);
     timings := jsonb_build_object(
         'embed', (p_timings ->> 'analysis')::numeric + (SELECT coalesce(sum(s.embed_ms), 0) FROM unnest(p_stages) AS s),
         'lexical', (p_timings ->> 'identifiers')::numeric
@@ -74,7 +75,10 @@ BEGIN
         || jsonb_build_object('assembly', kb_pipeline.explain_assembly(
             kb_pipeline.assembly_max_per_document(p_request, p_settings), merge_adjacent,
             ARRAY(SELECT h.chunk_id FROM unnest(ranked) AS h WHERE h.rank IS NULL ORDER BY h.uncapped_rank),
-            ranked_rows, rows)));
+            ranked_rows, rows),
+            'relevance', jsonb_build_object(
+                'coefficients', kb_pipeline.passage_relevance_model() -> 'coefficients' -> p_plan.mode,
+                'passages', relevance)));
 END;
 $$;
 COMMENT ON FUNCTION kb_pipeline.result_of(
