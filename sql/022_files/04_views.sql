@@ -38,7 +38,7 @@ FROM kb.documents AS d
 CROSS JOIN LATERAL jsonb_array_elements(d.parse_warnings) AS w (value)
 WHERE d.parse_warnings IS NOT NULL;
 COMMENT ON VIEW kb.file_warnings IS
-'What the parser could not do in a stored file, one row per page or sheet: name_mismatch (the name or declared type said another format than the content, which decided; page NULL), no_text (a page without text), ocr_pending, ocr_unreadable (OCR read nothing or with low confidence), ocr_limit (past ocr_max_pages), ocr_failed (the OCR run failed; the text kept), ocr_off, ocr_unavailable, table_not_parsed, empty_sheet. Rows of the documents the caller may read (security_invoker).';
+'What the parser could not do in a stored file, one row per page or sheet: name_mismatch (the name or declared type said another format than the content, which decided; page NULL), no_text (a page without text), ocr_pending, ocr_unreadable (OCR read nothing or with low confidence), ocr_limit (past ocr_max_pages), ocr_failed (the OCR run failed; the text kept), ocr_off, ocr_unavailable, table_not_parsed, empty_sheet, box_not_indexed (an HTML block inside the article left out as an ad, author box or the like). Rows of the documents the caller may read (security_invoker).';
 
 CREATE OR REPLACE VIEW kb.ocr_queue WITH (security_invoker = true) AS
 SELECT

@@ -426,6 +426,135 @@ def clean_title(title: str | None) -> str | None:
     return title
 
 
+#: How many of a document's first lines (those with a letter) are read for the header (版头) of a
+#: Chinese official document and the title under it.
+OPENING_LINES = 12
+#: Longest title (characters) taken under such a header, and most lines it may be wrapped over.
+OFFICIAL_TITLE_MAX_CHARS = 80
+OFFICIAL_TITLE_LINES = 3
+#: The end of an issuing body's name: a government, office, committee, bureau, ministry, company...
+#: ("江川市人民政府办公厅", "中共江川市委"), so that "…招标文件" or "设计文件" is no red header.
+_ISSUER = (
+    r"(?:政府|办公厅|办公室|人大|政协|大学|学校|中心|小组|公司|集团|银行|分行|支行|总队|支队|大队"
+    r"|[会委局厅部院署办所站处社])"
+)
+#: The lines of a header (GB/T 9704), compared without whitespace: the issuer's red line ending in
+#: 文件, a document number (江政办发〔2023〕12号), the signer (签发人：…), a date alone (2023年5月12日,
+#: 二〇二三年五月十二日), a copy number (six digits), a secrecy or urgency mark.
+_HEADER_LINE_RE = re.compile(
+    rf"^(?:.{{0,40}}{_ISSUER})?文件$"
+    r"|[〔\[［【(（](?:19|20)\d{2}[〕\]］】)）]第?\d{1,5}号"
+    r"|签发人"
+    r"|^[(（]?(?:\d{4}|[〇○零Ｏ一二三四五六七八九]{4})年(?:\d{1,2}|[一二三四五六七八九十]{1,3})月"
+    r"(?:\d{1,2}|[一二三四五六七八九十]{1,3})日[)）]?(?:印发|发布|签发|发)?$"
+    r"|^\d{4}[-./]\d{1,2}[-./]\d{1,2}$"
+    r"|^(?:份号[:：]?)?\d{6}$|^(?:绝密|机密|秘密)(?:★.{0,8})?$|^(?:特急|加急|特提|平急)$"
+)
+#: A line that only names issuing bodies: the joint issuers set above the header's 文件 line.
+_ISSUER_ONLY_RE = re.compile(rf"^[^，。；：、,;:]{{2,40}}{_ISSUER}$")
+_SENTENCE_MARK_RE = re.compile(r"[。，；！？]")
+#: A line that ends like a sentence or a clause, or holds a full stop: no title.
+_NOT_TITLE_LINE_RE = re.compile(r"[。！？；：，、.!?;:,]$|。")
+#: The kind of document a Chinese title ends with (…的通知, …管理办法, …条例（试行）).
+_DOCUMENT_KIND_RE = re.compile(
+    r"(?:通知|通报|决定|意见|办法|规定|条例|细则|规则|方案|批复|报告|请示|函|公告|通告|纪要|决议|命令|令|议案"
+    r"|规划|计划|要点|措施|制度|章程|守则|准则|指引|指南|规范|标准|[)）])$"
+)
+_PARENTHESISED_RE = re.compile(r"[（(][^（）()]{1,20}[)）]")
+
+
+def official_header(line: str) -> bool:
+    """Whether ``line`` is a line of the header (版头) of a Chinese official document: the issuer's
+    red line (…人民政府办公厅文件), the document number, the signer, a date, a secrecy or urgency mark.
+    Such a line names the issuer and the filing, never the document: it is no title and no heading."""
+    compact = "".join(line.split())
+    return (
+        0 < len(compact) <= 60
+        and "关于" not in compact
+        and not _SENTENCE_MARK_RE.search(compact)
+        and bool(_HEADER_LINE_RE.search(compact))
+    )
+
+
+def title_continues(title: str, line: str) -> bool:
+    """Whether ``line`` carries on the Chinese title ``title`` wrapped before it: the title leaves a
+    bracket open or ends with a joining word (的, 和, 与, 及, 、, 关于), or it is a 关于… title that has
+    not reached its kind of document yet (…的通知), or ``line`` is its parenthesised qualifier ((试行))."""
+    if any(title.count(o) > title.count(c) for o, c in ("《》", "（）", "()", "「」", "〔〕", "【】")):
+        return True
+    if title.endswith(("的", "和", "与", "及", "暨", "、", "关于")) or _PARENTHESISED_RE.fullmatch(line):
+        return True
+    return "关于" in title and not _DOCUMENT_KIND_RE.search(title)
+
+
+def _official_title_line(text: str) -> bool:
+    from ..chunker import _marker
+
+    return (
+        2 <= len(text) <= OFFICIAL_TITLE_MAX_CHARS
+        and not _NOT_TITLE_LINE_RE.search(text)
+        and _marker(text) is None
+        and sum(ch.isalpha() for ch in text) >= 2
+        and not official_header(text)
+    )
+
+
+def official_header_lines(lines: list[str]) -> int:
+    """How many of ``lines`` make the header (版头) a Chinese official document opens with: its lines
+    (:func:`official_header`), the issuing bodies named above its 文件 line and lines without a
+    letter (a rule, a copy number), up to the first other line; 0 when the lines do not open with
+    such a header (within their first ``OPENING_LINES`` lines with a letter)."""
+    header, read = False, 0
+    for i, line in enumerate(lines):
+        if not any(ch.isalpha() for ch in line):
+            continue
+        read += 1
+        if read > OPENING_LINES:
+            return 0
+        if official_header(line):
+            header = True
+        elif not _ISSUER_ONLY_RE.match("".join(line.split())):
+            return i if header else 0
+    return len(lines) if header else 0
+
+
+def official_title_lines(lines: list[str]) -> range | None:
+    """Which of ``lines`` hold the title of a Chinese official document that opens with its header
+    (:func:`official_header_lines`): the first line after the header, when it reads as a title
+    (short, no sentence or clause end, not numbered), and the lines right below it that the title
+    is wrapped onto (:func:`title_continues`). None when the document does not open with such a
+    header (its title is then chosen as for any document) or no title follows it."""
+    start = official_header_lines(lines)
+    if not start or start == len(lines) or not _official_title_line(" ".join(lines[start].split())):
+        return None
+    title, end = " ".join(lines[start].split()), start + 1
+    while end < len(lines) and end - start < OFFICIAL_TITLE_LINES:
+        text = " ".join(lines[end].split())
+        if len(title) + len(text) > OFFICIAL_TITLE_MAX_CHARS or not _official_title_line(text):
+            break
+        if not title_continues(title, text):
+            break
+        title, end = join_title_lines([title, text]), end + 1
+    return range(start, end)
+
+
+def join_title_lines(lines: list[str]) -> str:
+    """Lines of one title as one line: joined without a space where Chinese meets Chinese."""
+    title = ""
+    for line in lines:
+        line = " ".join(line.split())
+        glue = "" if not title or _CJK_RE.match(title[-1]) or _CJK_RE.match(line[:1]) else " "
+        title += glue + line
+    return title
+
+
+def official_title(lines: list[str]) -> str | None:
+    """The title of a Chinese official document under its header (:func:`official_title_lines`),
+    as one line; None when the lines do not open with such a header."""
+    found = official_title_lines(lines)
+    return clean_title(join_title_lines([lines[i] for i in found])) if found else None
+
+
 def decode_text(data: bytes) -> str:
     """Bytes of a text file as text: UTF-8 (BOM or not), UTF-16 with a BOM, else GB18030 when the
     result is mostly Chinese; anything else is an ``encoding`` error naming the byte offset."""
@@ -459,13 +588,18 @@ def decode_file_text(data: bytes) -> str:
     return decode_text(data)
 
 
+_HEADING_MARK_RE = re.compile(r"^#{1,6} +")
+
+
 def _parse_text(data: bytes, fmt: str) -> ParsedFile:
     text = sanitize_text(decode_file_text(data))
-    title = None
-    for line in text.split("\n"):
-        if line.startswith("# "):
-            title = line[2:].strip() or None
-            break
+    lines = text.split("\n")
+    # a Chinese official document is titled under its header (红头, document number), which is
+    # never the title; any other text by its first "# " heading
+    title = official_title([_HEADING_MARK_RE.sub("", line) for line in lines[: 4 * OPENING_LINES]])
+    if title is None:
+        headings = (line[2:] for line in lines if line.startswith("# ") and not official_header(line[2:]))
+        title = next(headings, "").strip() or None
     return ParsedFile(fmt, text, title, CONTENT_TYPES[fmt], "pgkb", format_version(fmt))
 
 

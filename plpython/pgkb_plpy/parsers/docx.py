@@ -8,6 +8,10 @@ cost of a large file.
   paragraph that anchors them; the VML fallback copy of a text box is skipped), hyperlinks, field
   results (not field codes), tracked insertions (``w:ins``, ``w:moveTo``) -- tracked deletions
   (``w:del``, ``w:moveFrom``) are dropped.
+* A table of contents is not read (it repeats the headings with page numbers): the result of a
+  ``TOC`` field, over every paragraph it spans (:func:`_toc_fields`), a content control of the
+  "Table of Contents" gallery and paragraphs styled "toc 1" ... "toc 9" / "TOC Heading" -- except
+  what follows the end of the TOC field in its paragraph (often the first heading).
 * Footnotes and endnotes are attached where they are referenced: ``[footnote 1: text]`` right
   after the word that carries the mark. Page headers and footers are not read (page furniture);
   comments are not read.
@@ -24,7 +28,10 @@ cost of a large file.
   when the core properties have none) when it is set apart -- centred, or all bold, or all larger
   than the body text -- and reads like a title: at most ``TITLE_MAX_CHARS`` characters, no
   sentence end inside nor clause end at its end, no numbering (``第一章`` heads its own chapter),
-  not a list item.
+  not a list item. A Chinese official document's header (版头: the issuer's red line ending in 文件,
+  the document number, signer, date; :func:`pgkb_plpy.parsers.official_header_lines`) stays text but
+  is neither the title nor a heading, and that first-line rule looks past it to the title under it;
+  a core-properties title that is such a header line is dropped.
 * Word's automatic numbering is written out (``第一章``, ``1.1``, ``（一）``, ``a)``...) from
   numbering.xml, so numbered headings and paragraphs read as they print; the chunker then takes
   numbered lines as headings as in every other format -- except list items: a paragraph numbered
@@ -42,6 +49,7 @@ from functools import partial
 from . import (
     CONTENT_TYPES,
     FORMAT_BY_NAME,
+    OPENING_LINES,
     ParsedFile,
     ParseError,
     TextBudget,
@@ -50,11 +58,17 @@ from . import (
     format_version,
     nest_by_numbers,
     numbered_lines_divide,
+    official_header,
+    official_header_lines,
     ooxml,
     sanitize_text,
 )
 
 _HEADING_STYLE_RE = re.compile(r"^(?:heading|标题)\s*([1-9])$", re.IGNORECASE)
+#: Word's styles of a table of contents: its entries ("toc 1" ... "toc 9") and its own heading.
+_TOC_STYLE_RE = re.compile(r"^toc(?: [1-9]| heading)$", re.IGNORECASE)
+#: The instruction of a table-of-contents field (`` TOC \o "1-3" \h \z \u ``).
+_TOC_FIELD_RE = re.compile(r"^\s*TOC\b", re.IGNORECASE)
 #: Word's list styles ("List Paragraph", "List Number 2", "List Bullet", "列表段落", "列出段落").
 _LIST_STYLE_RE = re.compile(r"^(?:list(?: paragraph| number| bullet| continue)?(?: [1-9])?|列表段落|列出段落)$", re.I)
 #: A numbering label that divides a Chinese regulation (第一章, 第三条): structure, not a list.
@@ -156,7 +170,10 @@ _MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"
 _P, _TBL, _TR, _TC, _SDT, _SDT_CONTENT = W + "p", W + "tbl", W + "tr", W + "tc", W + "sdt", W + "sdtContent"
 _T, _TAB, _BR, _CR = W + "t", W + "tab", W + "br", W + "cr"
 _FOOTNOTE_REF, _ENDNOTE_REF = W + "footnoteReference", W + "endnoteReference"
+_FLD_CHAR, _INSTR, _FLD_SIMPLE, _R = W + "fldChar", W + "instrText", W + "fldSimple", W + "r"
 _TXBX = W + "txbxContent"
+#: What a run shows: hidden where a table of contents is.
+_SHOWN = frozenset({_T, _TAB, _BR, _CR, W + "noBreakHyphen", _FOOTNOTE_REF, _ENDNOTE_REF, _TXBX})
 #: Elements whose text is never the document's: deletions, properties, field codes, the VML copy.
 _SKIP = frozenset(
     {
@@ -296,6 +313,19 @@ class _Styles:
         self.cache[sid] = (level, title, outline, numbering, listed)
         return self.cache[sid]
 
+    def is_toc(self, sid: str | None) -> bool:
+        """Whether style ``sid`` (or a style it is based on) sets a table of contents: an entry
+        ("toc 1" ... "toc 9") or the contents' own heading ("TOC Heading")."""
+        seen = set()
+        current = sid
+        while current in self.raw and current not in seen and len(seen) < 20:
+            seen.add(current)
+            name, based_on, _ = self.raw[current]
+            if _TOC_STYLE_RE.match(name):
+                return True
+            current = based_on
+        return False
+
     def look(self, sid: str | None) -> tuple[int, bool, bool]:
         """(font size in half-points, bold, centred) that style ``sid`` gives its text."""
         if sid in self.looks:
@@ -416,6 +446,82 @@ def _table_rows(tbl, cell_text, budget: TextBudget, place: str) -> list[list[str
     return rows
 
 
+def _toc_fields(body) -> tuple[set, set]:
+    """What the table-of-contents fields of ``body`` hide: the content of the runs of a TOC field's
+    result (its entries and page numbers, nested PAGEREF fields included, over as many paragraphs
+    as it spans; a ``w:fldSimple`` TOC whole), and the ``fldChar`` elements that end a TOC field
+    (what follows one in its paragraph is the document's text again). The TOC repeats the headings
+    with page numbers: indexed, it would be a chunk of every heading. A TOC field whose end is
+    missing (a damaged file) hides nothing, so no text after it is lost."""
+    hidden: set = set()
+    ends: set = set()
+    fields: list[list] = []  # the open fields, outermost first: [instruction, is a TOC]
+    pending: list = []  # content inside the open TOC field, hidden when it ends
+
+    def in_toc() -> bool:
+        return any(toc for _, toc in fields)
+
+    def scan(el, in_run: bool) -> None:
+        for child in el:
+            tag = child.tag
+            if tag in (W + "del", W + "moveFrom", _MC + "Fallback"):
+                continue  # deleted text and the VML copy hold no live field
+            if tag == _FLD_CHAR:
+                kind = child.get(W + "fldCharType")
+                if kind == "begin":
+                    fields.append(["", False])
+                elif kind == "separate" and fields:
+                    fields[-1][1] = bool(_TOC_FIELD_RE.match(fields[-1][0]))
+                elif kind == "end" and fields:
+                    instruction, toc = fields.pop()
+                    if toc or _TOC_FIELD_RE.match(instruction):
+                        ends.add(child)
+                    if not in_toc():
+                        hidden.update(pending)
+                        pending.clear()
+            elif tag == _INSTR:
+                if fields:
+                    fields[-1][0] += child.text or ""
+            elif in_toc() and (in_run or tag == _FLD_SIMPLE):
+                pending.append(child)
+            elif tag == _FLD_SIMPLE and _TOC_FIELD_RE.match(child.get(W + "instr", "")):
+                hidden.add(child)
+            else:
+                scan(child, tag == _R)
+
+    scan(body, False)
+    return hidden, ends
+
+
+def _is_toc_control(sdt) -> bool:
+    """Whether content control ``sdt`` is Word's table-of-contents block (its document part gallery
+    "Table of Contents")."""
+    gallery = sdt.find(f"{W}sdtPr/{W}docPartObj/{W}docPartGallery")
+    return gallery is not None and (gallery.get(W + "val") or "").casefold() == "table of contents"
+
+
+def _plain_text(p) -> str:
+    """The characters of paragraph ``p`` as typed (no notes, fields or deletions told apart)."""
+    return "".join(t.text or "" for t in p.iter(_T))
+
+
+def _opening_header(body) -> set:
+    """The paragraphs of the header (版头) a Chinese official document opens with -- the red line
+    of its issuer (…人民政府办公厅文件), its document number, signer, date (:func:`official_header_lines`):
+    they name the issuer and the filing, so they are kept as text but are neither the title nor a
+    heading, and the title rule for the first line looks past them."""
+    paragraphs: list = []
+    texts: list[str] = []
+    for p in body.iter(_P):
+        text = _plain_text(p)
+        if text.strip():
+            paragraphs.append(p)
+            texts.append(text)
+            if len(texts) >= 2 * OPENING_LINES:
+                break
+    return set(paragraphs[: official_header_lines(texts)])
+
+
 def _join_blocks(blocks: list[tuple[str, str]]) -> str:
     """The blocks as text: consecutive list items line by line, everything else as paragraphs."""
     parts: list[str] = []
@@ -436,6 +542,24 @@ def _place(p, blocks: list, notes: dict) -> str:
     return f"the body's block {len(blocks) + 1}"
 
 
+def _typed_title(p, p_pr, text: str, styles: _Styles, resolved: tuple) -> bool:
+    """Whether paragraph ``p`` (properties ``p_pr``, text ``text``, its style ``resolved`` with the
+    paragraph's own outline level), typed without a heading, list or numbering, reads as a title:
+    short, no sentence end, not numbered, and set apart from the body text (:func:`_set_apart`)."""
+    level, _, outline, style_numbering, list_style = resolved
+    return (
+        level is None
+        and outline is None
+        and not list_style
+        and (p_pr is None or p_pr.find(W + "numPr") is None)
+        and style_numbering is None
+        and len(text) <= TITLE_MAX_CHARS
+        and not _NOT_TITLE_RE.search(text)
+        and bool(clean_title(text))
+        and _set_apart(p, _val(p_pr, "pStyle"), styles)
+    )
+
+
 def parse_docx(data: bytes) -> ParsedFile:
     archive = check_zip(data)
     from lxml import etree
@@ -451,21 +575,32 @@ def parse_docx(data: bytes) -> ParsedFile:
         _ENDNOTE_REF: _Notes(ooxml.read_xml(archive, "word/endnotes.xml", _WHAT), "endnote"),
     }
     title = clean_title(ooxml.core_title(archive, _WHAT))
+    if title is not None and official_header(title):
+        title = None  # a red header's line typed into the properties names the issuer, not the document
     blocks: list[tuple[str, str]] = []  # (kind, text): kind "item" joins the previous item line by line
     budget = TextBudget(len(data), _WHAT)  # every word read counts: a note at each reference
+    toc_hidden, toc_ends = _toc_fields(body)
+    header = _opening_header(body)
+    opening = 0  # blocks of the header: the first line's title rule looks past them
+    in_toc_control = 0
 
-    def read(p) -> tuple[str, list]:
-        """(text of paragraph ``p`` with its notes, the text boxes it anchors)."""
+    def read(p, toc: bool = False) -> tuple[str, list]:
+        """(text of paragraph ``p`` with its notes, the text boxes it anchors); a paragraph of a
+        table of contents (``toc``) keeps only what follows the end of its TOC field."""
         out: list[str] = []
         boxes: list = []
         where = partial(_place, p, blocks, notes)
+        hiding = toc
 
         def walk(el) -> None:
+            nonlocal hiding
             for child in el:
                 tag = child.tag
-                if tag in _SKIP or not isinstance(tag, str):
+                if tag in _SKIP or not isinstance(tag, str) or child in toc_hidden or hiding and tag in _SHOWN:
                     continue
-                if tag == _T:
+                if tag == _FLD_CHAR:
+                    hiding = hiding and child not in toc_ends
+                elif tag == _T:
                     out.append(child.text or "")
                     budget.take(len(out[-1]), where)
                 elif tag in (_TAB, _BR, _CR):
@@ -485,28 +620,22 @@ def parse_docx(data: bytes) -> ParsedFile:
         return "".join(out), boxes
 
     def paragraph_block(p) -> None:
-        nonlocal title
-        raw_text, boxes = read(p)
+        nonlocal title, opening
+        p_pr = p.find(W + "pPr")
+        raw_text, boxes = read(p, bool(in_toc_control) or styles.is_toc(_val(p_pr, "pStyle")))
         text = " ".join(raw_text.split())
-        if text:
-            p_pr = p.find(W + "pPr")
+        if text and p in header:
+            if len(blocks) == opening:
+                opening += 1
+            blocks.append(("para", escape_line(text)))
+        elif text:
             level, is_title, outline, style_numbering, list_style = styles.resolve(_val(p_pr, "pStyle"))
             if _val(p_pr, "outlineLvl") is not None:
                 outline = int(_val(p_pr, "outlineLvl", "9"))
             if is_title and title is None:
                 title = clean_title(text)
-            if (
-                not blocks
-                and level is None
-                and outline is None
-                and not list_style
-                and (p_pr is None or p_pr.find(W + "numPr") is None)
-                and style_numbering is None
-                and len(text) <= TITLE_MAX_CHARS
-                and not _NOT_TITLE_RE.search(text)
-                and clean_title(text)
-                and _set_apart(p, _val(p_pr, "pStyle"), styles)
-            ):
+            resolved = (level, is_title, outline, style_numbering, list_style)
+            if len(blocks) == opening and _typed_title(p, p_pr, text, styles, resolved):
                 # an unstyled first line set apart (centred, bold or larger): the document's title
                 level = 1
                 title = title or clean_title(text)
@@ -530,12 +659,16 @@ def parse_docx(data: bytes) -> ParsedFile:
             content(box)
 
     def table_block(tbl) -> None:
+        nonlocal opening
         cell_text = lambda tc: ooxml.cell_text(" ".join(read(p)[0] for p in tc.iter(_P)))  # noqa: E731
         rows = _table_rows(tbl, cell_text, budget, f"the body's block {len(blocks) + 1} (a table)")
         if rows:
+            if len(blocks) == opening and all(p in header for p in tbl.iter(_P) if _plain_text(p).strip()):
+                opening += 1  # a red header set in a table (joint issuers beside 文件) is still the header
             blocks.append(("table", ooxml.markdown_table(rows)))
 
     def content(container) -> None:
+        nonlocal in_toc_control
         for child in container:
             tag = child.tag
             if tag == _P:
@@ -545,8 +678,11 @@ def parse_docx(data: bytes) -> ParsedFile:
             elif tag == _SDT:
                 if not _showing_placeholder(child):
                     inner = child.find(_SDT_CONTENT)
+                    toc = _is_toc_control(child)
                     if inner is not None:
+                        in_toc_control += toc
                         content(inner)
+                        in_toc_control -= toc
             elif tag in (W + "customXml", W + "ins", W + "moveTo", W + "smartTag", _MC + "AlternateContent"):
                 content(child)
             elif tag == _MC + "Choice":

@@ -8,7 +8,15 @@ measurement in docs/INGEST.md: the fastest by far, and the best Chinese text).
   most common size) becomes a heading, the largest size level 1. Numbered lines (第一章, 1.1 ...)
   are left to the chunker, which sees them in every format.
 * A line of Chinese text that fills the width of the page and runs on into the next is joined
-  to it (PDF breaks lines where the page ends, not where the sentence does).
+  to it without a space (PDF breaks lines where the page ends, not where the sentence does): it ends
+  where a sentence cannot (Han, an opening bracket or quote, 、，) and the next starts with Han or
+  Chinese punctuation (，。）》 ...), but not with numbering (第X条, 一、, （一）), which starts its own
+  line (:func:`_runs_on`).
+* A Chinese official document's header on its first page (版头: the issuer's red line, document
+  number, signer, date; :func:`pgkb_plpy.parsers.official_header_lines`) is text, never a heading, and
+  its size sets no heading level; the title under it (:func:`pgkb_plpy.parsers.official_title_lines`,
+  its wrapped lines joined) is the level-1 heading and the document's title when the metadata has
+  none (a metadata title that is a header line is dropped).
 * Page furniture is dropped before anything else (:func:`furniture`): a line at the top or bottom
   of a page (its first or last ``EDGE_LINES``) that repeats, digits ignored, at an edge of most
   pages (or of ``RUN_PAGES`` pages within a few pages: a chapter's running header; or, when it is a
@@ -51,6 +59,7 @@ measurement in docs/INGEST.md: the fastest by far, and the best Chinese text).
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 
 from ..vocabulary import HAN_COMPATIBILITY, HAN_UNIFIED, YIJING_HEXAGRAMS
@@ -62,9 +71,14 @@ from . import (
     clean_title,
     escape_line,
     format_version,
+    join_title_lines,
     limit_message,
     nest_by_numbers,
     numbered_lines_divide,
+    official_header,
+    official_header_lines,
+    official_title,
+    official_title_lines,
     sanitize_text,
 )
 
@@ -96,12 +110,35 @@ _NUMBERED_RE = re.compile(r"^(\d{1,2}(?:\.\d{1,2}){0,4})\.?(?:\s+|$)")
 _PAGE_NUMBER_END_RE = re.compile(r"^\d{1,5}\s|\s\d{1,5}$")
 _EDGE_DIGITS_RE = re.compile(r"\d+")
 
-#: Chinese lines broken at the page edge (or a cell wrapped over lines) join without a space: one ends
-#: in a Han character and the next starts with one, a full-width parenthesis or an opening quote.
-#: The hexagram symbols sit between the Han blocks and are taken along (U+3400-U+9FFF as one run).
+#: Chinese lines broken at the page edge (or a cell wrapped over lines) join without a space: one
+#: ends where a sentence cannot end -- a Han character, an opening bracket or quote, a comma (、，) --
+#: and the next starts with a Han character or any Chinese punctuation (，。、；：）」》 open a line
+#: only when the line before runs on). The hexagram symbols sit between the Han blocks and are taken
+#: along (U+3400-U+9FFF as one run).
 _HAN_RUN = HAN_UNIFIED + YIJING_HEXAGRAMS + HAN_COMPATIBILITY
-_CJK_END_RE = re.compile(f"[{_HAN_RUN}]$")
-_CJK_START_RE = re.compile(f"^[{_HAN_RUN}\uff08\u201c]")
+#: Where Chinese punctuation is: CJK symbols and punctuation, the vertical, compatibility and small
+#: forms, the full-width forms, and the dashes, curly quotes and ellipsis Chinese shares with Latin.
+_CJK_PUNCTUATION_BLOCKS = (
+    (0x3000, 0x303F),
+    (0xFE10, 0xFE1F),
+    (0xFE30, 0xFE6F),
+    (0xFF00, 0xFF65),
+    (0x2014, 0x2015),
+    (0x2018, 0x201F),
+    (0x2026, 0x2026),
+)
+_CJK_PUNCTUATION = [
+    ch
+    for first, last in _CJK_PUNCTUATION_BLOCKS
+    for ch in map(chr, range(first, last + 1))
+    if unicodedata.category(ch).startswith("P")
+]
+#: Punctuation after which a sentence goes on: opening brackets and quotes, and the commas.
+_CJK_OPEN = "".join(
+    ch for ch in _CJK_PUNCTUATION if unicodedata.category(ch) in ("Ps", "Pi") or "COMMA" in unicodedata.name(ch, "")
+)
+_CJK_END_RE = re.compile(f"[{_HAN_RUN}{re.escape(_CJK_OPEN)}]$")
+_CJK_START_RE = re.compile(f"^[{_HAN_RUN}{re.escape(''.join(_CJK_PUNCTUATION))}]")
 _PUNCT_END = tuple("。！？；：.!?;:")
 
 
@@ -986,6 +1023,59 @@ def _join_pages(pieces: list[str]) -> tuple[str, list[int]]:
     return text, page_starts
 
 
+def _runs_on(previous: str, text: str, widest: int) -> bool:
+    """Whether Chinese line ``text`` goes on the paragraph whose last line is ``previous`` (PDF breaks
+    lines where the page ends, not where the sentence does): ``previous`` fills the page (at least
+    80 % of the characters of its widest line) and ends where a sentence cannot, and ``text`` starts
+    with a Han character or Chinese punctuation (:data:`_CJK_END_RE`, :data:`_CJK_START_RE`) but not
+    with numbering -- 第X条, 一、, （一）, （1） start an article or an item of their own."""
+    from ..chunker import _marker
+
+    return (
+        "\t" not in previous + text
+        and bool(_CJK_END_RE.search(previous))
+        and bool(_CJK_START_RE.match(text))
+        and len(previous) >= 0.8 * widest
+        and _marker(text) is None
+    )
+
+
+def _page_blocks(
+    lines: list[tuple[str, float, list[Segment]]],
+    levels: dict[int, int],
+    level_of_size: dict[float, int],
+    header: set[int],
+    title: range | None,
+) -> list[str]:
+    """A page's lines as blocks: headings (the outline's ``levels`` of its lines, else
+    ``level_of_size``; a number's depth wins), paragraphs with their Chinese lines joined
+    (:func:`_runs_on`) and tables. The lines of a red header (``header``) stay text; the lines of the
+    title under it (``title``) are one level-1 heading."""
+    widest = max((len(t) for t, _, _ in lines), default=0)
+    blocks: list[str] = []
+    paragraph: list[tuple[str, float, list[Segment]]] = []
+    for i, (text, size, segs) in enumerate(lines):
+        level = None if i in header else levels.get(i)
+        if level is None and i not in header and len(text) <= HEADING_MAX_CHARS and not text.endswith(_PUNCT_END):
+            level = level_of_size.get(round(size, 1))
+        if title is not None and i in title:
+            if i != title.start:
+                continue
+            level, text = 1, join_title_lines([lines[k][0] for k in title])
+        if level is not None:
+            depth = _number_depth(text)
+            if depth is not None:
+                level = depth  # 3 > 3.1 > 3.1.2 as printed, whatever the sizes or the outline say
+            blocks += _paragraph_blocks(paragraph)
+            paragraph = []
+            blocks.append("#" * min(level, 6) + " " + " ".join(text.split()))
+        elif paragraph and _runs_on(paragraph[-1][0], text, widest):
+            paragraph[-1] = (paragraph[-1][0] + text, paragraph[-1][1], paragraph[-1][2])
+        else:
+            paragraph.append((text, size, segs))
+    return blocks + _paragraph_blocks(paragraph)
+
+
 def parse_pdf(data: bytes, ocr: str = "defer") -> ParsedFile:
     import pypdfium2 as pdfium
     import pypdfium2.raw as raw
@@ -1028,6 +1118,8 @@ def parse_pdf(data: bytes, ocr: str = "defer") -> ParsedFile:
                 textpage.close()
                 page.close()
         title = clean_title(pdf.get_metadata_value("Title"))
+        if title is not None and official_header(title):
+            title = None  # a red header's line (issuer, document number) names no document
         ocr_record, ocr_lines = _ocr_pages(pdf, scanned, ocr, warnings)
         if title is None and ocr_lines and not any(page_lines[: min(ocr_lines) + 1]):
             title = _ocr_title(ocr_lines[min(ocr_lines)])
@@ -1065,46 +1157,29 @@ def parse_pdf(data: bytes, ocr: str = "defer") -> ParsedFile:
         for p, found in enumerate(levels)
     ]
 
-    sizes = _text_by_size(page_lines)
+    # a Chinese official document's red header (issuer, document number, date) is text, never a
+    # heading, and its size sets no heading level; the title under it is the level-1 heading
+    opening = next((p for p, lines in enumerate(page_lines) if lines), 0)
+    first_texts = [text for text, _, _ in page_lines[opening]] if page_lines else []
+    header = set(range(official_header_lines(first_texts)))
+    title_lines = official_title_lines(first_texts)
+    if title is None and title_lines is not None:
+        title = official_title(first_texts)
+    sizes = _text_by_size(
+        [[ln for i, ln in enumerate(page_lines[opening]) if i not in header], *page_lines[opening + 1 :]]
+    )
     body_size = sizes.most_common(1)[0][0] if sizes else 0.0
     heading_sizes = sorted({s for s in sizes if body_size and s >= body_size * HEADING_SIZE_RATIO}, reverse=True)[
         :HEADING_LEVELS
     ]
-    level_of_size = {s: i + 1 for i, s in enumerate(heading_sizes)}
+    level_of_size = {} if outline else {s: i + 1 for i, s in enumerate(heading_sizes)}
 
     pieces: list[str] = []
     for index, lines in enumerate(page_lines):
-        widest = max((len(t) for t, _, _ in lines), default=0)
-        blocks: list[str] = []
-        paragraph: list[tuple[str, float, list[Segment]]] = []
-        for i, (text, size, segs) in enumerate(lines):
-            level = levels[index].get(i)
-            if level is None and not outline and len(text) <= HEADING_MAX_CHARS and not text.endswith(_PUNCT_END):
-                level = level_of_size.get(round(size, 1))
-            if level is not None:
-                depth = _number_depth(text)
-                if depth is not None:
-                    level = depth  # 3 > 3.1 > 3.1.2 as printed, whatever the sizes or the outline say
-                blocks += _paragraph_blocks(paragraph)
-                paragraph = []
-                blocks.append("#" * min(level, 6) + " " + " ".join(text.split()))
-                continue
-            previous = paragraph[-1][0] if paragraph else ""
-            if (
-                previous
-                and "\t" not in previous + text
-                and _CJK_END_RE.search(previous)
-                and _CJK_START_RE.match(text)
-                and len(previous) >= 0.8 * widest
-            ):
-                paragraph[-1] = (
-                    previous + text,
-                    paragraph[-1][1],
-                    paragraph[-1][2],
-                )  # a Chinese line broken at the page's edge
-            else:
-                paragraph.append((text, size, segs))
-        blocks += _paragraph_blocks(paragraph)
+        first = index == opening
+        blocks = _page_blocks(
+            lines, levels[index], level_of_size, header if first else set(), title_lines if first else None
+        )
         if index in ocr_lines:
             blocks.append("\n".join(escape_line(line) for line in ocr_lines[index]))
         pieces.append(sanitize_text("\n\n".join(blocks)))
