@@ -60,7 +60,7 @@ LANGUAGE sql
 IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, public, pg_temp
 AS $$
-    SELECT '{"pdf": "7", "docx": "4", "xlsx": "2", "pptx": "1", "image": "1", "html": "4", "markdown": "1", "text": "1"}'::jsonb
+    SELECT '{"pdf": "7", "docx": "4", "xlsx": "3", "pptx": "2", "image": "1", "html": "4", "markdown": "1", "text": "1"}'::jsonb
 $$;
 COMMENT ON FUNCTION kb.parser_versions() IS
 'Current version of pgkb''s conversion of each file format (pgkb_plpy.parsers.FORMAT_VERSIONS); a document parsed with another is stale.';

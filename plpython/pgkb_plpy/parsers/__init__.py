@@ -336,19 +336,25 @@ def sanitize_text(text: str) -> str:
     return text.strip("\n")
 
 
-#: Characters that start a Markdown block at the start of a line (heading, quote, list, table, fence,
-#: setext underline, thematic break): a converted line starting with one is escaped.
-_STRUCTURE_FIRST = frozenset("#>|-*+`~=_")
+#: What the chunker reads as structure at the start of a line of text: an ATX heading, a fence, a
+#: table row, or a line made only of rule characters (a thematic break, which it drops; a setext
+#: underline, which makes the line above a heading; a table's delimiter row). A line that starts
+#: with ``>``, ``*``, ``-`` or ``+`` becomes at most a quote or list block of the same text.
+_STRUCTURE_LINE_RE = re.compile(r"^(?:#{1,6}(?:[ \t]|$)|`{3,}|~{3,}|\||[-*_=|:+ \t]+$)")
+#: Invisible, zero-width, and removed by the lexical rules (category Cf): it keeps a line literal
+#: without a backslash showing in passages and citations.
+WORD_JOINER = "\u2060"
 
 
 def escape_line(line: str) -> str:
-    """``line`` of converted text made literal for the chunker: a backslash before a first character
-    that would start Markdown structure (``# x`` is text, not a heading; ``| a``, ``- b``, a fence,
-    ``===`` likewise). Numbered lines (1.1, 第一章) are left as they are: they head in every format."""
+    """``line`` of converted text made literal for the chunker: after a word joiner when the chunker
+    would read it as structure (``# x`` is text, not a heading; ``| a``, a fence, ``===`` likewise),
+    else as written, so no escape shows to readers. Numbered lines (1.1, 第一章) are left as they
+    are: they head in every format."""
     stripped = line.lstrip(" \t")
-    if stripped[:1] in _STRUCTURE_FIRST:
+    if _STRUCTURE_LINE_RE.match(stripped):
         cut = len(line) - len(stripped)
-        return line[:cut] + "\\" + stripped
+        return line[:cut] + WORD_JOINER + stripped
     return line
 
 

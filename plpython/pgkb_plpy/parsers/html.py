@@ -61,6 +61,7 @@ from . import (
     ParsedFile,
     TextBudget,
     clean_title,
+    escape_line,
     format_version,
     nest_by_numbers,
     numbered_lines_divide,
@@ -345,24 +346,10 @@ class _Scorer(HTMLParser):
 
 _VOID = {"br", "img", "hr", "meta", "link", "input", "area", "base", "col", "embed", "param", "source", "track", "wbr"}
 _WS_RE = re.compile(r"[ \t\r\n\f\u00a0]+")
-#: What the chunker reads as structure at the start of a line of text: an ATX heading, a fence, a
-#: table row, or a line made only of rule characters (a thematic break, which it drops; a setext
-#: underline, which makes the line above a heading; a table's delimiter row). A line that starts
-#: with ``>``, ``*``, ``-`` or ``+`` becomes at most a quote or list block of the same text.
-_STRUCTURE_LINE_RE = re.compile(r"^(?:#{1,6}(?:[ \t]|$)|`{3,}|~{3,}|\||[-*_=|:+ \t]+$)")
-#: Invisible, zero-width, and removed by the lexical rules (category Cf): it keeps a line literal
-#: without a backslash showing in passages.
-_WORD_JOINER = "\u2060"
 #: How many characters of a box left out of the main content its warning quotes.
 BOX_EXCERPT_CHARS = 60
 #: How many boxes a warning names (it counts them all).
 BOX_WARNING_NAMES = 5
-
-
-def _literal(line: str) -> str:
-    """``line`` of a paragraph or list item, kept literal for the chunker: after a word joiner when
-    the chunker would read it as structure, else as written (no backslash escapes)."""
-    return _WORD_JOINER + line if _STRUCTURE_LINE_RE.match(line) else line
 
 
 def _code_span(code: str) -> str:
@@ -458,14 +445,14 @@ class _Converter(HTMLParser):
         if self.lists:
             kind, _ = self.lists[-1]
             indent = "  " * (len(self.lists) - 1)
-            text = _literal(" ".join(text.split("\n")))
+            text = escape_line(" ".join(text.split("\n")))
             if kind == "ol":
                 self.lists[-1][1] += 1
                 self.out.append(f"\x1e{indent}{self.lists[-1][1]}. {text}")
             else:
                 self.out.append(f"\x1e{indent}- {text}")
         else:
-            self.out.append("\n".join(_literal(line) for line in text.split("\n")))
+            self.out.append("\n".join(escape_line(line) for line in text.split("\n")))
 
     def write_heading(self, text: str) -> None:
         """Write the heading ``text``, unless the heading right above (nothing between) says the same."""
