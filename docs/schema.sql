@@ -766,7 +766,7 @@ ALTER TABLE kb.tenant_isolation_changes ADD CONSTRAINT tenant_isolation_changes_
 -- VIEW kb.eval_metric_trend
 -- One row per evaluation run with its headline metrics.
 -- VIEW kb.eval_run_summary
--- What the parser could not do in a stored file, one row per page or sheet: name_mismatch (the name or declared type said another format than the content, which decided; page NULL), no_text (a page without text), ocr_pending, ocr_unreadable (OCR read nothing or with low confidence), ocr_limit (past ocr_max_pages), ocr_failed (the OCR run failed; the text kept), ocr_off, ocr_unavailable, table_not_parsed, empty_sheet. Rows of the documents the caller may read (security_invoker).
+-- What the parser could not do in a stored file, one row per page or sheet: name_mismatch (the name or declared type said another format than the content, which decided; page NULL), no_text (a page without text), ocr_pending, ocr_unreadable (OCR read nothing or with low confidence), ocr_limit (past ocr_max_pages), ocr_failed (the OCR run failed; the text kept), ocr_off, ocr_unavailable, table_not_parsed, empty_sheet, box_not_indexed (an HTML block inside the article left out as an ad, author box or the like). Rows of the documents the caller may read (security_invoker).
 -- VIEW kb.file_warnings
 -- Chunks whose embedding failed and files that could not be parsed, with the error; pgkb backfill retries both.
 -- VIEW kb.ingest_failures

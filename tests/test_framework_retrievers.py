@@ -70,7 +70,7 @@ def test_llamaindex_retriever_returns_kb_retrieve_rows_for_every_argument(corpus
     nodes = LlamaIndexRetriever(dsn, **arguments).retrieve(query)
     assert all(isinstance(n, NodeWithScore) and isinstance(n.node, TextNode) for n in nodes)
     assert [(n.node.get_content(), n.node.metadata["source"], n.score) for n in nodes] == [
-        (r["content"], r["source"], r["score"]) for r in rows
+        (r["content"], r["source"], r["relevance"]) for r in rows
     ]
 
 
