@@ -26,7 +26,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness import answerability, retrieval  # noqa: E402
+from harness import answerability, metrics, retrieval  # noqa: E402
 from harness.db import connect  # noqa: E402
 
 SIGNALS = {
@@ -107,13 +107,11 @@ def auc(scores: list[float], labels: list[bool]) -> float | None:
     return float((ranks[y].sum() - positives * (positives + 1) / 2) / (positives * (len(s) - positives)))
 
 
-def calibration(probabilities: list[float], labels: list[bool], bins: int = 10) -> dict:
-    p, y = np.asarray(probabilities, dtype=float), np.asarray(labels, dtype=float)
-    edges = np.minimum((p * bins).astype(int), bins - 1)
-    ece = sum(
-        abs(p[edges == b].mean() - y[edges == b].mean()) * (edges == b).sum() for b in range(bins) if (edges == b).any()
-    )
-    return {"brier": round(float(((p - y) ** 2).mean()), 4), "ece": round(float(ece / len(p)), 4)}
+def calibration(probabilities: list[float], labels: list[bool]) -> dict:
+    """Calibration error and Brier score as `pgkb eval` computes them (harness.metrics.calibration)."""
+    outcomes = [{"probability": p, "answer_correct": y} for p, y in zip(probabilities, labels, strict=True)]
+    measured = metrics.calibration(outcomes, min_cases=1)
+    return {"brier": measured["brier"], "ece": measured["calibration_error"]}
 
 
 def scored(examples: list[dict], probabilities: list[float]) -> dict:
